@@ -1,0 +1,134 @@
+r"""Pairwise losses: RankNet with tie targets, and the NDCG-beta weighted hinge.
+
+Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s
+RankNet, Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt``
+(Eq. 4-5). Pairs are unordered pairs of valid documents of one list.
+"""
+import tensorflow as tf
+
+from tfr_extensions.losses import base
+from tfr_extensions.losses.registry import register
+from tfr_extensions.ops import lists
+
+
+def _pairs(labels, scores, mask):
+    """Score differences ``s_i - s_j``, label differences ``y_i - y_j`` and the
+    bool mask of unordered valid pairs ``i < j``, each ``[B, L, L]``."""
+    score_diffs = scores[:, :, None] - scores[:, None, :]
+    label_diffs = labels[:, :, None] - labels[:, None, :]
+    size = tf.shape(scores)[1]
+    upper = tf.linalg.band_part(tf.ones([size, size], tf.bool), 0, -1)
+    upper = tf.logical_and(upper, tf.logical_not(tf.eye(size, dtype=tf.bool)))
+    pair_mask = tf.logical_and(tf.logical_and(mask[:, :, None], mask[:, None, :]), upper[None])
+    return score_diffs, label_diffs, pair_mask
+
+
+def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
+    r"""RankNet cross entropy per pair (Eq. 4), ``[B, L, L]`` (0 off the pairs).
+
+    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) +
+    \log(1 + e^{-\sigma(s_i - s_j)})` with :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`,
+    i.e. cross entropy against the target :math:`\bar P_{ij} = (1 + S_{ij})/2`
+    (Eq. 3), so tied labels have target 1/2. Symmetric in (i, j). Computed with
+    ``softplus``, finite for any score gap.
+    """
+    score_diffs, label_diffs, pair_mask = _pairs(labels, scores, mask)
+    o = sigma * tf.where(pair_mask, score_diffs, tf.zeros_like(score_diffs))
+    target = 0.5 * (1.0 + tf.sign(label_diffs))
+    pair_losses = (1.0 - target) * o + tf.math.softplus(-o)
+    return tf.where(pair_mask, pair_losses, tf.zeros_like(pair_losses)), pair_mask
+
+
+@register
+class RankNetLoss(base.RankingLoss):
+    r"""RankNet: mean pairwise cross entropy with targets :math:`(1+S_{ij})/2`.
+
+    Per list, :math:`\frac{1}{|P|}\sum_{(i,j) \in P} C_{ij}` over the unordered
+    pairs P of valid documents (tied pairs included, with target 1/2), Eq. 1-4
+    of the RankNet report and Eq. 4-5 of SoftRank. ``sigma`` scales the score
+    difference in :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has 1).
+
+    >>> float(RankNetLoss()([[1., 0.]], [[0., 0.]]))  # log 2
+    0.6931471824645996
+    """
+
+    def __init__(self, sigma: float = 1.0, ragged: bool = False,
+                 reduction: str = tf.keras.losses.Reduction.AUTO,
+                 name: str = "ranknet"):
+        super().__init__(reduction=reduction, name=name, ragged=ragged)
+        self._sigma = lists.validate_positive(sigma, "sigma")
+
+    def per_list(self, labels, scores, mask):
+        pair_losses, pair_mask = ranknet_pair_losses(labels, scores, mask, self._sigma)
+        num_pairs = tf.reduce_sum(tf.cast(pair_mask, scores.dtype), axis=[1, 2])
+        total = tf.reduce_sum(pair_losses, axis=[1, 2])
+        weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+        return total / tf.maximum(num_pairs, 1.0), weights
+
+    def get_config(self):
+        config = super().get_config()
+        config["sigma"] = self._sigma
+        return config
+
+
+def ideal_dcg_beta(labels, mask):
+    r""":math:`DCG_\beta(\pi) = \sum_i y_{(i)} (n - i)` of the ideal order, Eq. 12
+    (labels sorted descending, i 1-based, n valid documents). ``[B]``."""
+    sorted_labels = tf.sort(tf.where(mask, labels, tf.zeros_like(labels)),
+                            axis=-1, direction="DESCENDING")
+    n = tf.reduce_sum(tf.cast(mask, labels.dtype), axis=-1, keepdims=True)
+    positions = tf.cumsum(tf.ones_like(labels), axis=-1)  # 1..L
+    return tf.reduce_sum(sorted_labels * tf.maximum(n - positions, 0.0), axis=-1)
+
+
+def ndcg_beta_pair_weights(labels, mask):
+    r"""Pair weights :math:`\tau = (b - a)/DCG_\beta(\pi)` of Eq. 17-19.
+
+    ``[B, L, L]``: entry (i, j) is :math:`(y_i - y_j)/DCG_\beta(\pi)` when
+    :math:`y_i > y_j` (i should rank above j), else 0. With them,
+    :math:`1 - NDCG_\beta(g) = \sum_{i,j} \tau_{ij}\,[s_i \le s_j]` (Eq. 15-17).
+    """
+    label_diffs = labels[:, :, None] - labels[:, None, :]
+    pair_mask = tf.logical_and(tf.logical_and(mask[:, :, None], mask[:, None, :]),
+                               label_diffs > 0)
+    norm = ideal_dcg_beta(labels, mask)[:, None, None]
+    safe_norm = tf.where(norm > 0, norm, tf.ones_like(norm))
+    return tf.where(pair_mask, label_diffs / safe_norm, tf.zeros_like(label_diffs))
+
+
+@register
+class NDCGBetaHingeLoss(base.RankingLoss):
+    r"""RankSVM-ndcg: the NDCG-beta weighted pairwise hinge, Eq. 19-20.
+
+    Per list, :math:`\sum_{y_i > y_j} \tau_{ij}\,\phi(1 - (s_i - s_j))` with
+    :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` and :math:`\phi(x) = \max(0, x)`
+    (L1-SVM) or :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It upper-bounds
+    :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the batch mean.
+    Lists whose ideal :math:`DCG_\beta` is 0 get weight 0.
+
+    >>> float(NDCGBetaHingeLoss()([[1., 0.]], [[0., 0.]]))
+    1.0
+    """
+
+    def __init__(self, margin: float = 1.0, squared: bool = False, ragged: bool = False,
+                 reduction: str = tf.keras.losses.Reduction.AUTO,
+                 name: str = "ndcg_beta_hinge"):
+        super().__init__(reduction=reduction, name=name, ragged=ragged)
+        self._margin = lists.validate_positive(margin, "margin")
+        self._squared = bool(squared)
+
+    def per_list(self, labels, scores, mask):
+        weights = ndcg_beta_pair_weights(labels, mask)
+        score_diffs = scores[:, :, None] - scores[:, None, :]
+        hinge = tf.nn.relu(self._margin - score_diffs)
+        if self._squared:
+            hinge = tf.square(hinge)
+        losses = tf.reduce_sum(tf.where(weights > 0, weights * hinge, tf.zeros_like(hinge)),
+                               axis=[1, 2])
+        list_weights = tf.cast(ideal_dcg_beta(labels, mask) > 0, scores.dtype)
+        return losses, list_weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"margin": self._margin, "squared": self._squared})
+        return config

@@ -1,0 +1,64 @@
+"""Loss names: derived from the loss classes, never a hand-kept list.
+
+A class decorated with :func:`register` is known under its class name, under its
+default ``name`` (the snake_case key users type), and under each key of its
+``PRESETS`` (e.g. ``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg",
+gradient="type3")``). It is also registered as Keras-serializable.
+:func:`get` falls back to ``tfr.keras.losses.get`` for TF-Ranking's names.
+"""
+import inspect
+from typing import Any, Dict, Tuple, Type
+
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+_CLASSES: Dict[str, type] = {}
+_NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}
+
+
+def register(cls: Type) -> Type:
+    """Class decorator: Keras-serializable, and known to :func:`get`."""
+    cls = tf.keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
+    default_name = inspect.signature(cls.__init__).parameters["name"].default
+    entries = {cls.__name__: {}, default_name: {}}
+    for key, kwargs in getattr(cls, "PRESETS", {}).items():
+        entries[key] = dict(kwargs)
+    for key, kwargs in entries.items():
+        if key in _NAMES and _NAMES[key][0] is not cls:
+            raise ValueError(f"Loss name {key!r} is registered twice.")
+        _NAMES[key] = (cls, kwargs)
+    _CLASSES[cls.__name__] = cls
+    return cls
+
+
+def tfr_loss_names() -> Tuple[str, ...]:
+    """TF-Ranking's loss keys (``tfr.keras.losses.RankingLossKey``)."""
+    keys = tfr.keras.losses.RankingLossKey
+    return tuple(sorted(v for k, v in vars(keys).items()
+                        if k.isupper() and isinstance(v, str)))
+
+
+def names() -> Tuple[str, ...]:
+    """Every name :func:`get` accepts: ours, then TF-Ranking's."""
+    return tuple(sorted(_NAMES)) + tfr_loss_names()
+
+
+def get(name: str, **kwargs) -> tf.keras.losses.Loss:
+    """A loss instance by name.
+
+    Our names (class names, default names, presets such as ``twin_ap_type2``)
+    build our classes, with ``kwargs`` overriding the preset; any other name goes
+    to ``tfr.keras.losses.get(name, **kwargs)``.
+
+    >>> get("twin_ndcg_type3", topn=10).get_config()["gradient"]
+    'type3'
+
+    Raises:
+      ValueError: for an unknown name, listing the known names.
+    """
+    if name in _NAMES:
+        cls, preset = _NAMES[name]
+        return cls(**{**preset, **kwargs})
+    if name in tfr_loss_names():
+        return tfr.keras.losses.get(name, **kwargs)
+    raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.")

@@ -1,0 +1,114 @@
+r"""Exact ranking metrics, per list, and their Keras metric wrappers.
+
+The functions ``ndcg``, ``average_precision``, ``precision`` and ``nerr`` sort
+each list by score (ties go to the lower index, padded documents last) and
+apply the formulas of :mod:`tfr_extensions.ops.rank_metrics` to those integer
+ranks, so the exact metrics and the twin-sigmoid losses share one definition:
+
+* nDCG@k: gain ``2^y - 1``, discount ``1/log2(1 + rank)``, over the ideal DCG@k.
+* AP@k: relevance ``label > 0``; normalized by all relevant documents of the
+  list (TF-Ranking's ``MeanAveragePrecisionMetric`` convention).
+* Precision@k: relevant documents in the top k over ``min(k, #valid)``
+  (TF-Ranking's ``PrecisionMetric`` convention).
+* nERR@k: Chapelle et al.'s ERR with ``R = (2^y - 1) / 2^{max y}`` (the list's
+  maximum label, Eq. 16 of the twin-sigmoid paper) over the ideal ERR@k.
+
+A list without relevant documents scores 0 here; :func:`has_relevant` tells
+which lists those are, so an evaluation can exclude them or count them as 1
+(``tfrx`` pipelines make that choice explicit).
+
+>>> labels = tf.constant([[0., 1., 2.]])
+>>> scores = tf.constant([[3., 2., 1.]])
+>>> float(ndcg(labels, scores)[0])  # doctest: +ELLIPSIS
+0.6...
+"""
+from typing import Optional
+
+import tensorflow as tf
+
+from tfr_extensions.ops import lists
+from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops import sorting
+
+
+def _exact(metric_fn, labels, scores, topn, mask):
+    topn = lists.validate_topn(topn)
+    labels, scores, valid = lists.prepare_lists(labels, scores, mask)
+    ranks = tf.cast(sorting.exact_ranks(scores, valid), scores.dtype)
+    return metric_fn(labels, ranks, valid, topn)
+
+
+def ndcg(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+    """Exact nDCG@topn per list, ``[B]``."""
+    return _exact(rank_metrics.ndcg, labels, scores, topn, mask)
+
+
+def average_precision(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+    """Exact AP@topn per list, ``[B]`` (MAP is its mean over lists)."""
+    return _exact(rank_metrics.average_precision, labels, scores, topn, mask)
+
+
+def precision(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+    """Exact Precision@topn per list, ``[B]``."""
+    return _exact(rank_metrics.precision, labels, scores, topn, mask)
+
+
+def nerr(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+    """Exact nERR@topn per list, ``[B]``."""
+    return _exact(rank_metrics.nerr, labels, scores, topn, mask)
+
+
+def has_relevant(labels, mask=None) -> tf.Tensor:
+    """Bool ``[B]``: the list has a valid document with label > 0."""
+    labels, _, valid = lists.prepare_lists(labels, tf.zeros_like(labels, tf.float32), mask)
+    return lists.has_relevant(labels, valid)
+
+
+METRIC_FUNCTIONS = {
+    "ndcg": ndcg,
+    "map": average_precision,
+    "precision": precision,
+    "nerr": nerr,
+}
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
+class RankingMetric(tf.keras.metrics.Mean):
+    """Mean of an exact per-list metric over the lists seen, for ``model.compile``.
+
+    Lists with no valid document are skipped; lists without relevant documents
+    count 0, as TF-Ranking's Keras metrics do. ``y_pred`` may be float16.
+
+    >>> m = RankingMetric("nerr", topn=10)
+    >>> m.update_state([[0., 1.]], [[0.2, 0.9]])
+    >>> float(m.result())
+    1.0
+    """
+
+    def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
+                 name: Optional[str] = None, dtype=None, **kwargs):
+        lists.validate_choice(metric, tuple(METRIC_FUNCTIONS), "metric")
+        self._metric = metric
+        self._topn = lists.validate_topn(topn)
+        default = f"{metric}_{topn}" if topn else metric
+        super().__init__(name=name or default, dtype=dtype, **kwargs)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if isinstance(y_true, tf.RaggedTensor):
+            y_true = y_true.to_tensor(-1.0)
+        if isinstance(y_pred, tf.RaggedTensor):
+            y_pred = y_pred.to_tensor(0.0)
+        values = METRIC_FUNCTIONS[self._metric](y_true, y_pred, self._topn)
+        any_valid = tf.reduce_any(tf.greater_equal(tf.cast(y_true, tf.float32), 0.0), axis=-1)
+        weights = tf.cast(any_valid, values.dtype)
+        if sample_weight is not None:
+            sample_weight = tf.cast(sample_weight, values.dtype)
+            if sample_weight.shape.rank == 2:
+                sample_weight = tf.reduce_mean(sample_weight, axis=-1)
+            weights = weights * sample_weight
+        return super().update_state(values, sample_weight=weights)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"metric": self._metric, "topn": self._topn})
+        return config

@@ -1,0 +1,134 @@
+"""Shapes, masks, dtypes and seeds shared by every op and loss.
+
+Conventions (TF-Ranking's, see DESIGN.md):
+
+* ``labels`` and ``scores`` are ``[batch, list_size]``; a label ``< 0`` marks a
+  padded document. ``mask`` (bool, True = valid) may narrow validity further.
+* Gains are ``2^y - 1`` and the rank discount is ``1 / log2(1 + rank)`` with
+  1-based ranks.
+* Computation runs in float64 when the scores are float64 (gradient checks) and
+  in float32 otherwise, so ``mixed_float16`` models get float32 losses.
+* Seeds are ``None`` (fresh randomness), an int, or a pair of ints, and feed TF's
+  stateless random ops.
+"""
+from typing import Optional, Sequence, Tuple, Union
+
+import tensorflow as tf
+
+Seed = Union[None, int, Sequence[int], tf.Tensor]
+
+# A finite stand-in for "below every valid score", used to push padded documents
+# to the end of a sort. It is applied with tf.where, never added to a real score.
+PADDED_SCORE_OFFSET = 1e4
+
+
+def compute_dtype(scores: tf.Tensor) -> tf.DType:
+    """float64 for float64 inputs, float32 for everything else (incl. float16)."""
+    return tf.float64 if scores.dtype == tf.float64 else tf.float32
+
+
+def check_list_shapes(labels: tf.Tensor, scores: tf.Tensor) -> None:
+    """Raises ValueError unless labels and scores are both rank 2 and compatible."""
+    for arg, tensor in (("labels", labels), ("scores", scores)):
+        rank = tensor.shape.rank
+        if rank is not None and rank != 2:
+            raise ValueError(
+                f"`{arg}` must have shape [batch, list_size]; got rank {rank} "
+                f"(shape {tensor.shape}).")
+    if not labels.shape.is_compatible_with(scores.shape):
+        raise ValueError(
+            f"`labels` and `scores` must have the same shape; got "
+            f"{labels.shape} and {scores.shape}.")
+
+
+def prepare_lists(
+    labels, scores, mask=None
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Casts to the compute dtype, checks shapes, and builds the validity mask.
+
+    Returns:
+      ``(labels, scores, mask)``: labels and scores in the compute dtype with
+      padded labels replaced by 0 (so no -1 ever reaches ``2^y``), and ``mask``
+      bool ``[batch, list_size]``, True for valid documents.
+    """
+    scores = tf.convert_to_tensor(scores)
+    if not scores.dtype.is_floating:
+        scores = tf.cast(scores, tf.float32)
+    dtype = compute_dtype(scores)
+    scores = tf.cast(scores, dtype)
+    labels = tf.cast(tf.convert_to_tensor(labels), dtype)
+    check_list_shapes(labels, scores)
+    valid = tf.greater_equal(labels, 0.0)
+    if mask is not None:
+        valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
+    labels = tf.where(valid, labels, tf.zeros_like(labels))
+    return labels, scores, valid
+
+
+def gains(labels: tf.Tensor) -> tf.Tensor:
+    """The exponential gain 2^y - 1 (labels of padded documents must be 0)."""
+    return tf.pow(tf.constant(2.0, labels.dtype), labels) - 1.0
+
+
+def log2_discount(ranks: tf.Tensor) -> tf.Tensor:
+    """1 / log2(1 + rank) for 1-based ranks (ranks >= 1, so no division by 0)."""
+    return tf.math.log(tf.constant(2.0, ranks.dtype)) / tf.math.log1p(ranks)
+
+
+def has_relevant(labels: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Bool ``[batch]``: the list has at least one valid document with label > 0."""
+    return tf.reduce_any(tf.logical_and(mask, labels > 0), axis=-1)
+
+
+def seed_tensor(seed: Seed, salt: int = 0) -> Optional[tf.Tensor]:
+    """A stateless-op seed ``int32 [2]`` from an int or a pair of ints.
+
+    ``salt`` separates independent streams drawn from one user seed. Returns
+    None for ``seed=None``; the caller then draws a fresh seed each call.
+    """
+    if seed is None:
+        return None
+    seed = tf.convert_to_tensor(seed)
+    seed = tf.cast(seed, tf.int64)
+    if seed.shape.rank == 0:
+        seed = tf.stack([seed, tf.constant(0, tf.int64)])
+    seed = seed + tf.constant([0, salt], tf.int64)
+    return tf.cast(tf.math.floormod(seed, 2**31 - 1), tf.int32)
+
+
+def fresh_seed() -> tf.Tensor:
+    """A random stateless seed, for ``seed=None`` (non-reproducible on purpose)."""
+    return tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
+
+
+def fold_in(seed: tf.Tensor, step) -> tf.Tensor:
+    """Derives a new stateless seed from ``seed`` and a step counter."""
+    step = tf.cast(step, tf.int32)
+    return tf.random.experimental.stateless_fold_in(seed, step)
+
+
+def validate_topn(topn: Optional[int], arg: str = "topn") -> Optional[int]:
+    """Returns ``topn`` if it is None or a positive int, else raises ValueError."""
+    if topn is None:
+        return None
+    if isinstance(topn, bool) or not isinstance(topn, int) or topn <= 0:
+        raise ValueError(f"`{arg}` must be None or a positive int; got {topn!r}.")
+    return topn
+
+
+def validate_positive(value: float, arg: str) -> float:
+    """Returns ``float(value)`` if it is a finite number > 0, else raises ValueError."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{arg}` must be a positive number; got {value!r}.") from None
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"`{arg}` must be a positive finite number; got {value!r}.")
+    return number
+
+
+def validate_choice(value: str, choices: Sequence[str], arg: str) -> str:
+    """Returns ``value`` if it is one of ``choices``, else raises ValueError."""
+    if value not in choices:
+        raise ValueError(f"`{arg}` must be one of {list(choices)}; got {value!r}.")
+    return value

@@ -34,8 +34,9 @@ from tfr_extensions.ops import sorting
 def _exact(metric_fn, labels, scores, topn, mask):
     topn = lists.validate_topn(topn)
     labels, scores, valid = lists.prepare_lists(labels, scores, mask)
-    ranks = tf.cast(sorting.exact_ranks(scores, valid), scores.dtype)
-    return metric_fn(labels, ranks, valid, topn)
+    order = sorting.sort_order(scores, valid)
+    ranks = tf.cast(sorting.inverse_order(order), scores.dtype)
+    return metric_fn(labels, ranks, valid, topn, order)
 
 
 def ndcg(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:

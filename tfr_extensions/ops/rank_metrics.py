@@ -8,7 +8,8 @@ same integers but which carry a gradient). Equation numbers refer to Yu,
 
 Every function takes ``labels`` ``[B, L]`` (padded entries already 0), ``ranks``
 ``[B, L]`` (1-based, float; values at padded entries are ignored), ``mask``
-bool ``[B, L]`` and an optional cutoff ``topn``, and returns ``[B]``. A
+bool ``[B, L]``, an optional cutoff ``topn`` and optionally the sort ``order``
+of the ranks when the caller already has it, and returns ``[B]``. A
 document's *position* ``p_d`` is its place in the list sorted by rank (ties,
 which only occur without tie breaking, go to the lower index); the cutoff
 keeps documents with ``p_d <= topn``. Positions and everything that Eq. 13-16
@@ -27,9 +28,14 @@ from tfr_extensions.ops import lists
 from tfr_extensions.ops import sorting
 
 
-def _positions(ranks: tf.Tensor, mask: tf.Tensor):
-    """(order, positions) sorting each list by ascending rank (gradient-free)."""
-    order = sorting.sort_order(-tf.stop_gradient(ranks), mask)
+def _order_and_positions(ranks, mask, order=None):
+    """(order, positions) of each list sorted by ascending rank (gradient-free).
+
+    ``order`` may be passed in when the caller already sorted (the twin-sigmoid
+    forward pass and the exact metrics do), which saves a sort.
+    """
+    if order is None:
+        order = sorting.sort_order(-tf.stop_gradient(ranks), mask)
     return order, sorting.inverse_order(order)
 
 
@@ -52,13 +58,28 @@ def _normalize(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
                     tf.zeros_like(value))
 
 
-def precision(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
+def _ideal_labels(labels, mask, topn: Optional[int]) -> tf.Tensor:
+    """Labels sorted descending (the ideal ranking), first ``topn`` only, ``[B, K]``;
+    padded entries are 0, so they add no gain."""
+    masked = tf.where(mask, labels, tf.zeros_like(labels))
+    if topn is None:
+        return tf.sort(masked, axis=-1, direction="DESCENDING")
+    k = tf.minimum(topn, tf.shape(labels)[1])
+    return tf.math.top_k(masked, k=k, sorted=True).values
+
+
+def _position_ranks(values: tf.Tensor) -> tf.Tensor:
+    """1, 2, ..., K along the last axis, in the dtype and shape of ``values``."""
+    return tf.cumsum(tf.ones_like(values), axis=-1)
+
+
+def precision(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
     r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d`.
 
     ``b_d = [label_d > 0]``; ``k = min(topn, #valid)`` as in TF-Ranking's
     ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29.
     """
-    _, positions = _positions(ranks, mask)
+    _, positions = _order_and_positions(ranks, mask, order)
     in_top = _cutoff(positions, mask, topn)
     relevant = tf.cast(tf.logical_and(in_top, labels > 0), ranks.dtype)
     pos = tf.cast(positions, ranks.dtype)
@@ -68,7 +89,8 @@ def precision(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
     return _normalize(hits, k)
 
 
-def average_precision(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
+def average_precision(labels, ranks, mask, topn: Optional[int] = None,
+                      order=None) -> tf.Tensor:
     r"""AP@k, Eq. 14 in the form of Eq. 30:
     :math:`\frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
     \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
@@ -76,7 +98,7 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None) -> tf.Ten
     ``|Y^+|`` counts all relevant documents of the list, also beyond the cutoff,
     as TF-Ranking's ``MeanAveragePrecisionMetric`` does. Gradient: Eq. 31.
     """
-    order, positions = _positions(ranks, mask)
+    order, positions = _order_and_positions(ranks, mask, order)
     in_top = _cutoff(positions, mask, topn)
     relevant = tf.logical_and(in_top, labels > 0)
     pos = tf.cast(positions, ranks.dtype)
@@ -94,51 +116,63 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None) -> tf.Ten
 
 def ideal_dcg(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
     """DCG@k of the ideal ranking (labels sorted descending), ``[B]``."""
-    ideal_ranks = tf.cast(sorting.exact_ranks(labels, mask), labels.dtype)
-    return dcg(labels, ideal_ranks, mask, topn)
+    ideal = _ideal_labels(labels, mask, topn)
+    return tf.reduce_sum(lists.gains(ideal) * lists.log2_discount(_position_ranks(ideal)),
+                         axis=-1)
 
 
-def dcg(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
+def dcg(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
     r"""DCG@k: :math:`\sum_{d: p_d \le k} (2^{y_d}-1) / \log_2(1 + r_d)`."""
-    _, positions = _positions(ranks, mask)
-    in_top = _cutoff(positions, mask, topn)
+    in_top = mask
+    if topn is not None:
+        _, positions = _order_and_positions(ranks, mask, order)
+        in_top = _cutoff(positions, mask, topn)
     terms = lists.gains(labels) * lists.log2_discount(_safe_ranks(ranks, mask))
     return tf.reduce_sum(tf.where(in_top, terms, tf.zeros_like(terms)), axis=-1)
 
 
-def ndcg(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
+def ndcg(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
     r"""nDCG@k, Eq. 15: :math:`\frac{1}{DCG^*@k}\sum_{d: p_d\le k}
     \frac{2^{y_d}-1}{\log_2(r_d+1)}`. Gradient: Eq. 32."""
-    return _normalize(dcg(labels, ranks, mask, topn), ideal_dcg(labels, mask, topn))
+    return _normalize(dcg(labels, ranks, mask, topn, order), ideal_dcg(labels, mask, topn))
 
 
-def _err_weights(labels, order, positions, mask):
-    """Per document: R_d * prod_{e: p_e < p_d} (1 - R_e), with
-    R = (2^y - 1) / 2^{max y} (the list's maximum label, as in Eq. 16)."""
+def _stop_probabilities(labels, mask):
+    """R = (2^y - 1) / 2^{max y}, with the list's maximum label (Eq. 16)."""
     max_label = tf.reduce_max(tf.where(mask, labels, tf.zeros_like(labels)),
                               axis=-1, keepdims=True)
     stop_prob = lists.gains(labels) / tf.pow(tf.constant(2.0, labels.dtype), max_label)
-    stop_prob = tf.where(mask, stop_prob, tf.zeros_like(stop_prob))
-    by_position = tf.gather(stop_prob, order, batch_dims=1)
-    reach = tf.math.cumprod(1.0 - by_position, axis=-1, exclusive=True)
-    weight_by_position = reach * by_position
-    return tf.gather(weight_by_position, positions - 1, batch_dims=1)
+    return tf.where(mask, stop_prob, tf.zeros_like(stop_prob))
 
 
-def err(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
+def _err_by_position(stop_prob_by_position):
+    """R_p * prod_{q < p} (1 - R_q) for a list in position order."""
+    reach = tf.math.cumprod(1.0 - stop_prob_by_position, axis=-1, exclusive=True)
+    return reach * stop_prob_by_position
+
+
+def err(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
     r"""ERR@k, Eq. 9 with ranks: :math:`\sum_{d: p_d\le k}
     \frac{R_d\prod_{e: p_e<p_d}(1-R_e)}{r_d}`, :math:`R=\frac{2^y-1}{2^{\max y}}`."""
-    order, positions = _positions(ranks, mask)
+    order, positions = _order_and_positions(ranks, mask, order)
     in_top = _cutoff(positions, mask, topn)
-    weights = _err_weights(labels, order, positions, mask)
+    stop_prob = _stop_probabilities(labels, mask)
+    weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
+                        positions - 1, batch_dims=1)
     terms = weights / _safe_ranks(ranks, mask)
     return tf.reduce_sum(tf.where(in_top, terms, tf.zeros_like(terms)), axis=-1)
 
 
-def nerr(labels, ranks, mask, topn: Optional[int] = None) -> tf.Tensor:
+def ideal_err(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
+    """ERR@k of the ideal ranking, ``[B]``."""
+    ideal = _stop_probabilities(labels, mask)  # sorting R sorts the labels
+    ideal = _ideal_labels(ideal, mask, topn)
+    return tf.reduce_sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
+
+
+def nerr(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
     r"""nERR@k, Eq. 16: ERR@k over the ideal ranking's ERR@k. Gradient: Eq. 33."""
-    ideal_ranks = tf.cast(sorting.exact_ranks(labels, mask), labels.dtype)
-    return _normalize(err(labels, ranks, mask, topn), err(labels, ideal_ranks, mask, topn))
+    return _normalize(err(labels, ranks, mask, topn, order), ideal_err(labels, mask, topn))
 
 
 METRICS = {

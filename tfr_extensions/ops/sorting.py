@@ -1,11 +1,24 @@
 """Exact ranks by sorting: the O(L log L) forward pass of every rank-based op.
 
-Sorting uses ``tf.argsort``, which is stable (TF implements it with ``top_k``,
-which returns the lower index first among equal values, on CPU, GPU and XLA).
+Sorting uses ``tf.argsort(stable=True)`` (TF implements it with ``top_k``, which
+returns the lower index first among equal values, on CPU, GPU and under XLA).
+Float32 scores with tie-breaking keys are sorted in a single pass on a 64-bit
+composite key (score bits, then key); float64 scores take two stable sorts.
+Both orders are identical: descending score, then descending key, then index.
 """
 from typing import Optional
 
 import tensorflow as tf
+
+_INT64_MIN = -(2**63)
+
+
+def _float32_sort_key(scores: tf.Tensor) -> tf.Tensor:
+    """int64 keys with the order of the float32 scores (and -0.0 == +0.0)."""
+    bits = tf.bitcast(tf.cast(scores, tf.float32) + 0.0, tf.int32)
+    # Negative floats order backwards as integers: flip their magnitude bits.
+    flipped = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, 0x7FFFFFFF), bits)
+    return tf.cast(flipped, tf.int64)
 
 
 def sort_order(scores: tf.Tensor, mask: tf.Tensor,
@@ -15,41 +28,63 @@ def sort_order(scores: tf.Tensor, mask: tf.Tensor,
     Args:
       scores: float ``[batch, list_size]``.
       mask: bool ``[batch, list_size]``, True for valid documents.
-      tie_keys: optional ``[batch, list_size]`` keys that break ties in score
-        (larger key first). Without them ties keep their original order.
+      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)`` that
+        break ties in score (larger key first). Without them ties keep their
+        original order.
 
     Returns:
       int32 ``[batch, list_size]``: ``order[b, k]`` is the index of the document
       at 0-based position ``k`` of list ``b``.
     """
-    # -inf is only a sort key here (never used in arithmetic): padded last.
-    keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     if tie_keys is None:
+        # -inf is only a sort key here (never used in arithmetic): padded last.
+        keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
         return tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
-    # Two stable sorts: by the tie keys first, then by score.
+    if scores.dtype != tf.float64:
+        composite = _float32_sort_key(scores) * (2**32) + tf.cast(tie_keys, tf.int64)
+        composite = tf.where(mask, composite, tf.constant(_INT64_MIN, tf.int64))
+        return tf.argsort(composite, axis=-1, direction="DESCENDING", stable=True)
+    # float64: two stable sorts, by the tie keys first, then by score.
     by_tie_key = tf.argsort(tie_keys, axis=-1, direction="DESCENDING", stable=True)
+    keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     permuted = tf.gather(keys, by_tie_key, batch_dims=1)
     by_score = tf.argsort(permuted, axis=-1, direction="DESCENDING", stable=True)
     return tf.gather(by_tie_key, by_score, batch_dims=1)
 
 
 def inverse_order(order: tf.Tensor) -> tf.Tensor:
-    """1-based positions from a sort order: ``positions[b, order[b, k]] = k + 1``."""
-    return tf.argsort(order, axis=-1, direction="ASCENDING", stable=True) + 1
+    """1-based positions from a sort order: ``positions[b, order[b, k]] = k + 1``.
+
+    A scatter, O(L) per list.
+    """
+    shape = tf.shape(order)
+    batch_index = tf.broadcast_to(tf.range(shape[0])[:, None], shape)
+    indices = tf.stack([batch_index, order], axis=-1)
+    positions = tf.broadcast_to(tf.range(1, shape[1] + 1)[None, :], shape)
+    return tf.scatter_nd(indices, positions, shape)
 
 
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
                 tie_keys: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """1-based int32 ranks by descending score; ties go to the lower index
-    (or the larger ``tie_keys``); padded documents take the last positions."""
+    """1-based int32 ranks by descending score; ties go to the larger
+    ``tie_keys``, then the lower index; padded documents take the last positions."""
     return inverse_order(sort_order(scores, mask, tie_keys))
+
+
+def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
+    """Stateless random int32 keys in [0, 2^31 - 1): a random permutation per
+    list once used as the secondary sort key (Section 4.2 of the twin-sigmoid
+    paper; a collision, probability ~L^2 / 2^32, falls back to index order)."""
+    return tf.random.stateless_uniform(shape, seed=seed, minval=0,
+                                       maxval=2**31 - 1, dtype=tf.int32)
 
 
 def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
     breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only.
 
-    Computed in O(L log L) with one sort and two binary searches.
+    Computed in O(L log L) with one sort and two binary searches; padded
+    documents get 0.
     """
     inf = tf.constant(float("inf"), scores.dtype)
     ascending = tf.sort(tf.where(mask, scores, inf), axis=-1)

@@ -22,7 +22,8 @@ so no cancellation occurs and every derivative is finite and bounded by
 
 Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`. Their
 forward value is computed by a sort in O(L log L); only the backward pass forms
-the L x L pairwise derivatives (Eq. 17-18 / 27-28).
+the L x L pairwise derivatives (Eq. 17-18 / 27-28), through one ``tanh`` per pair
+and one batched matrix product.
 """
 from typing import Optional
 
@@ -99,6 +100,55 @@ def label_sign_matrix(labels: tf.Tensor) -> tf.Tensor:
     return tf.sign(labels[:, :, None] - labels[:, None, :])
 
 
+# Padded documents enter the backward pass with a score this far (in units of
+# alpha_b * score / 2) below the list's lowest valid score, and a label 1 below
+# its lowest valid label. tanh saturates to exactly -1/+1 there (|x| > 20 is
+# enough in float64), so every pair with a padded document gets derivative 0
+# without a [B, L, L] mask. Finite, so no inf - inf.
+_PADDED_SCORE_GAP = 1e3
+
+
+def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
+    """``values`` with padded entries replaced by (lowest valid value - gap)."""
+    big = tf.constant(float("inf"), values.dtype)
+    lowest = tf.reduce_min(tf.where(mask, values, big), axis=-1, keepdims=True)
+    lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.zeros_like(lowest))
+    return tf.where(mask, values, lowest - gap)
+
+
+def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
+    r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
+
+    With :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`,
+    :math:`\partial L/\partial s_k = \sum_i \delta_i g_{ik} - \delta_k \sum_j g_{kj}`,
+    :math:`\delta = \partial L / \partial r`. All three derivatives are written with
+    :math:`\tau_{ij} = \tanh(\alpha_b (s_j - s_i)/2) = 1 - 2\sigma_b(s_i - s_j)`:
+    type1 :math:`g = \tfrac{\alpha_b}{4}(1 - \tau^2)` (symmetric), type2
+    :math:`g = u\,\tfrac{\alpha_b}{4}(1 - \tau^2)` and type3
+    :math:`g = \alpha_b\,u\,(u\tau + 1)` (both antisymmetric), so both sums come
+    from one batched product :math:`G\,[\delta, 1]`. The diagonal cancels
+    (type1) or vanishes (:math:`u_{ii} = 0`). Peak memory: about three
+    ``[B, L, L]`` temporaries.
+    """
+    upstream = tf.where(mask, upstream, tf.zeros_like(upstream))
+    half_scaled = _below_valid(scores * (0.5 * alpha_b), mask, _PADDED_SCORE_GAP)
+    tau = tf.tanh(half_scaled[:, None, :] - half_scaled[:, :, None])  # [B, L, L]
+    if gradient == "type3":
+        signs = label_sign_matrix(_below_valid(labels, mask, 1.0))
+        pair_grads = signs * (signs * tau + 1.0)
+        scale, symmetric = alpha_b, False
+    else:
+        pair_grads = 1.0 - tf.square(tau)
+        if gradient == "type2":
+            pair_grads = label_sign_matrix(_below_valid(labels, mask, 1.0)) * pair_grads
+        scale, symmetric = 0.25 * alpha_b, gradient == "type1"
+    both = tf.linalg.matmul(pair_grads, tf.stack([upstream, tf.ones_like(upstream)], -1))
+    weighted, row_sums = both[..., 0], both[..., 1]  # G delta, G 1
+    from_others = weighted if symmetric else -weighted  # sum_i delta_i g_ik
+    grads = scale * (from_others - upstream * row_sums)
+    return tf.where(mask, grads, tf.zeros_like(grads))
+
+
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
                        alpha_b: float = 1.0, tie_break: bool = True,
                        seed: lists.Seed = None) -> tf.Tensor:
@@ -109,12 +159,11 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     With ``tie_break=True`` (Section 4.2) ties in score are broken by a random
     permutation per list (a stateless draw from ``seed``), so the ranks are a
     permutation of 1..n; without it tied documents share the mean of their
-    positions (:math:`\sigma^+(0) = 1/2`). The forward pass is a sort; the
-    backward pass implements Eq. 17-18 with the derivative of ``gradient``:
-    :math:`\partial r_i/\partial s_i = -\sum_j g_{ij}`,
+    positions (:math:`\sigma^+(0) = 1/2`). The forward pass is one sort; the
+    backward pass implements Eq. 17-18 (27-28) with the derivative of
+    ``gradient``: :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`,
     :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} =
-    \sigma^{+\prime}(s_i - s_j)` with :math:`u_{ij}` from the labels. It keeps
-    one ``[B, L, L]`` tensor of :math:`g` (plus the transient score differences).
+    \sigma^{+\prime}(s_i - s_j)` with :math:`u_{ij}` from the labels.
 
     Args:
       scores: float ``[B, L]``.
@@ -134,6 +183,14 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     >>> twin_sigmoid_ranks(s, labels=tf.constant([[0., 2., 1., -1.]])).numpy()
     array([[3., 1., 2., 0.]], dtype=float32)
     """
+    return ranks_and_order(scores, labels, mask, gradient, alpha_b, tie_break, seed)[0]
+
+
+def ranks_and_order(scores, labels=None, mask=None, gradient: str = "type1",
+                    alpha_b: float = 1.0, tie_break: bool = True, seed: lists.Seed = None):
+    """:func:`twin_sigmoid_ranks` plus the sort order of the forward pass
+    (int32 ``[B, L]``, documents by ascending rank), which the rank metrics
+    reuse instead of sorting again."""
     if labels is not None:
         labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     else:
@@ -147,28 +204,19 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
 
     if tie_break:
         seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
-        tie_keys = tf.random.stateless_uniform(tf.shape(scores), seed=seed_t, dtype=tf.float64)
-        forward = tf.cast(sorting.exact_ranks(scores, valid, tie_keys), scores.dtype)
+        tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
+        order = sorting.sort_order(scores, valid, tie_keys)
+        forward = tf.cast(sorting.inverse_order(order), scores.dtype)
         forward = tf.where(valid, forward, tf.zeros_like(forward))
     else:
+        order = sorting.sort_order(scores, valid)
         forward = sorting.midranks(scores, valid)
-
-    pair_valid = tf.logical_and(valid[:, :, None], valid[:, None, :])
-    pair_valid = tf.logical_and(pair_valid, tf.logical_not(
-        tf.eye(tf.shape(scores)[1], dtype=tf.bool))[None])
 
     @tf.custom_gradient
     def _ranks(s):
         def grad(upstream):
-            upstream = tf.where(valid, upstream, tf.zeros_like(upstream))
-            signs = None if gradient == "type1" else label_sign_matrix(labels)
-            g = twin_sigmoid_derivative(s[:, :, None] - s[:, None, :], alpha_b,
-                                        gradient, signs)
-            g = tf.where(pair_valid, g, tf.zeros_like(g))  # [B, L, L]
-            # ds_k = sum_i dr_i g_ik - dr_k sum_j g_kj   (Eq. 17-18)
-            from_others = tf.einsum("bi,bik->bk", upstream, g)
-            return from_others - upstream * tf.reduce_sum(g, axis=-1)
+            return _ranks_backward(upstream, s, labels, valid, alpha_b, gradient)
 
         return tf.identity(forward), grad
 
-    return _ranks(scores)
+    return _ranks(scores), order

@@ -1,0 +1,172 @@
+"""Forward+backward throughput and peak memory of our losses against TF-Ranking's.
+
+Each case pairs one of our losses (built by registry name) with the TF-Ranking
+loss it competes with, and both run in this one process on the same random
+batch, in graph mode (``tf.function``) and under XLA (``jit_compile=True``).
+Throughput is lists per second of ``loss + d loss / d scores``; the ratio is
+ours / peer (> 1: ours is faster).
+
+Peak memory: TensorFlow does not track CPU allocations, so each (loss, size,
+mode) runs once more in a fresh subprocess that reports the growth of its peak
+resident set size (``ru_maxrss``) over the moment before the first call; the
+ratio is ours / peer (< 1: ours uses less).
+
+    python -m benchmarks.loss_throughput                      # every case
+    python -m benchmarks.loss_throughput --cases twin_ndcg_type3 --sizes 128
+    python -m benchmarks.loss_throughput --no-memory --modes graph
+"""
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+import tfr_extensions as tfrx
+
+# Batch size for each list size (issue 2): lists of 32 and 128 in batches of 64,
+# lists of 512 and 1024 in batches of 16.
+BATCH_FOR_SIZE = {32: 64, 128: 64, 512: 16, 1024: 16}
+
+PEERS: Dict[str, Callable[[], tf.keras.losses.Loss]] = {
+    "ApproxNDCG": lambda: tfr.keras.losses.ApproxNDCGLoss(),
+    "Softmax": lambda: tfr.keras.losses.SoftmaxLoss(),
+}
+
+# case name -> (our registry name, kwargs, peer)
+CASES: Dict[str, Tuple[str, dict, str]] = {
+    "twin_ndcg_type3": ("twin_ndcg_type3", {"seed": 0}, "ApproxNDCG"),
+    "softndcg10_exact": ("softndcg", {"topn": 10, "method": "exact"}, "ApproxNDCG"),
+    "softndcg10_normal": ("softndcg", {"topn": 10, "method": "normal"}, "ApproxNDCG"),
+    "wassrank": ("wassrank", {}, "ApproxNDCG"),
+    "expected_utility_1": ("expected_utility", {"num_samples": 1, "topn": 10, "seed": 0}, "Softmax"),
+    "expected_utility_5": ("expected_utility", {"num_samples": 5, "topn": 10, "seed": 0}, "Softmax"),
+    "mdprank_1": ("mdprank", {"num_samples": 1, "topn": 10, "seed": 0}, "Softmax"),
+    "mdprank_5": ("mdprank", {"num_samples": 5, "topn": 10, "seed": 0}, "Softmax"),
+}
+
+
+def make_batch(list_size: int, seed: int = 0) -> Tuple[tf.Tensor, tf.Tensor]:
+    """MSLR-like labels (graded 0..4, most 0, 10% padding) and random scores."""
+    batch = BATCH_FOR_SIZE.get(list_size, 16)
+    rng = np.random.default_rng(seed)
+    labels = rng.choice(5, size=(batch, list_size), p=[0.5, 0.3, 0.13, 0.05, 0.02])
+    lengths = rng.integers(int(0.9 * list_size), list_size + 1, size=batch)
+    labels = np.where(np.arange(list_size)[None] < lengths[:, None], labels, -1)
+    scores = rng.normal(size=(batch, list_size))
+    return tf.constant(labels, tf.float32), tf.constant(scores, tf.float32)
+
+
+def build_loss(which: str, case: str) -> tf.keras.losses.Loss:
+    name, kwargs, peer = CASES[case]
+    return tfrx.losses.get(name, **kwargs) if which == "ours" else PEERS[peer]()
+
+
+def step_fn(loss: tf.keras.losses.Loss, xla: bool):
+    @tf.function(jit_compile=xla)
+    def step(labels, scores):
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            value = loss(labels, scores)
+        return value, tape.gradient(value, scores)
+    return step
+
+
+def lists_per_second(loss, labels, scores, xla: bool, seconds: float) -> float:
+    step = step_fn(loss, xla)
+    for _ in range(2):  # trace, compile, warm up
+        tf.nest.map_structure(lambda t: t.numpy(), step(labels, scores))
+    iterations, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or iterations < 3:
+        step(labels, scores)[1].numpy()
+        iterations += 1
+    elapsed = time.perf_counter() - start
+    return iterations * int(labels.shape[0]) / elapsed
+
+
+def peak_memory_mb(which: str, case: str, list_size: int, xla: bool) -> float:
+    """Peak RSS growth (MB) of running one loss, measured in a fresh process."""
+    command = [sys.executable, "-m", "benchmarks.loss_throughput", "--memory-probe",
+               json.dumps([which, case, list_size, xla])]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def memory_probe(spec: str) -> None:
+    which, case, list_size, xla = json.loads(spec)
+    labels, scores = make_batch(list_size)
+    step = step_fn(build_loss(which, case), xla)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(3):
+        step(labels, scores)[1].numpy()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print((after - before) / 1024.0)
+
+
+def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
+        memory: bool) -> List[dict]:
+    rows = []
+    header = (f"{'case':<20}{'peer':<11}{'L':>6}{'B':>4}{'mode':>6}{'ours/s':>11}"
+              f"{'peer/s':>11}{'ratio':>8}" + (f"{'ours MB':>9}{'peer MB':>9}{'mem':>6}"
+                                               if memory else ""))
+    print(header, flush=True)
+    for case in cases:
+        for size in sizes:
+            labels, scores = make_batch(size)
+            for mode in modes:
+                xla = mode == "xla"
+                ours = lists_per_second(build_loss("ours", case), labels, scores, xla, seconds)
+                peer = lists_per_second(build_loss("peer", case), labels, scores, xla, seconds)
+                row = {"case": case, "peer": CASES[case][2], "list_size": size,
+                       "batch": int(labels.shape[0]), "mode": mode,
+                       "ours_lists_per_s": ours, "peer_lists_per_s": peer, "ratio": ours / peer}
+                line = (f"{case:<20}{row['peer']:<11}{size:>6}{row['batch']:>4}{mode:>6}"
+                        f"{ours:>11.0f}{peer:>11.0f}{ours / peer:>8.2f}")
+                if memory:
+                    row["ours_mb"] = peak_memory_mb("ours", case, size, xla)
+                    row["peer_mb"] = peak_memory_mb("peer", case, size, xla)
+                    row["memory_ratio"] = row["ours_mb"] / max(row["peer_mb"], 1.0)
+                    line += (f"{row['ours_mb']:>9.0f}{row['peer_mb']:>9.0f}"
+                             f"{row['memory_ratio']:>6.2f}")
+                print(line, flush=True)
+                rows.append(row)
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"comma-separated subset of: {', '.join(CASES)}")
+    parser.add_argument("--sizes", default="32,128,512,1024")
+    parser.add_argument("--modes", default="graph,xla")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="timing window per loss and setting")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory probes")
+    parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--memory-probe", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_probe:
+        memory_probe(args.memory_probe)
+        return
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases {unknown}; choose from {list(CASES)}")
+    for mode in args.modes.split(","):
+        if mode not in ("graph", "xla"):
+            parser.error(f"unknown mode {mode!r}; choose graph and/or xla")
+    rows = run(cases, [int(s) for s in args.sizes.split(",")], args.modes.split(","),
+               args.seconds, not args.no_memory)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

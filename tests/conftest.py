@@ -1,0 +1,24 @@
+"""Test setup: quiet TF logs, deterministic ops, `tests/` importable for oracles."""
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import pytest  # noqa: E402
+
+
+def shared_data_dir() -> pathlib.Path:
+    """The real LETOR data: $TFRX_DATA_DIR, else ../shared/data beside the repo."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    return pathlib.Path(os.environ.get("TFRX_DATA_DIR", root.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def mq2008_dir() -> pathlib.Path:
+    """MQ2008's folder; fails loudly (never skips) when the data is missing."""
+    path = shared_data_dir() / "MQ2008"
+    if not (path / "Fold1" / "train.txt").is_file():
+        pytest.fail(f"MQ2008 not found at {path}: set TFRX_DATA_DIR or put shared/ beside the repo.")
+    return path

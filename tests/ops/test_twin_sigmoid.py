@@ -1,0 +1,172 @@
+"""twin_sigmoid and twin_sigmoid_ranks: forward values, Eq. 11/20/21 derivatives,
+tie breaking, padding, extreme scores, and XLA."""
+import numpy as np
+import pytest
+import scipy.stats
+import tensorflow as tf
+
+import oracles
+from tfr_extensions import ops
+from tfr_extensions.ops import sorting
+
+GRADIENTS = ("type1", "type2", "type3")
+
+
+def random_lists(batch=4, size=9, seed=0, pad=True, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 5, size=(batch, size)).astype(dtype)
+    scores = rng.normal(size=(batch, size)).astype(dtype)
+    if pad:
+        labels[:, -2:] = -1.0
+        labels[0, 3] = -1.0  # padding in the middle of a list
+    return labels, scores
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+@pytest.mark.parametrize("alpha_b", [0.5, 1.0, 3.0])
+def test_twin_sigmoid_forward_and_derivative_match_eq_11_20_21(gradient, alpha_b):
+    x = np.array([-30.0, -2.0, -0.3, 0.0, 0.4, 1.5, 25.0])
+    u = np.array([1.0, -1.0, 0.0, 1.0, -1.0, 1.0, -1.0])
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        y = ops.twin_sigmoid(xt, alpha_b=alpha_b, gradient=gradient, label_signs=u)
+    np.testing.assert_array_equal(y.numpy(), [0, 0, 0, 0.5, 1, 1, 1])
+    expected = [oracles.twin_derivative(xi, ui, alpha_b, gradient) for xi, ui in zip(x, u)]
+    np.testing.assert_allclose(tape.gradient(y, xt).numpy(), expected, rtol=1e-9, atol=1e-15)  # the oracle loses digits to 1 - sigmoid
+
+
+def test_twin_sigmoid_validates_arguments():
+    with pytest.raises(ValueError, match="gradient"):
+        ops.twin_sigmoid(tf.constant([1.0]), gradient="type4")
+    with pytest.raises(ValueError, match="alpha_b"):
+        ops.twin_sigmoid(tf.constant([1.0]), alpha_b=0.0)
+    with pytest.raises(ValueError, match="label_signs"):
+        ops.twin_sigmoid(tf.constant([1.0]), gradient="type3")
+    with pytest.raises(ValueError, match="labels"):
+        ops.twin_sigmoid_ranks(tf.constant([[1.0, 2.0]]), gradient="type2")
+    with pytest.raises(ValueError, match="scores"):
+        ops.twin_sigmoid_ranks(tf.constant([1.0, 2.0]))
+
+
+def test_ranks_are_exact_on_distinct_scores_and_padding_gets_zero():
+    labels, scores = random_lists()
+    ranks = ops.twin_sigmoid_ranks(scores, labels, seed=1).numpy()
+    for b in range(len(labels)):
+        valid = labels[b] >= 0
+        expected = scipy.stats.rankdata(-scores[b][valid], method="ordinal")
+        np.testing.assert_array_equal(ranks[b][valid], expected)
+        np.testing.assert_array_equal(ranks[b][~valid], 0.0)
+
+
+def test_tie_breaking_gives_a_seeded_random_permutation():
+    scores = tf.constant([[1.0, 1.0, 1.0, 1.0, 2.0, 0.0]] * 3)
+    a = ops.twin_sigmoid_ranks(scores, seed=7).numpy()
+    b = ops.twin_sigmoid_ranks(scores, seed=7).numpy()
+    np.testing.assert_array_equal(a, b)
+    for row in a:
+        assert sorted(row) == [1, 2, 3, 4, 5, 6]
+        assert row[4] == 1 and row[5] == 6
+    # the tied block is ordered differently across lists and seeds
+    draws = {tuple(r[:4]) for s in range(20)
+             for r in ops.twin_sigmoid_ranks(scores, seed=s).numpy()}
+    assert len(draws) > 10
+
+
+def test_without_tie_breaking_ties_share_their_mean_position():
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 4, size=(5, 12)).astype(np.float32)
+    ranks = ops.twin_sigmoid_ranks(scores, tie_break=False).numpy()
+    for b in range(5):
+        np.testing.assert_array_equal(ranks[b], scipy.stats.rankdata(-scores[b], method="average"))
+
+
+def test_float32_single_sort_equals_float64_two_sorts():
+    rng = np.random.default_rng(4)
+    scores = rng.integers(-3, 3, size=(6, 40)).astype(np.float32) * 0.5
+    scores[0, :5] = [-0.0, 0.0, -0.0, 1e-30, -1e-30]  # signed zeros are ties
+    mask = tf.constant(rng.random((6, 40)) > 0.2)
+    keys = sorting.random_tie_keys([6, 40], tf.constant([1, 2]))
+    single = sorting.inverse_order(sorting.sort_order(tf.constant(scores), mask, keys))
+    double = sorting.inverse_order(
+        sorting.sort_order(tf.constant(scores, tf.float64), mask, keys))
+    # valid documents get the same positions (padded ones only share the tail)
+    np.testing.assert_array_equal(tf.where(mask, single, 0).numpy(),
+                                  tf.where(mask, double, 0).numpy())
+    assert (tf.where(mask, single, 0).numpy().max(axis=1)
+            == mask.numpy().sum(axis=1)).all()
+
+
+def naive_ranks(scores, labels, gradient, alpha_b):
+    """Eq. 12 built literally from the element-wise twin_sigmoid op (O(L^2) forward)."""
+    valid = labels >= 0
+    diffs = scores[:, :, None] - scores[:, None, :]
+    signs = tf.sign(labels[:, :, None] - labels[:, None, :])
+    sig = ops.twin_sigmoid(diffs, alpha_b, gradient, signs)
+    pair_valid = tf.logical_and(valid[:, :, None], valid[:, None, :])
+    off_diagonal = tf.logical_not(tf.eye(scores.shape[1], dtype=tf.bool))[None]
+    keep = tf.cast(tf.logical_and(pair_valid, off_diagonal), scores.dtype)
+    return tf.where(valid, 1.0 + tf.reduce_sum(keep * (1.0 - sig), -1), 0.0)
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+@pytest.mark.parametrize("alpha_b", [1.0, 2.5])
+def test_rank_gradient_equals_literal_eq_12_with_the_elementwise_op(gradient, alpha_b):
+    labels, scores = random_lists(seed=5)
+    labels, scores = tf.constant(labels), tf.constant(scores)
+    weights = tf.constant(np.random.default_rng(6).normal(size=labels.shape))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(scores)
+        fused = ops.twin_sigmoid_ranks(scores, labels, gradient=gradient, alpha_b=alpha_b)
+        naive = naive_ranks(scores, labels, gradient, alpha_b)
+        fused_obj = tf.reduce_sum(weights * fused)
+        naive_obj = tf.reduce_sum(weights * naive)
+    np.testing.assert_allclose(fused.numpy(), naive.numpy())
+    np.testing.assert_allclose(tape.gradient(fused_obj, scores).numpy(),
+                               tape.gradient(naive_obj, scores).numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+def test_rank_jacobian_equals_eq_17_18_in_numpy(gradient):
+    labels, scores = random_lists(batch=1, size=6, seed=8, pad=False)
+    s = tf.constant(scores)
+    with tf.GradientTape() as tape:
+        tape.watch(s)
+        ranks = ops.twin_sigmoid_ranks(s, tf.constant(labels), gradient=gradient, alpha_b=1.5)
+    jac = tape.jacobian(ranks, s).numpy()[0, :, 0, :]
+    np.testing.assert_allclose(jac, oracles.rank_jacobian(labels[0], scores[0], 1.5, gradient),
+                               rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+def test_extreme_scores_and_all_padding_stay_finite(gradient):
+    labels = tf.constant([[2.0, 0.0, 1.0, -1.0], [-1.0, -1.0, -1.0, -1.0], [1.0, 1.0, 0.0, 0.0]])
+    scores = tf.constant([[1e4, -1e4, 0.0, 5e3], [1e4, -1e4, 3.0, 0.0], [-1e4, -1e4, 1e4, 1e4]])
+    upstream = tf.constant([[1.0, -2.0, 0.5, 3.0]] * 3)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        ranks = ops.twin_sigmoid_ranks(scores, labels, gradient=gradient, seed=0)
+        objective = tf.reduce_sum(upstream * ranks)
+    grads = tape.gradient(objective, scores).numpy()
+    assert np.isfinite(ranks.numpy()).all() and np.isfinite(grads).all()
+    np.testing.assert_array_equal(grads[0, 3], 0.0)
+    np.testing.assert_array_equal(grads[1], 0.0)
+    np.testing.assert_array_equal(ranks.numpy()[1], 0.0)
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+def test_xla_matches_graph_mode(gradient):
+    labels, scores = random_lists(batch=3, size=11, seed=9, dtype=np.float32)
+    labels, scores = tf.constant(labels), tf.constant(scores)
+
+    def ranks_and_grads(s, y):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            r = ops.twin_sigmoid_ranks(s, y, gradient=gradient, seed=3)
+            obj = tf.reduce_sum(r * tf.range(11, dtype=tf.float32))
+        return r, tape.gradient(obj, s)
+
+    graph = tf.function(ranks_and_grads)(scores, labels)
+    xla = tf.function(ranks_and_grads, jit_compile=True)(scores, labels)
+    np.testing.assert_array_equal(graph[0].numpy(), xla[0].numpy())
+    np.testing.assert_allclose(graph[1].numpy(), xla[1].numpy(), rtol=1e-5, atol=1e-6)

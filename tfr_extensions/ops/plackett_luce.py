@@ -1,0 +1,271 @@
+r"""Plackett-Luce rankings: Gumbel sampling and exact log-probabilities.
+
+Yu et al., "Diagnostic Evaluation of Policy-Gradient-Based Ranking"
+(``policy-gradient-ranking-diagnostic.txt``), Sections 4.1-4.3. The
+Plackett-Luce (PL) model with scores :math:`f(x_i)` (``scores``) and temperature
+:math:`T` (``temperature``) gives a ranking :math:`\pi` of the valid documents
+the probability of Eq. 12:
+
+.. math::
+    P(\pi) = \prod_{i=1}^{n} \frac{\exp(f(x_{\pi^{-1}(i)}) / T)}
+                                 {\sum_{b \ge i} \exp(f(x_{\pi^{-1}(b)}) / T)},
+
+where the denominator runs over the documents not yet placed. ``n`` is the
+list's number of valid documents for a full ranking, or ``topn`` for a top-n
+ranking (then the remaining set at position i also holds the documents the
+ranking never places).
+
+* :func:`sample_rankings` draws rankings by the Gumbel trick (Section 4.3.1):
+  sorting :math:`f(x)/T + g` with i.i.d. :math:`g \sim \mathrm{Gumbel}(0, 1)`
+  gives an exact PL sample in O(L log L), or O(L log n) for a top-n ranking.
+* :func:`plackett_luce_log_prob` evaluates :math:`\log P(\pi)` (Eq. 12; also
+  ListMLE's Eq. 3 and the listwise discriminator's Eq. 14).
+
+Rankings are int32 ``[batch, num_samples, n]`` index tensors: ``rankings[b, k,
+i]`` is the index of the document at 0-based position ``i`` of sample ``k``.
+When a list has fewer valid documents than ``n``, the trailing positions hold
+padded documents (never before a valid one); :func:`ranking_mask` tells which
+positions are real. An all-padding list gives a ranking of padded documents
+only, and log-probability 0 (the empty product).
+
+Numerics: every denominator is a log-sum-exp (``tf.math.cumulative_logsumexp``
+along the ranking, plus one ``reduce_logsumexp`` for the documents left out of
+a top-n ranking), so scores of any magnitude (|s| = 1e4) give finite values and
+gradients. For rankings of up to 256 positions the gradient of the
+denominators is formed pairwise (exact also at |s| = 1e4, e.g. zero for a
+one-document list); longer rankings use TF's O(n)-memory gradient, whose
+relative error is about |s| times the machine epsilon. Excluded documents enter those log-sum-exps with the finite
+constant ``_EXCLUDED_LOGIT`` (``dtype.min``) selected by ``tf.where``, so they
+receive exactly zero gradient.
+
+Randomness: uniform noise comes from ``tf.random.stateless_uniform`` as raw
+uint32 bits, converted to floats here, so a seed gives the same rankings in
+graph mode and under XLA (TF's float conversion differs between the two).
+
+>>> scores = tf.constant([[2.0, 1.0, 0.0]])
+>>> rankings = sample_rankings(scores, num_samples=2, seed=0)
+>>> rankings.shape.as_list()
+[1, 2, 3]
+>>> probs = tf.exp(plackett_luce_log_prob(scores, tf.constant([[0, 1, 2]])))
+>>> round(float(probs[0]), 4)  # e^2/(e^2+e+1) * e/(e+1)
+0.4863
+"""
+from typing import Optional
+
+import tensorflow as tf
+
+from tfr_extensions.ops import lists
+
+
+def _excluded_logit(dtype: tf.DType) -> tf.Tensor:
+    """The finite logit of a document outside a log-sum-exp: exp() of it minus
+    any real score underflows to 0, and it never reaches arithmetic with a
+    real score's gradient (it is chosen by ``tf.where``)."""
+    return tf.constant(dtype.min, dtype)
+
+
+def validate_num_samples(num_samples, arg: str = "num_samples") -> int:
+    """Returns ``num_samples`` if it is an int >= 1, else raises ValueError."""
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"`{arg}` must be an int >= 1; got {num_samples!r}.")
+    return num_samples
+
+
+def uniform_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
+    """Uniform noise in the open interval (0, 1), identical in graph mode and XLA.
+
+    Drawn as uint32 bits by a stateless op; float32 keeps the top 24 bits,
+    float64 all 32: ``u = (bits + 1/2) / 2^bits``, so ``0 < u < 1`` exactly and
+    ``log(u)``, ``log(-log(u))`` are finite.
+    """
+    bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
+                                       dtype=tf.uint32)
+    if dtype == tf.float64:
+        return (tf.cast(bits, tf.float64) + 0.5) * (2.0 ** -32)
+    top = tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32))
+    return tf.cast((tf.cast(top, tf.float32) + 0.5) * (2.0 ** -24), dtype)
+
+
+def gumbel_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
+    """Standard Gumbel noise :math:`g = -\\log(-\\log u)`, u from :func:`uniform_noise`."""
+    return -tf.math.log(-tf.math.log(uniform_noise(shape, seed, dtype)))
+
+
+# Up to this many positions, the backward pass of the denominators uses the
+# exact pairwise form of :func:`_reverse_cumulative_logsumexp`; beyond it, TF's
+# log-space gradient of ``cumulative_logsumexp`` (O(n) memory, but relative
+# errors of about |score| * machine epsilon).
+_PAIRWISE_GRADIENT_MAX_POSITIONS = 256
+
+
+@tf.custom_gradient
+def _reverse_cumulative_logsumexp(x):
+    r""":math:`o_j = \log\sum_{i \ge j} e^{x_i}` over the last axis, with the
+    derivative :math:`\partial o_j / \partial x_i = e^{x_i - o_j}` for
+    :math:`i \ge j` formed pairwise: every exponent is a difference of two
+    nearby values and at most 0, so no precision is lost at |x| = 1e4 (TF's own
+    gradient adds and subtracts |x| in log space)."""
+    out = tf.math.cumulative_logsumexp(x, axis=-1, reverse=True)
+
+    def grad(upstream):
+        size = tf.shape(x)[-1]
+        later = tf.range(size)[:, None] >= tf.range(size)[None, :]  # [i, j]: i >= j
+        diffs = x[..., :, None] - out[..., None, :]  # [..., i, j]: x_i - o_j
+        # Masked argument: pairs with i < j get exp(dtype.min) = 0.
+        weights = tf.exp(tf.where(later, diffs, _excluded_logit(x.dtype)))
+        return tf.linalg.matvec(weights, upstream)
+
+    return out, grad
+
+
+def _static_list_size(scores: tf.Tensor) -> Optional[int]:
+    return scores.shape[-1] if scores.shape.rank is not None else None
+
+
+def _prepare_scores(scores, mask):
+    scores = tf.convert_to_tensor(scores)
+    if not scores.dtype.is_floating:
+        scores = tf.cast(scores, tf.float32)
+    scores = tf.cast(scores, lists.compute_dtype(scores))
+    if scores.shape.rank is not None and scores.shape.rank != 2:
+        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
+    if mask is None:
+        mask = tf.ones_like(scores, tf.bool)
+    return scores, tf.cast(mask, tf.bool)
+
+
+def sample_rankings(scores, mask=None, num_samples: int = 1, seed: lists.Seed = None,
+                    temperature: float = 1.0, topn: Optional[int] = None) -> tf.Tensor:
+    r"""Plackett-Luce rankings by the Gumbel trick (Section 4.3.1).
+
+    Sorts :math:`f(x)/T + g`, :math:`g \sim \mathrm{Gumbel}(0,1)` i.i.d. per
+    document and sample, in decreasing order: the result is distributed as
+    Eq. 12's PL-sampling (pick the next document with probability
+    :math:`\propto \exp(f/T)` among the remaining ones). Padded documents sort
+    after every valid one.
+
+    Args:
+      scores: float ``[batch, list_size]``, :math:`f(x)`.
+      mask: optional bool ``[batch, list_size]``, True for valid documents.
+      num_samples: rankings per list, an int >= 1.
+      seed: None (fresh randomness), an int, a pair of ints or an int32 ``[2]``
+        stateless seed tensor.
+      temperature: :math:`T > 0`.
+      topn: sample only the first ``topn`` positions (None = full rankings).
+        Lists shorter than ``topn`` fill the trailing positions with padded
+        documents (see :func:`ranking_mask`).
+
+    Returns:
+      int32 ``[batch, num_samples, n]`` with ``n = min(topn, list_size)``.
+
+    Raises:
+      ValueError: for ``num_samples < 1``, ``temperature <= 0`` or a bad ``topn``.
+    """
+    num_samples = validate_num_samples(num_samples)
+    temperature = lists.validate_positive(temperature, "temperature")
+    topn = lists.validate_topn(topn)
+    scores, mask = _prepare_scores(scores, mask)
+    seed_t = lists.fresh_seed() if seed is None else lists.seed_tensor(seed)
+    shape = tf.concat([tf.shape(scores)[:1], [num_samples], tf.shape(scores)[1:]], axis=0)
+    noise = gumbel_noise(shape, seed_t, scores.dtype)  # [B, S, L]
+    keys = scores[:, None, :] / tf.constant(temperature, scores.dtype) + noise
+    # -inf is a sort key only: padded documents go after every valid one.
+    keys = tf.where(mask[:, None, :], keys, tf.constant(-float("inf"), keys.dtype))
+    list_size = _static_list_size(scores)
+    if topn is not None and list_size is not None:
+        _, order = tf.math.top_k(keys, k=min(topn, list_size), sorted=True)
+        return order
+    order = tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
+    return order if topn is None else order[..., :topn]
+
+
+def _with_sample_axis(rankings: tf.Tensor):
+    """Rankings as ``[B, S, n]`` and whether the caller gave ``[B, n]``."""
+    rankings = tf.cast(tf.convert_to_tensor(rankings), tf.int32)
+    if rankings.shape.rank == 2:
+        return rankings[:, None, :], True
+    if rankings.shape.rank != 3:
+        raise ValueError("`rankings` must have shape [batch, n] or [batch, num_samples, n]; "
+                         f"got {rankings.shape}.")
+    return rankings, False
+
+
+def ranking_mask(rankings, mask) -> tf.Tensor:
+    """Bool, shaped like ``rankings``: the position holds a valid document."""
+    rankings, squeeze = _with_sample_axis(rankings)
+    valid = tf.gather(tf.cast(mask, tf.bool), rankings, batch_dims=1)
+    return valid[:, 0, :] if squeeze else valid
+
+
+def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional[int] = None,
+                                     temperature: float = 1.0) -> tf.Tensor:
+    r"""Per-position terms of Eq. 12:
+    :math:`\log P(a_i | s_i) = f_{\pi^{-1}(i)}/T - \log\sum_{b \ge i} \exp(f_{\pi^{-1}(b)}/T)`.
+
+    These are MDPRank's action log-probabilities (Eq. 7). The sum over
+    ``b >= i`` covers every valid document not placed before position i,
+    including those the (top-n) ranking leaves out. Positions holding a padded
+    document, and positions ``>= topn``, contribute 0.
+
+    Args:
+      scores: float ``[batch, list_size]``.
+      rankings: int ``[batch, num_samples, n]`` or ``[batch, n]`` document indices.
+      mask: optional bool ``[batch, list_size]``.
+      topn: use only the first ``topn`` positions (None = all ``n``).
+      temperature: :math:`T > 0`.
+
+    Returns:
+      ``[batch, num_samples, min(n, topn)]`` (or without the sample axis, as given).
+    """
+    topn = lists.validate_topn(topn)
+    temperature = lists.validate_positive(temperature, "temperature")
+    scores, mask = _prepare_scores(scores, mask)
+    rankings, squeeze = _with_sample_axis(rankings)
+    if topn is not None:
+        rankings = rankings[..., :topn]
+    logits = scores / tf.constant(temperature, scores.dtype)
+    excluded = _excluded_logit(scores.dtype)
+    placed = tf.gather(mask, rankings, batch_dims=1)  # [B, S, n]
+    ranked_logits = tf.where(placed, tf.gather(logits, rankings, batch_dims=1), excluded)
+    # Valid documents the ranking never places stay in every denominator.
+    shape = tf.shape(rankings)
+    batch_idx = tf.broadcast_to(tf.range(shape[0])[:, None, None], shape)
+    sample_idx = tf.broadcast_to(tf.range(shape[1])[None, :, None], shape)
+    indices = tf.stack([batch_idx, sample_idx, rankings], axis=-1)  # [B, S, n, 3]
+    counts_shape = tf.stack([shape[0], shape[1], tf.shape(scores)[1]])
+    times_placed = tf.tensor_scatter_nd_add(
+        tf.zeros(counts_shape, tf.int32), indices, tf.cast(placed, tf.int32))
+    left_out = tf.logical_and(mask[:, None, :], times_placed == 0)  # [B, S, L]
+    left_out_lse = tf.reduce_logsumexp(
+        tf.where(left_out, tf.broadcast_to(logits[:, None, :], tf.shape(left_out)), excluded),
+        axis=-1, keepdims=True)
+    remaining = tf.concat([ranked_logits, left_out_lse], axis=-1)  # [B, S, n + 1]
+    num_positions = remaining.shape[-1]
+    if num_positions is not None and num_positions <= _PAIRWISE_GRADIENT_MAX_POSITIONS + 1:
+        denominators = _reverse_cumulative_logsumexp(remaining)[..., :-1]
+    else:
+        denominators = tf.math.cumulative_logsumexp(remaining, axis=-1, reverse=True)[..., :-1]
+    terms = tf.where(placed, ranked_logits - denominators, tf.zeros_like(ranked_logits))
+    return terms[:, 0, :] if squeeze else terms
+
+
+def plackett_luce_log_prob(scores, rankings, mask=None, topn: Optional[int] = None,
+                           temperature: float = 1.0) -> tf.Tensor:
+    r""":math:`\log P(\pi)` of Eq. 12 for full or top-n rankings.
+
+    The sum of :func:`plackett_luce_position_log_probs` over positions. Over
+    all permutations of a list, ``exp`` of it sums to 1; over all top-n
+    prefixes, too.
+
+    Args:
+      scores: float ``[batch, list_size]``.
+      rankings: int ``[batch, num_samples, n]`` or ``[batch, n]``.
+      mask: optional bool ``[batch, list_size]``.
+      topn: use only the first ``topn`` positions (None = all ``n``).
+      temperature: :math:`T > 0`.
+
+    Returns:
+      ``[batch, num_samples]`` (or ``[batch]`` for ``[batch, n]`` rankings).
+    """
+    terms = plackett_luce_position_log_probs(scores, rankings, mask, topn, temperature)
+    return tf.reduce_sum(terms, axis=-1)

@@ -1,0 +1,107 @@
+"""The rank-accuracy experiment of Section 4.2 of the twin-sigmoid paper.
+
+Prints Table 2 (average L1 rank error of the sigmoid approximation of Qin et
+al., ``pi^-(i) = 1 + sum_{j != i} sigmoid(-alpha (s_i - s_j))``, for alpha in
+1 .. 1e5) and Table 3 (twin-sigmoid ranks of Eq. 12, without and with random tie
+breaking) on lists of uniform [0, 1) float32 scores, (100 x 123) and (100 x 1000),
+next to the paper's numbers.
+
+L1 of a list is ``sum_i |pi(i) - pi*(i)|`` and the tables average it over lists.
+The ground-truth ranks ``pi*`` are those of a sort; where scores tie, any order
+of the tied documents is a correct sort, and ``pi*`` takes the one closest to
+the prediction (so a valid random tie break scores 0, while tied documents
+sharing a mean rank do not).
+
+    python -m pipelines.rank_accuracy              # both tables, both sizes
+    python -m pipelines.rank_accuracy --quantize 20  # scores on a 1/20 grid: many ties
+"""
+import argparse
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_ranking.python import losses_impl
+
+from tfr_extensions import ops
+
+ALPHAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
+SHAPES = ((100, 123), (100, 1000))
+PAPER_TABLE_2 = {
+    (100, 123): (2866.94, 350.25, 68.36, 16.45, 2.20, 0.23),
+    (100, 1000): (189401.48, 17600.48, 1671.72, 488.01, 112.80, 13.67),
+}
+PAPER_TABLE_3 = {(100, 123): (0.0, 0.0), (100, 1000): (0.03, 0.0)}
+
+
+def uniform_lists(num_lists: int, size: int, seed: int = 0,
+                  quantize: Optional[int] = None) -> np.ndarray:
+    """float32 scores uniform on [0, 1); optionally rounded to a 1/quantize grid."""
+    scores = tf.random.stateless_uniform([num_lists, size], seed=[seed, 0]).numpy()
+    if quantize:
+        scores = (np.floor(scores * quantize) / quantize).astype(np.float32)
+    return scores
+
+
+def l1_rank_error(ranks: np.ndarray, scores: np.ndarray) -> float:
+    """Mean over lists of sum_i |ranks_i - pi*_i| (ties: pi* closest to ranks)."""
+    total = 0.0
+    for r, s in zip(np.asarray(ranks, np.float64), scores):
+        order = np.lexsort((r, -s))  # by descending score, ties by predicted rank
+        truth = np.empty(len(s))
+        truth[order] = np.arange(1, len(s) + 1)
+        total += np.abs(r - truth).sum()
+    return total / len(scores)
+
+
+def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.ndarray:
+    """pi^- of Qin et al. through TF-Ranking's ``approx_ranks`` (sigmoid of alpha
+    times score differences), in chunks of lists to bound memory."""
+    parts = [losses_impl.approx_ranks(tf.constant(scores[i:i + chunk]) * alpha).numpy()
+             for i in range(0, len(scores), chunk)]
+    return np.concatenate(parts)
+
+
+def table_2(scores_by_shape: Dict, alphas: Sequence[float] = ALPHAS) -> Dict:
+    return {shape: [l1_rank_error(qin_approx_ranks(s, a), s) for a in alphas]
+            for shape, s in scores_by_shape.items()}
+
+
+def table_3(scores_by_shape: Dict, seed: int = 0) -> Dict:
+    rows = {}
+    for shape, s in scores_by_shape.items():
+        shared = ops.twin_sigmoid_ranks(s, tie_break=False).numpy()
+        broken = ops.twin_sigmoid_ranks(s, tie_break=True, seed=seed).numpy()
+        rows[shape] = [l1_rank_error(shared, s), l1_rank_error(broken, s)]
+    return rows
+
+
+def format_tables(t2: Dict, t3: Dict, alphas: Sequence[float] = ALPHAS) -> List[str]:
+    lines = ["Table 2: average L1 rank error of pi^- (Qin et al.), ours / paper",
+             f"{'(v1, v2)':<12}" + "".join(f"{f'alpha={a:g}':>22}" for a in alphas)]
+    for shape, row in t2.items():
+        paper = PAPER_TABLE_2.get(shape, (float("nan"),) * len(row))
+        lines.append(f"{str(shape):<12}" + "".join(
+            f"{f'{ours:.2f} / {p:.2f}':>22}" for ours, p in zip(row, paper)))
+    lines += ["", "Table 3: average L1 rank error of twin-sigmoid ranks pi^+, ours / paper",
+              f"{'(v1, v2)':<12}{'Eq. 12':>22}{'Eq. 12 + tie breaking':>26}"]
+    for shape, row in t3.items():
+        paper = PAPER_TABLE_3.get(shape, (float("nan"),) * 2)
+        lines.append(f"{str(shape):<12}{f'{row[0]:.2f} / {paper[0]:.2f}':>22}"
+                     f"{f'{row[1]:.2f} / {paper[1]:.2f}':>26}")
+    return lines
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quantize", type=int, default=None,
+                        help="round scores down to a 1/QUANTIZE grid (creates ties)")
+    args = parser.parse_args(argv)
+    scores = {shape: uniform_lists(*shape, seed=args.seed, quantize=args.quantize)
+              for shape in SHAPES}
+    print("\n".join(format_tables(table_2(scores), table_3(scores, args.seed))))
+
+
+if __name__ == "__main__":
+    main()

@@ -170,3 +170,23 @@ def test_xla_matches_graph_mode(gradient):
     xla = tf.function(ranks_and_grads, jit_compile=True)(scores, labels)
     np.testing.assert_array_equal(graph[0].numpy(), xla[0].numpy())
     np.testing.assert_allclose(graph[1].numpy(), xla[1].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_counting_positions_under_xla_equal_sorting(dtype):
+    rng = np.random.default_rng(10)
+    scores = tf.constant(rng.integers(-2, 3, size=(5, 17)), dtype)  # many ties
+    mask = tf.constant(rng.random((5, 17)) > 0.25)
+    keys = sorting.random_tie_keys([5, 17], tf.constant([3, 4]))
+
+    def positions(s):
+        return (sorting.exact_ranks(s, mask, keys), sorting.exact_ranks(s, mask),
+                sorting.sort_descending(tf.abs(s), mask), sorting.sort_descending(tf.abs(s), mask, 4))
+
+    by_sort = tf.function(positions)(scores)
+    by_count = tf.function(positions, jit_compile=True)(scores)
+    for a, b in zip(by_sort, by_count):
+        np.testing.assert_array_equal(tf.where(mask, a, 0).numpy() if a.shape == mask.shape
+                                      else a.numpy(),
+                                      tf.where(mask, b, 0).numpy() if b.shape == mask.shape
+                                      else b.numpy())

@@ -8,8 +8,8 @@ same integers but which carry a gradient). Equation numbers refer to Yu,
 
 Every function takes ``labels`` ``[B, L]`` (padded entries already 0), ``ranks``
 ``[B, L]`` (1-based, float; values at padded entries are ignored), ``mask``
-bool ``[B, L]``, an optional cutoff ``topn`` and optionally the sort ``order``
-of the ranks when the caller already has it, and returns ``[B]``. A
+bool ``[B, L]``, an optional cutoff ``topn`` and optionally the integer
+``positions`` of the ranks when the caller already has them, and returns ``[B]``. A
 document's *position* ``p_d`` is its place in the list sorted by rank (ties,
 which only occur without tie breaking, go to the lower index); the cutoff
 keeps documents with ``p_d <= topn``. Positions and everything that Eq. 13-16
@@ -28,15 +28,15 @@ from tfr_extensions.ops import lists
 from tfr_extensions.ops import sorting
 
 
-def _order_and_positions(ranks, mask, order=None):
-    """(order, positions) of each list sorted by ascending rank (gradient-free).
+def _positions(ranks, mask, positions=None):
+    """1-based int32 positions of the documents sorted by ascending rank.
 
-    ``order`` may be passed in when the caller already sorted (the twin-sigmoid
-    forward pass and the exact metrics do), which saves a sort.
+    ``positions`` may be passed in when the caller already has them (the
+    twin-sigmoid forward pass and the exact metrics do), which saves a sort.
     """
-    if order is None:
-        order = sorting.sort_order(-tf.stop_gradient(ranks), mask)
-    return order, sorting.inverse_order(order)
+    if positions is None:
+        positions = sorting.exact_ranks(-tf.stop_gradient(ranks), mask)
+    return positions
 
 
 def _cutoff(positions: tf.Tensor, mask: tf.Tensor, topn: Optional[int]) -> tf.Tensor:
@@ -61,11 +61,7 @@ def _normalize(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
 def _ideal_labels(labels, mask, topn: Optional[int]) -> tf.Tensor:
     """Labels sorted descending (the ideal ranking), first ``topn`` only, ``[B, K]``;
     padded entries are 0, so they add no gain."""
-    masked = tf.where(mask, labels, tf.zeros_like(labels))
-    if topn is None:
-        return tf.sort(masked, axis=-1, direction="DESCENDING")
-    k = tf.minimum(topn, tf.shape(labels)[1])
-    return tf.math.top_k(masked, k=k, sorted=True).values
+    return sorting.sort_descending(labels, mask, topn)
 
 
 def _position_ranks(values: tf.Tensor) -> tf.Tensor:
@@ -73,13 +69,13 @@ def _position_ranks(values: tf.Tensor) -> tf.Tensor:
     return tf.cumsum(tf.ones_like(values), axis=-1)
 
 
-def precision(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
+def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d`.
 
     ``b_d = [label_d > 0]``; ``k = min(topn, #valid)`` as in TF-Ranking's
     ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29.
     """
-    _, positions = _order_and_positions(ranks, mask, order)
+    positions = _positions(ranks, mask, positions)
     in_top = _cutoff(positions, mask, topn)
     relevant = tf.cast(tf.logical_and(in_top, labels > 0), ranks.dtype)
     pos = tf.cast(positions, ranks.dtype)
@@ -90,7 +86,7 @@ def precision(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf
 
 
 def average_precision(labels, ranks, mask, topn: Optional[int] = None,
-                      order=None) -> tf.Tensor:
+                      positions=None) -> tf.Tensor:
     r"""AP@k, Eq. 14 in the form of Eq. 30:
     :math:`\frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
     \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
@@ -98,7 +94,8 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None,
     ``|Y^+|`` counts all relevant documents of the list, also beyond the cutoff,
     as TF-Ranking's ``MeanAveragePrecisionMetric`` does. Gradient: Eq. 31.
     """
-    order, positions = _order_and_positions(ranks, mask, order)
+    positions = _positions(ranks, mask, positions)
+    order = sorting.order_from_positions(positions)
     in_top = _cutoff(positions, mask, topn)
     relevant = tf.logical_and(in_top, labels > 0)
     pos = tf.cast(positions, ranks.dtype)
@@ -121,20 +118,20 @@ def ideal_dcg(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
                          axis=-1)
 
 
-def dcg(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
+def dcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""DCG@k: :math:`\sum_{d: p_d \le k} (2^{y_d}-1) / \log_2(1 + r_d)`."""
     in_top = mask
     if topn is not None:
-        _, positions = _order_and_positions(ranks, mask, order)
+        positions = _positions(ranks, mask, positions)
         in_top = _cutoff(positions, mask, topn)
     terms = lists.gains(labels) * lists.log2_discount(_safe_ranks(ranks, mask))
     return tf.reduce_sum(tf.where(in_top, terms, tf.zeros_like(terms)), axis=-1)
 
 
-def ndcg(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
+def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""nDCG@k, Eq. 15: :math:`\frac{1}{DCG^*@k}\sum_{d: p_d\le k}
     \frac{2^{y_d}-1}{\log_2(r_d+1)}`. Gradient: Eq. 32."""
-    return _normalize(dcg(labels, ranks, mask, topn, order), ideal_dcg(labels, mask, topn))
+    return _normalize(dcg(labels, ranks, mask, topn, positions), ideal_dcg(labels, mask, topn))
 
 
 def _stop_probabilities(labels, mask):
@@ -151,10 +148,11 @@ def _err_by_position(stop_prob_by_position):
     return reach * stop_prob_by_position
 
 
-def err(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
+def err(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""ERR@k, Eq. 9 with ranks: :math:`\sum_{d: p_d\le k}
     \frac{R_d\prod_{e: p_e<p_d}(1-R_e)}{r_d}`, :math:`R=\frac{2^y-1}{2^{\max y}}`."""
-    order, positions = _order_and_positions(ranks, mask, order)
+    positions = _positions(ranks, mask, positions)
+    order = sorting.order_from_positions(positions)
     in_top = _cutoff(positions, mask, topn)
     stop_prob = _stop_probabilities(labels, mask)
     weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
@@ -170,9 +168,9 @@ def ideal_err(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
     return tf.reduce_sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
 
 
-def nerr(labels, ranks, mask, topn: Optional[int] = None, order=None) -> tf.Tensor:
+def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""nERR@k, Eq. 16: ERR@k over the ideal ranking's ERR@k. Gradient: Eq. 33."""
-    return _normalize(err(labels, ranks, mask, topn, order), ideal_err(labels, mask, topn))
+    return _normalize(err(labels, ranks, mask, topn, positions), ideal_err(labels, mask, topn))
 
 
 METRICS = {

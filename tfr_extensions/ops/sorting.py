@@ -5,10 +5,23 @@ returns the lower index first among equal values, on CPU, GPU and under XLA).
 Float32 scores with tie-breaking keys are sorted in a single pass on a 64-bit
 composite key (score bits, then key); float64 scores take two stable sorts.
 Both orders are identical: descending score, then descending key, then index.
+
+Under XLA, whose CPU sort is slow on short rows, lists of a static length up
+to :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead
+(``1 + #{documents before it}``, one fused O(L^2) compare-and-sum): the same
+positions, faster there. Everything else sorts.
 """
 from typing import Optional
 
 import tensorflow as tf
+
+try:  # TF's own test for "this graph is being compiled by XLA"
+    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
+except ImportError:  # pragma: no cover - keeps working (by sorting) if TF moves it
+    GraphOrParentsInXlaContext = None
+
+#: Longest static list length for which positions are counted under XLA.
+COUNTING_MAX_LIST_SIZE = 128
 
 _INT64_MIN = -(2**63)
 
@@ -64,11 +77,62 @@ def inverse_order(order: tf.Tensor) -> tf.Tensor:
     return tf.scatter_nd(indices, positions, shape)
 
 
+def order_from_positions(positions: tf.Tensor) -> tf.Tensor:
+    """The sort order from 1-based positions: ``order[b, positions[b, i] - 1] = i``."""
+    shape = tf.shape(positions)
+    batch_index = tf.broadcast_to(tf.range(shape[0])[:, None], shape)
+    indices = tf.stack([batch_index, positions - 1], axis=-1)
+    documents = tf.broadcast_to(tf.range(shape[1])[None, :], shape)
+    return tf.scatter_nd(indices, documents, shape)
+
+
+def _count_positions(scores, mask, tie_keys):
+    """Positions by counting who comes first: higher score, then higher tie key,
+    then lower index. ``[B, L, L]`` compares, fused into one loop by XLA."""
+    keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
+    other, this = keys[:, None, :], keys[:, :, None]  # [B, 1, L], [B, L, 1]
+    size = tf.shape(scores)[1]
+    earlier_index = tf.range(size)[None, :] < tf.range(size)[:, None]  # j < i
+    tied = tf.equal(other, this)
+    if tie_keys is not None:
+        other_key, this_key = tie_keys[:, None, :], tie_keys[:, :, None]
+        before_in_tie = tf.logical_or(
+            other_key > this_key,
+            tf.logical_and(tf.equal(other_key, this_key), earlier_index[None]))
+    else:
+        before_in_tie = earlier_index[None]
+    before = tf.logical_or(other > this, tf.logical_and(tied, before_in_tie))
+    return 1 + tf.reduce_sum(tf.cast(before, tf.int32), axis=-1)
+
+
+def _counting_is_faster(scores: tf.Tensor) -> bool:
+    size = scores.shape[-1]
+    return (size is not None and size <= COUNTING_MAX_LIST_SIZE
+            and GraphOrParentsInXlaContext is not None
+            and GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
                 tie_keys: Optional[tf.Tensor] = None) -> tf.Tensor:
     """1-based int32 ranks by descending score; ties go to the larger
     ``tie_keys``, then the lower index; padded documents take the last positions."""
+    if _counting_is_faster(scores):
+        return _count_positions(scores, mask, tie_keys)
     return inverse_order(sort_order(scores, mask, tie_keys))
+
+
+def sort_descending(values: tf.Tensor, mask: tf.Tensor,
+                    topn: Optional[int] = None) -> tf.Tensor:
+    """Each list's valid (non-negative) values in descending order, padded
+    entries as 0 at the end; the first ``topn`` only when given. ``[B, K]``."""
+    values = tf.where(mask, values, tf.zeros_like(values))
+    if _counting_is_faster(values):
+        sorted_values = tf.gather(values, order_from_positions(
+            _count_positions(values, mask, None)), batch_dims=1)
+        return sorted_values if topn is None else sorted_values[:, :topn]
+    if topn is None:
+        return tf.sort(values, axis=-1, direction="DESCENDING")
+    return tf.math.top_k(values, k=tf.minimum(topn, tf.shape(values)[1]), sorted=True).values
 
 
 def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:

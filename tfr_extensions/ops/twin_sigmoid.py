@@ -159,7 +159,7 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     With ``tie_break=True`` (Section 4.2) ties in score are broken by a random
     permutation per list (a stateless draw from ``seed``), so the ranks are a
     permutation of 1..n; without it tied documents share the mean of their
-    positions (:math:`\sigma^+(0) = 1/2`). The forward pass is one sort; the
+    positions (:math:`\sigma^+(0) = 1/2`). The forward pass is one sort (or, under XLA, a count); the
     backward pass implements Eq. 17-18 (27-28) with the derivative of
     ``gradient``: :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`,
     :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} =
@@ -183,14 +183,15 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     >>> twin_sigmoid_ranks(s, labels=tf.constant([[0., 2., 1., -1.]])).numpy()
     array([[3., 1., 2., 0.]], dtype=float32)
     """
-    return ranks_and_order(scores, labels, mask, gradient, alpha_b, tie_break, seed)[0]
+    return ranks_and_positions(scores, labels, mask, gradient, alpha_b, tie_break, seed)[0]
 
 
-def ranks_and_order(scores, labels=None, mask=None, gradient: str = "type1",
-                    alpha_b: float = 1.0, tie_break: bool = True, seed: lists.Seed = None):
-    """:func:`twin_sigmoid_ranks` plus the sort order of the forward pass
-    (int32 ``[B, L]``, documents by ascending rank), which the rank metrics
-    reuse instead of sorting again."""
+def ranks_and_positions(scores, labels=None, mask=None, gradient: str = "type1",
+                        alpha_b: float = 1.0, tie_break: bool = True,
+                        seed: lists.Seed = None):
+    """:func:`twin_sigmoid_ranks` plus the integer positions of the forward
+    pass (int32 ``[B, L]``; equal to the ranks with tie breaking, ties by index
+    without), which the rank metrics reuse instead of sorting again."""
     if labels is not None:
         labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     else:
@@ -205,11 +206,10 @@ def ranks_and_order(scores, labels=None, mask=None, gradient: str = "type1",
     if tie_break:
         seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
         tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
-        order = sorting.sort_order(scores, valid, tie_keys)
-        forward = tf.cast(sorting.inverse_order(order), scores.dtype)
-        forward = tf.where(valid, forward, tf.zeros_like(forward))
+        positions = sorting.exact_ranks(scores, valid, tie_keys)
+        forward = tf.where(valid, tf.cast(positions, scores.dtype), tf.zeros_like(scores))
     else:
-        order = sorting.sort_order(scores, valid)
+        positions = sorting.exact_ranks(scores, valid)
         forward = sorting.midranks(scores, valid)
 
     @tf.custom_gradient
@@ -219,4 +219,4 @@ def ranks_and_order(scores, labels=None, mask=None, gradient: str = "type1",
 
         return tf.identity(forward), grad
 
-    return _ranks(scores), order
+    return _ranks(scores), positions

@@ -1,0 +1,143 @@
+"""Per-query evaluation: NumPy oracle, TF-Ranking cross-check, conventions, batching."""
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from oracles_evaluation import ORACLES
+from tfr_extensions import evaluation
+from tfr_extensions.data import LibSVMData
+
+TOPNS = (1, 3, 5, 10, 20, 50)
+
+
+def grouped_lists(sizes, seed=0, no_relevant=(), num_features=3):
+    """A LibSVMData with distinct scores' worth of random graded labels."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 5, size=int(np.sum(sizes))).astype(np.float32)
+    labels[rng.random(labels.size) < 0.5] = 0.0
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    for q in no_relevant:
+        labels[offsets[q]:offsets[q + 1]] = 0.0
+    for q in range(len(sizes)):  # every other query has a relevant document
+        if q not in no_relevant and not (labels[offsets[q]:offsets[q + 1]] > 0).any():
+            labels[offsets[q]] = 1.0
+    qids = np.repeat(np.arange(100, 100 + len(sizes)), sizes)
+    features = rng.normal(size=(labels.size, num_features)).astype(np.float32)
+    return LibSVMData(features, labels, qids, offsets)
+
+
+def test_per_query_values_match_numpy_oracle():
+    data = grouped_lists([7, 1, 30, 12, 64, 3], seed=1, no_relevant=(3,))
+    scores = np.random.default_rng(2).permutation(data.labels.size).astype(np.float32)
+    result = evaluation.evaluate(data.labels, scores, data.query_offsets, qids=data.query_ids,
+                                 topns=TOPNS, no_relevant="zero")
+    frame = result.per_query
+    assert list(frame.qid) == list(range(100, 106))
+    assert list(frame.num_docs) == [7, 1, 30, 12, 64, 3]
+    assert list(frame.has_relevant) == [True, True, True, False, True, True]
+    for q in range(data.num_queries):
+        rows = slice(data.query_offsets[q], data.query_offsets[q + 1])
+        for name, oracle in ORACLES.items():
+            for k in TOPNS:
+                want = oracle(data.labels[rows], scores[rows], k)
+                assert frame.loc[q, f"{name}@{k}"] == pytest.approx(want, abs=1e-6), (q, name, k)
+
+
+def test_no_relevant_conventions():
+    data = grouped_lists([5, 6, 4, 8], seed=3, no_relevant=(1, 2))
+    scores = np.random.default_rng(4).normal(size=data.labels.size).astype(np.float32)
+    by_rule = {rule: evaluation.evaluate(data.labels, scores, data.query_offsets, topns=(5,),
+                                         no_relevant=rule) for rule in ("exclude", "zero", "one")}
+    counted = by_rule["zero"].per_query.loc[[0, 3], "ndcg@5"].to_numpy()
+    assert by_rule["exclude"].per_query.loc[[1, 2], "ndcg@5"].isna().all()
+    assert (by_rule["zero"].per_query.loc[[1, 2], "ndcg@5"] == 0.0).all()
+    assert (by_rule["one"].per_query.loc[[1, 2], "map@5"] == 1.0).all()
+    assert by_rule["exclude"].summary["ndcg@5"] == pytest.approx(counted.mean())
+    assert by_rule["zero"].summary["ndcg@5"] == pytest.approx(counted.sum() / 4)
+    assert by_rule["one"].summary["ndcg@5"] == pytest.approx((counted.sum() + 2) / 4)
+    assert by_rule["exclude"].summary["num_counted"] == 2
+    assert by_rule["one"].summary["num_counted"] == 4
+    for rule, result in by_rule.items():
+        assert result.summary["no_relevant"] == rule
+        assert result.summary["num_queries"] == 4
+
+
+def test_matches_tf_ranking_keras_metrics_under_zero_rule():
+    data = grouped_lists([10, 10, 10, 10, 10, 10], seed=5, no_relevant=(2,))
+    scores = np.random.default_rng(6).permutation(data.labels.size).astype(np.float32)  # distinct
+    result = evaluation.evaluate(data.labels, scores, data.query_offsets, topns=(1, 3, 5, 10),
+                                 no_relevant="zero")
+    labels_2d, scores_2d = data.labels.reshape(6, 10), scores.reshape(6, 10)
+    peers = {"ndcg": tfr.keras.metrics.NDCGMetric,
+             "map": tfr.keras.metrics.MeanAveragePrecisionMetric,
+             "p": tfr.keras.metrics.PrecisionMetric}
+    for name, cls in peers.items():
+        for k in (1, 3, 5, 10):
+            metric = cls(topn=k)
+            metric.update_state(labels_2d, scores_2d)
+            want = float(metric.result())
+            assert result.summary[f"{name}@{k}"] == pytest.approx(want, abs=1e-5), (name, k)
+
+
+def test_validation_errors():
+    with pytest.raises(ValueError, match="no_relevant"):
+        evaluation.evaluate([1.0], [0.0], [0, 1], no_relevant="drop")
+    with pytest.raises(ValueError, match="metrics"):
+        evaluation.evaluate([1.0], [0.0], [0, 1], metrics=("mrr",))
+    with pytest.raises(ValueError, match="query_offsets"):
+        evaluation.evaluate([1.0, 0.0], [0.0, 1.0], [0, 1])
+
+
+class LinearScorer(tf.keras.Model):
+    """score = features @ w, over the {"features", "mask"} dict (masking unused)."""
+
+    def __init__(self, num_features):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(1, use_bias=False)
+        self.dense.build([None, None, num_features])
+
+    def call(self, inputs, training=None):
+        return self.dense(inputs["features"])[..., 0]
+
+
+def test_predict_scores_long_lists_and_batching():
+    data = grouped_lists([1500, 3, 40, 1, 700, 12], seed=7, num_features=4)
+    model = LinearScorer(4)
+    scores = evaluation.predict_scores(model, data, max_docs_per_batch=1000,
+                                       max_queries_per_batch=2)
+    want = data.features @ model.dense.kernel.numpy()[:, 0]
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-5)
+
+
+def test_best_epoch_callback_restores_best_weights():
+    data = grouped_lists([8, 9, 10], seed=8, num_features=2)
+    data = LibSVMData(data.features, np.where(data.features[:, 0] > 0, 2.0, 0.0).astype(np.float32),
+                      data.qids, data.query_offsets)   # relevance = feature 0 > 0
+    model = LinearScorer(2)
+    callback = evaluation.BestEpochCallback(data, "ndcg@5")
+    callback.set_model(model)
+    history = []
+    for epoch, w in enumerate([[-1.0], [1.0], [-1.0]]):   # bad, perfect, bad
+        model.dense.kernel.assign([w, [0.0]])
+        logs = {}
+        callback.on_epoch_end(epoch, logs)
+        history.append(logs["val_ndcg_5"])
+    callback.on_train_end()
+    assert history[1] == pytest.approx(1.0) and history[0] < 1.0
+    assert callback.best_epoch == 2
+    np.testing.assert_array_equal(model.dense.kernel.numpy(), [[1.0], [0.0]])
+    with pytest.raises(ValueError, match="metric"):
+        evaluation.BestEpochCallback(data, "ndcg5")
+
+
+def test_per_query_frame_writes_csv(tmp_path):
+    data = grouped_lists([4, 5], seed=9)
+    result = evaluation.evaluate(data.labels, data.labels, data.query_offsets,
+                                 qids=data.query_ids)
+    path = tmp_path / "per_query.csv"
+    result.per_query.to_csv(path, index=False)
+    back = pd.read_csv(path)
+    assert list(back.columns[:3]) == ["qid", "num_docs", "has_relevant"]
+    assert back["ndcg@10"].tolist() == [1.0, 1.0]

@@ -1,0 +1,151 @@
+"""SavedModel export: every signature, loaded in a fresh TensorFlow-only process,
+gives the model's scores on raw features; PredictRequests match the signatures."""
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import input_pb2
+from tensorflow_serving.apis import predict_pb2
+
+from tfr_extensions import models
+from tfr_extensions import serving
+
+F = 4
+LENGTHS = (5, 3, 1)
+
+# Runs in a fresh interpreter: loads the SavedModel with TensorFlow alone and
+# prints every signature's outputs as JSON.
+LOADER = textwrap.dedent("""
+    import base64, json, sys
+    import tensorflow as tf
+    path, inputs = sys.argv[1], json.load(open(sys.argv[2]))
+    loaded = tf.saved_model.load(path)
+    decode = lambda items: tf.constant([base64.b64decode(s) for s in items])
+    out = {
+        "signatures": sorted(loaded.signatures),
+        "serving_default": loaded.signatures["serving_default"](
+            inputs=decode(inputs["elwc"]))["outputs"].numpy().tolist(),
+        "predict": loaded.signatures["tensorflow/serving/predict"](
+            inputs=decode(inputs["elwc"]))["outputs"].numpy().tolist(),
+        "regress": loaded.signatures["tensorflow/serving/regress"](
+            inputs=decode(inputs["examples"]))["outputs"].numpy().tolist(),
+        "predict_dense": loaded.signatures["predict_dense"](
+            features=tf.constant(inputs["features"], tf.float32),
+            list_lengths=tf.constant(inputs["lengths"], tf.int32))["scores"].numpy().tolist(),
+        "foreign_modules": sorted(m for m in sys.modules
+                                  if m.split(".")[0] in ("tfr_extensions", "tensorflow_ranking")),
+    }
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def example(vector) -> tf.train.Example:
+    return tf.train.Example(features=tf.train.Features(feature={
+        "features": tf.train.Feature(float_list=tf.train.FloatList(value=list(vector)))}))
+
+
+def elwc(document_vectors) -> bytes:
+    proto = input_pb2.ExampleListWithContext()
+    for vector in document_vectors:
+        proto.examples.add().CopyFrom(example(vector))
+    return proto.SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    model = models.scorer("CE4.L", F, hidden_units=8)
+    # move batch-norm statistics away from their initial values
+    model.get_layer("batch_norm_0").moving_mean.assign(rng.normal(size=8).astype(np.float32))
+    features = rng.normal(5.0, 3.0, size=(len(LENGTHS), max(LENGTHS), F)).astype(np.float32)
+    mask = np.arange(max(LENGTHS))[None] < np.array(LENGTHS)[:, None]
+    features[~mask] = 0.0
+    want = model({"features": features, "mask": mask}, training=False).numpy()
+    path = str(tmp_path_factory.mktemp("saved_models") / "demo" / "1")
+    serving.export(model, path, metadata={"note": "test"})
+    return model, path, features, mask, want
+
+
+def test_fresh_tensorflow_process_reproduces_scores(exported, tmp_path):
+    _, path, features, mask, want = exported
+    inputs = {
+        "elwc": [base64.b64encode(elwc(features[i, :n])).decode() for i, n in enumerate(LENGTHS)],
+        "examples": [base64.b64encode(example(v).SerializeToString()).decode()
+                     for v in features[0, :LENGTHS[0]]],
+        "features": features.tolist(), "lengths": list(LENGTHS)}
+    inputs_path = tmp_path / "inputs.json"
+    inputs_path.write_text(json.dumps(inputs))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", LOADER, path, str(inputs_path)], env=env,
+                          capture_output=True, text=True, timeout=240, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["foreign_modules"] == []
+    assert out["signatures"] == sorted(serving.SIGNATURE_KEYS)
+    for key in ("serving_default", "predict", "predict_dense"):
+        got = np.asarray(out[key])
+        np.testing.assert_allclose(got[mask], want[mask], rtol=1e-5, atol=1e-5, err_msg=key)
+    # regress: the request's tf.Examples form one list (here the first query)
+    np.testing.assert_allclose(out["regress"], want[0, :LENGTHS[0]], rtol=1e-5, atol=1e-5)
+
+
+def test_predict_requests_match_signature_specs(exported):
+    _, path, features, mask, want = exported
+    loaded = tf.saved_model.load(path)
+    requests = {
+        "predict_dense": {"features": features, "list_lengths": np.array(LENGTHS, np.int32)},
+        "tensorflow/serving/predict": {"inputs": np.array(
+            [elwc(features[i, :n]) for i, n in enumerate(LENGTHS)], dtype=object)},
+        "serving_default": {"inputs": np.array(
+            [elwc(features[i, :n]) for i, n in enumerate(LENGTHS)], dtype=object)},
+        "tensorflow/serving/regress": {"inputs": np.array(
+            [example(v).SerializeToString() for v in features[0, :LENGTHS[0]]], dtype=object)},
+    }
+    for signature_name, tensors in requests.items():
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "demo"
+        request.model_spec.signature_name = signature_name
+        for key, value in tensors.items():
+            request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+        signature = loaded.signatures[request.model_spec.signature_name]
+        _, specs = signature.structured_input_signature
+        assert set(request.inputs) == set(specs), signature_name
+        feed = {}
+        for key, proto in request.inputs.items():
+            assert tf.dtypes.as_dtype(proto.dtype) == specs[key].dtype, (signature_name, key)
+            assert specs[key].shape.is_compatible_with(tf.TensorShape(proto.tensor_shape))
+            feed[key] = tf.constant(tf.make_ndarray(proto))
+        scores = next(iter(signature(**feed).values())).numpy()
+        if signature_name == "tensorflow/serving/regress":  # one list: the first query
+            scores, expected = scores[None], want[:1, :LENGTHS[0]]
+        else:
+            scores, expected = scores[mask], want[mask]
+        np.testing.assert_allclose(scores.ravel(), expected.ravel(), rtol=1e-5, atol=1e-5,
+                                   err_msg=signature_name)
+
+
+def test_saved_model_metadata_and_method_names(exported):
+    _, path, *_ = exported
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    signatures = proto.meta_graphs[0].signature_def
+    assert signatures["tensorflow/serving/regress"].method_name == "tensorflow/serving/regress"
+    assert signatures["tensorflow/serving/predict"].method_name == "tensorflow/serving/predict"
+    facts = json.load(open(os.path.join(path, "assets.extra", "tfrx.json")))
+    assert facts["num_features"] == F and facts["note"] == "test"
+
+
+def test_export_refuses_to_overwrite_and_validates(exported):
+    model, path, *_ = exported
+    with pytest.raises(ValueError, match="export_dir"):
+        serving.export(model, path)
+    with pytest.raises(ValueError, match="num_features"):
+        serving.export(tf.keras.Sequential(), path + "_other")

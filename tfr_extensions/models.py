@@ -1,0 +1,236 @@
+r"""Scoring networks for listwise training, named in the papers' notation.
+
+A scorer maps each document's feature vector to a score, independently of the
+other documents of its list except through the per-query feature
+normalization, which is a layer *inside* the model so that an exported
+SavedModel takes raw features.
+
+Input: a dict ``{"features": float [B, L, F], "mask": bool [B, L]}`` (``mask``
+optional: every document valid when absent). Output: scores ``float32 [B, L]``
+(also under the ``mixed_float16`` policy: the output layer computes in
+float32). Padded documents get finite scores that mean nothing; losses and
+metrics ignore them through their labels (< 0).
+
+Notation (:func:`parse_notation`):
+
+* ``R5``, ``CE5``, ``GE5``, ``R4.L``, ``CE4.L`` (Yu et al.'s twin-sigmoid paper,
+  Sec. 5.1, and the policy-gradient diagnostic, Sec. 5, both after PT-Ranking):
+  the letters name the activation, ``R`` = ReLU, ``CE`` = CELU with
+  :math:`\alpha = 1`, ``GE`` = GELU (exact, erf form). Without ``.L`` the digit
+  :math:`n` counts all dense layers and every one is followed by the activation,
+  the 1-unit output layer included (so ``R5`` = 4 hidden layers + an output ReLU
+  and its scores are >= 0). With ``.L`` the digit counts the activated hidden
+  layers and a linear 1-unit output layer follows (``R4.L`` = 4 hidden layers +
+  linear output = 5 layers, the papers' "5-layer network"). Hidden layers have
+  ``hidden_units`` (100) units; with ``batch_norm`` each hidden layer is
+  ``Dense -> BatchNormalization -> activation`` ("batch normalization between
+  consecutive layers", PT-Ranking's ordering).
+* ``B64``, ``B128``, ``B256``, ``B512``, ``B1024`` (Bruch et al., "Revisiting
+  approximate metric optimization", Sec. 5.3): ReLU hidden layers of widths
+  ``w, w/2, ..., 16`` (``B64`` = 64, 32, 16; ``B1024`` = 1024 ... 16, seven
+  layers), each ``Dense -> BatchNormalization -> ReLU``, and a linear 1-unit
+  output, as in TF-Ranking's DNN scorers. ``hidden_units`` is ignored.
+
+Batch normalization computes its moments over the valid documents only (Keras's
+masked ``BatchNormalization``), so padding does not shift them.
+
+>>> model = scorer("R4.L", num_features=3, hidden_units=8)
+>>> model({"features": tf.ones([2, 5, 3])}).shape
+TensorShape([2, 5])
+"""
+import dataclasses
+import re
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+from tfr_extensions.data.normalization import query_zscore
+
+ACTIVATIONS = {"R": "relu", "CE": "celu", "GE": "gelu"}
+BRUCH_WIDTHS = (64, 128, 256, 512, 1024)
+NORMALIZATIONS = ("query_zscore", "none")
+ACCEPTED_FORMS = ("R<n>", "CE<n>", "GE<n>", "R<n>.L", "CE<n>.L", "GE<n>.L",
+                  "B64", "B128", "B256", "B512", "B1024")
+
+_SEED_NOTATION = re.compile(r"^(R|CE|GE)([1-9][0-9]*)(\.L)?$")
+_BRUCH_NOTATION = re.compile(r"^B([0-9]+)$")
+
+
+def celu(x: tf.Tensor) -> tf.Tensor:
+    r"""CELU with :math:`\alpha = 1`: :math:`\max(0, x) + \min(0, e^x - 1)`.
+
+    Numerics: ``exp`` only sees ``min(x, 0)``, so it cannot overflow and the
+    gradient is finite everywhere (1 for x > 0, :math:`e^x` for x <= 0).
+
+    >>> [round(float(v), 4) for v in celu(tf.constant([-1e4, -1., 0., 2.]))]
+    [-1.0, -0.6321, 0.0, 2.0]
+    """
+    x = tf.convert_to_tensor(x)
+    return tf.nn.relu(x) + tf.math.expm1(tf.minimum(x, tf.zeros_like(x)))
+
+
+def _activation(name: str):
+    if name == "celu":
+        return celu
+    if name == "gelu":
+        return lambda x: tf.nn.gelu(x, approximate=False)
+    return tf.nn.relu
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What a notation means: hidden widths, activation, output activation."""
+
+    hidden: Tuple[int, ...]
+    activation: str
+    output_activation: bool
+
+
+def parse_notation(notation: str, hidden_units: int = 100) -> Architecture:
+    """Parses ``R5``/``CE4.L``/``B256``-style notation (see the module docstring).
+
+    >>> parse_notation("R4.L", 100)
+    Architecture(hidden=(100, 100, 100, 100), activation='relu', output_activation=False)
+    >>> parse_notation("B128").hidden
+    (128, 64, 32, 16)
+
+    Raises:
+      ValueError: naming ``notation`` and listing the accepted forms.
+    """
+    accepted = ", ".join(ACCEPTED_FORMS)
+    if not isinstance(notation, str):
+        raise ValueError(f"`notation` must be a string such as 'R4.L'; got {notation!r}. "
+                         f"Accepted forms: {accepted}.")
+    seed = _SEED_NOTATION.match(notation)
+    if seed:
+        letters, digits, linear = seed.groups()
+        layers = int(digits)
+        num_hidden = layers if linear else layers - 1
+        return Architecture(hidden=(int(hidden_units),) * num_hidden,
+                            activation=ACTIVATIONS[letters],
+                            output_activation=not linear)
+    bruch = _BRUCH_NOTATION.match(notation)
+    if bruch and int(bruch.group(1)) in BRUCH_WIDTHS:
+        widths, width = [], int(bruch.group(1))
+        while width >= 16:
+            widths.append(width)
+            width //= 2
+        return Architecture(hidden=tuple(widths), activation="relu", output_activation=False)
+    raise ValueError(f"`notation` {notation!r} is not a known scorer. Accepted forms: "
+                     f"{accepted} (<n> = number of layers >= 1, e.g. R5, CE4.L).")
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
+class QueryZScore(tf.keras.layers.Layer):
+    """Per-list z-score of every feature over the valid documents.
+
+    A layer around :func:`tfr_extensions.data.normalization.query_zscore` (the
+    one formula, shared with the dataset option).
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("dtype", "float32")  # statistics in float32, also under mixed_float16
+        super().__init__(**kwargs)
+
+    def call(self, features, valid):
+        return query_zscore(features, valid)
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
+class Scorer(tf.keras.Model):
+    """A per-document feed-forward scorer over ``{"features", "mask"}`` dicts.
+
+    Build it with :func:`scorer`. ``call`` returns float32 scores ``[B, L]``.
+    """
+
+    def __init__(self, notation: str = "R4.L", num_features: int = 1,
+                 hidden_units: int = 100, batch_norm: bool = True,
+                 normalization: str = "query_zscore", l2: float = 0.0,
+                 name: Optional[str] = None, **kwargs):
+        architecture = parse_notation(notation, hidden_units)
+        super().__init__(name=name or "scorer_" + notation.replace(".", "_"), **kwargs)
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
+                             f"got {normalization!r}.")
+        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
+            raise ValueError(f"`num_features` must be a positive int; got {num_features!r}.")
+        if isinstance(hidden_units, bool) or not isinstance(hidden_units, int) or hidden_units < 1:
+            raise ValueError(f"`hidden_units` must be a positive int; got {hidden_units!r}.")
+        if not l2 >= 0:
+            raise ValueError(f"`l2` must be >= 0; got {l2!r}.")
+        self.architecture = architecture
+        self._config = dict(notation=notation, num_features=num_features,
+                            hidden_units=hidden_units, batch_norm=bool(batch_norm),
+                            normalization=normalization, l2=float(l2))
+        # PyTorch's Adam(weight_decay=l2) adds l2 * w to the gradient, which is
+        # the gradient of (l2 / 2) * ||w||^2: Keras's l2(c) penalizes c * ||w||^2.
+        regularizer = tf.keras.regularizers.l2(l2 / 2.0) if l2 > 0 else None
+        self.normalizer = (QueryZScore(name="query_zscore")
+                           if normalization == "query_zscore" else None)
+        self.dense_layers = [
+            tf.keras.layers.Dense(width, kernel_regularizer=regularizer, name=f"dense_{i}")
+            for i, width in enumerate(self.architecture.hidden)]
+        self.norm_layers = [
+            tf.keras.layers.BatchNormalization(name=f"batch_norm_{i}")
+            for i in range(len(self.architecture.hidden))] if batch_norm else []
+        # float32 output layer: scores are float32 under mixed_float16 too.
+        self.output_layer = tf.keras.layers.Dense(
+            1, kernel_regularizer=regularizer, dtype="float32", name="score")
+        self._act = _activation(self.architecture.activation)
+
+    def call(self, inputs, training=None):
+        if not isinstance(inputs, dict) or "features" not in inputs:
+            raise ValueError("The scorer's input must be a dict with key 'features' "
+                             "[batch, list_size, num_features] and optional 'mask'; got "
+                             f"{type(inputs).__name__}.")
+        features = tf.cast(inputs["features"], tf.float32)
+        mask = inputs.get("mask")
+        if mask is None:
+            mask = tf.ones(tf.shape(features)[:2], tf.bool)
+        mask = tf.cast(mask, tf.bool)
+        if self.normalizer is not None:
+            features = self.normalizer(features, mask)
+        hidden = tf.cast(features, self.compute_dtype)
+        for i, dense in enumerate(self.dense_layers):
+            hidden = dense(hidden)
+            if self.norm_layers:
+                hidden = self.norm_layers[i](hidden, training=training, mask=mask)
+            hidden = self._act(hidden)
+        scores = self.output_layer(hidden)[..., 0]
+        if self.architecture.output_activation:
+            scores = self._act(scores)
+        return scores
+
+    def get_config(self):
+        return dict(self._config, name=self.name)
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def scorer(notation: str, num_features: int, hidden_units: int = 100,
+           batch_norm: bool = True, normalization: str = "query_zscore",
+           l2: float = 0.0, name: Optional[str] = None) -> Scorer:
+    """A built scoring network (see the module docstring for the notation).
+
+    Args:
+      notation: ``R5``, ``CE5``, ``GE5``, ``R4.L``, ``CE4.L`` (any layer count),
+        or ``B64`` ... ``B1024``.
+      num_features: F, the feature vector's length.
+      hidden_units: width of the seeds' hidden layers (100 in the papers).
+      batch_norm: batch normalization after each hidden dense layer.
+      normalization: ``"query_zscore"`` (per-list z-score inside the model, as
+        the papers do) or ``"none"`` (features used as given).
+      l2: L2 regularization of the kernels, as PyTorch's ``weight_decay``
+        (the papers use 1e-3); 0 = none.
+      name: the Keras model's name.
+
+    Returns:
+      A built :class:`Scorer`: ``{"features": [B, L, F], "mask": [B, L]}`` ->
+      float32 scores ``[B, L]``.
+    """
+    model = Scorer(notation, num_features, hidden_units=hidden_units,
+                   batch_norm=batch_norm, normalization=normalization, l2=l2, name=name)
+    model({"features": tf.zeros([1, 2, num_features]), "mask": tf.ones([1, 2], tf.bool)})
+    return model

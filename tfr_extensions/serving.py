@@ -1,0 +1,167 @@
+"""SavedModel export of a scorer with TF Serving signatures.
+
+:func:`export` writes ``<export_dir>`` (by convention
+``saved_models/<name>/<version>``, the layout TF Serving polls) with these
+signatures; every one takes *raw* features, since the per-query
+normalization is a layer of the model:
+
+* ``tensorflow/serving/predict`` and ``serving_default``: a batch of serialized
+  ``ExampleListWithContext`` protos (input ``inputs``, string ``[B]``), one
+  query each, every document carrying its feature vector as a float list
+  ``features`` of length F. Output ``outputs``: float32 ``[B, L]`` with L the
+  longest list of the batch (entries beyond a list's length are meaningless).
+  This is TF-Ranking's own ``Signatures.predict_tf_function``
+  (``tensorflow_ranking/python/keras/saved_model.py``), which fits our model:
+  it parses ELWC into ``{"features": [B, L, F], "mask": [B, L]}`` and calls it.
+* ``tensorflow/serving/regress``: a batch of serialized ``tf.Example``
+  (input ``inputs``, string ``[N]``), each a document with ``features``.
+  Output ``outputs``: float32 ``[N]``. Unlike TF-Ranking's regress signature,
+  which scores each ``tf.Example`` as a list of one, the N documents of a
+  request are scored as **one query's list**: with per-query z-scoring inside
+  the model a list of one would give every document the same score. Its
+  ``method_name`` is set to ``tensorflow/serving/regress`` so TF Serving's
+  Regress API accepts it (``tf.saved_model.save`` marks every signature as a
+  predict signature).
+* ``predict_dense``: for REST/JSON clients, ``features`` float32 ``[B, L, F]``
+  and ``list_lengths`` int32 ``[B]``; output ``scores`` float32 ``[B, L]``
+  (entries at or beyond ``list_lengths`` are meaningless).
+
+Loading needs nothing but TensorFlow: ``tf.saved_model.load(path).signatures[...]``.
+A REST client of TF Serving posts raw features to ``predict_dense``, e.g. two
+lists of 3 and 2 documents with F = 2 features (padding rows are ignored)::
+
+    POST /v1/models/<name>:predict
+    {"signature_name": "predict_dense",
+     "inputs": {"features": [[[0.1, 3.0], [0.5, 1.0], [0.2, 2.0]],
+                             [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]],
+                "list_lengths": [3, 2]}}
+"""
+import json
+import os
+from typing import Dict, Optional
+
+import tensorflow as tf
+from tensorflow_ranking.python.keras import saved_model as tfr_saved_model
+
+PREDICT = tf.saved_model.PREDICT_METHOD_NAME      # "tensorflow/serving/predict"
+REGRESS = tf.saved_model.REGRESS_METHOD_NAME      # "tensorflow/serving/regress"
+DEFAULT = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY  # "serving_default"
+PREDICT_DENSE = "predict_dense"
+SIGNATURE_KEYS = (DEFAULT, PREDICT, REGRESS, PREDICT_DENSE)
+
+
+def feature_spec(num_features: int,
+                 feature_name: str = "features") -> Dict[str, tf.io.FixedLenFeature]:
+    """The per-document ``tf.Example`` feature spec: one float list of length F."""
+    return {feature_name: tf.io.FixedLenFeature([num_features], tf.float32,
+                                                default_value=[0.0] * num_features)}
+
+
+class _ServingModule(tf.Module):
+    """The model and its serving functions, as one trackable object."""
+
+    def __init__(self, model: tf.keras.Model, num_features: int, feature_name: str,
+                 mask_name: str):
+        super().__init__()
+        # Only the variables are saved (tracked); the Keras model itself stays an
+        # untracked Python reference, so saving traces just the signatures
+        # instead of serializing every Keras layer's call functions.
+        self.__dict__["_model"] = model
+        self.model_variables = list(model.variables)
+        self._num_features = num_features
+        self._feature_name = feature_name
+        self._mask_name = mask_name
+
+    def _score(self, features, mask):
+        scores = self._model({"features": features, "mask": mask}, training=False)
+        return tf.cast(scores, tf.float32)
+
+    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
+        num_features = self._num_features
+        spec = feature_spec(num_features, self._feature_name)
+        elwc_model = _RenamedInputs(self._score, self._feature_name, self._mask_name)
+        predict = tfr_saved_model.Signatures(
+            elwc_model, context_feature_spec={}, example_feature_spec=spec,
+            mask_feature_name=self._mask_name).predict_tf_function()
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        def regress(serialized_examples):
+            parsed = tf.io.parse_example(serialized_examples, spec)
+            features = parsed[self._feature_name][tf.newaxis]  # [1, N, F]: one list
+            mask = tf.ones(tf.shape(features)[:2], tf.bool)
+            return {tf.saved_model.REGRESS_OUTPUTS: self._score(features, mask)[0]}
+
+        @tf.function(input_signature=[
+            tf.TensorSpec([None, None, num_features], tf.float32, name="features"),
+            tf.TensorSpec([None], tf.int32, name="list_lengths")])
+        def predict_dense(features, list_lengths):
+            mask = tf.sequence_mask(list_lengths, tf.shape(features)[1])
+            return {"scores": self._score(features, mask)}
+
+        predict_fn = predict.get_concrete_function()
+        return {DEFAULT: predict_fn, PREDICT: predict_fn,
+                REGRESS: regress.get_concrete_function(),
+                PREDICT_DENSE: predict_dense.get_concrete_function()}
+
+
+class _RenamedInputs:
+    """Calls ``score(features, mask)`` on TF-Ranking's parsed feature dict."""
+
+    def __init__(self, score, feature_name: str, mask_name: str):
+        self._score, self._feature_name, self._mask_name = score, feature_name, mask_name
+
+    def __call__(self, inputs, training=False):
+        return self._score(inputs[self._feature_name], inputs[self._mask_name])
+
+
+def _set_regress_method_name(export_dir: str) -> None:
+    """Marks the regress signature as a Regress-API signature in saved_model.pb."""
+    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
+    path = os.path.join(export_dir, "saved_model.pb")
+    proto = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    for meta_graph in proto.meta_graphs:
+        if REGRESS in meta_graph.signature_def:
+            meta_graph.signature_def[REGRESS].method_name = REGRESS
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
+def export(model: tf.keras.Model, export_dir: str, num_features: Optional[int] = None,
+           feature_name: str = "features", mask_name: str = "mask",
+           overwrite: bool = False, metadata: Optional[dict] = None) -> str:
+    """Writes a TF Serving SavedModel of a dict-input scorer.
+
+    Args:
+      model: a Keras model over ``{"features": [B, L, F], "mask": [B, L]}``
+        returning scores ``[B, L]`` (e.g. :func:`tfr_extensions.models.scorer`).
+      export_dir: the version directory, e.g. ``saved_models/demo/1``.
+      num_features: F; default the model's ``num_features`` config entry.
+      feature_name: the float-list feature name in ELWC / ``tf.Example`` inputs.
+      mask_name: the mask key of the model's input dict.
+      overwrite: replace an existing non-empty ``export_dir`` (else ValueError).
+      metadata: extra JSON-able facts written to ``assets.extra/tfrx.json``.
+
+    Returns:
+      ``export_dir``.
+    """
+    if num_features is None:
+        num_features = getattr(model, "get_config", dict)().get("num_features")
+    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
+        raise ValueError(f"`num_features` must be a positive int (or readable from the model's "
+                         f"config); got {num_features!r}.")
+    if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+        if not overwrite:
+            raise ValueError(f"`export_dir` {export_dir!r} exists and is not empty; pass "
+                             "overwrite=True or a new version number.")
+        tf.io.gfile.rmtree(export_dir)
+    module = _ServingModule(model, num_features, feature_name, mask_name)
+    tf.saved_model.save(module, export_dir, signatures=module.signatures())
+    _set_regress_method_name(export_dir)
+    facts = {"num_features": num_features, "feature_name": feature_name,
+             "signatures": list(SIGNATURE_KEYS), **(metadata or {})}
+    tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
+    with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", "tfrx.json"), "w") as f:
+        json.dump(facts, f, indent=2, default=str)
+    return export_dir

@@ -19,7 +19,10 @@ ranking never places).
   sorting :math:`f(x)/T + g` with i.i.d. :math:`g \sim \mathrm{Gumbel}(0, 1)`
   gives an exact PL sample in O(L log L), or O(L log n) for a top-n ranking.
 * :func:`plackett_luce_log_prob` evaluates :math:`\log P(\pi)` (Eq. 12; also
-  ListMLE's Eq. 3 and the listwise discriminator's Eq. 14).
+  ListMLE's Eq. 3 and the listwise discriminator's Eq. 14), and
+  :func:`plackett_luce_position_log_probs` its per-position terms (MDPRank's
+  action log-probabilities, Eq. 7).
+* :func:`sample_rankings_with_log_probs` does both in one pass, for REINFORCE.
 
 Rankings are int32 ``[batch, num_samples, n]`` index tensors: ``rankings[b, k,
 i]`` is the index of the document at 0-based position ``i`` of sample ``k``.
@@ -28,14 +31,16 @@ padded documents (never before a valid one); :func:`ranking_mask` tells which
 positions are real. An all-padding list gives a ranking of padded documents
 only, and log-probability 0 (the empty product).
 
-Numerics: every denominator is a log-sum-exp (``tf.math.cumulative_logsumexp``
-along the ranking, plus one ``reduce_logsumexp`` for the documents left out of
-a top-n ranking), so scores of any magnitude (|s| = 1e4) give finite values and
-gradients. For rankings of up to 256 positions the gradient of the
-denominators is formed pairwise (exact also at |s| = 1e4, e.g. zero for a
-one-document list); longer rankings use TF's O(n)-memory gradient, whose
-relative error is about |s| times the machine epsilon. Excluded documents enter those log-sum-exps with the finite
-constant ``_EXCLUDED_LOGIT`` (``dtype.min``) selected by ``tf.where``, so they
+Numerics: every denominator is a log-sum-exp over the documents still to be
+placed (plus one ``reduce_logsumexp`` for the documents a top-n ranking leaves
+out), so scores of any magnitude (|s| = 1e4) give finite values and gradients.
+For rankings of up to 256 positions the denominators are log-sum-exps over a
+triangular mask, whose gradients are accurate also at |s| = 1e4 (zero, up to
+rounding, for a one-document list); longer rankings use
+``tf.math.cumulative_logsumexp`` (O(n) memory), whose gradient has a relative
+error of about |s| times the machine epsilon. Excluded documents (padded,
+already placed) enter those log-sum-exps with the finite constant
+``dtype.min`` (:func:`_excluded_logit`) selected by ``tf.where``, so they
 receive exactly zero gradient.
 
 Randomness: uniform noise comes from ``tf.random.stateless_uniform`` as raw
@@ -52,6 +57,7 @@ graph mode and under XLA (TF's float conversion differs between the two).
 """
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
@@ -74,9 +80,10 @@ def validate_num_samples(num_samples, arg: str = "num_samples") -> int:
 def uniform_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
     """Uniform noise in the open interval (0, 1), identical in graph mode and XLA.
 
-    Drawn as uint32 bits by a stateless op; float32 keeps the top 24 bits,
-    float64 all 32: ``u = (bits + 1/2) / 2^bits``, so ``0 < u < 1`` exactly and
-    ``log(u)``, ``log(-log(u))`` are finite.
+    Drawn as uint32 bits by a stateless op (TF's own float conversion differs
+    between graph mode and XLA; the bits do not). float32 keeps the top 24
+    bits, ``u = (b + 1/2) / 2^24``; float64 all 32, ``u = (b + 1/2) / 2^32``;
+    so ``0 < u < 1`` exactly and ``log(u)``, ``log(-log(u))`` are finite.
     """
     bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
                                        dtype=tf.uint32)
@@ -91,31 +98,29 @@ def gumbel_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Ten
     return -tf.math.log(-tf.math.log(uniform_noise(shape, seed, dtype)))
 
 
-# Up to this many positions, the backward pass of the denominators uses the
-# exact pairwise form of :func:`_reverse_cumulative_logsumexp`; beyond it, TF's
-# log-space gradient of ``cumulative_logsumexp`` (O(n) memory, but relative
-# errors of about |score| * machine epsilon).
-_PAIRWISE_GRADIENT_MAX_POSITIONS = 256
+# Up to this many positions, the denominators are log-sum-exps over a
+# triangular mask (O(n^2) memory; gradients are plain softmaxes, exact at
+# |x| = 1e4); beyond it, ``tf.math.cumulative_logsumexp`` (O(n) memory, but its
+# log-space gradient has relative errors of about |score| * machine epsilon).
+_PAIRWISE_MAX_POSITIONS = 256
 
 
-@tf.custom_gradient
-def _reverse_cumulative_logsumexp(x):
-    r""":math:`o_j = \log\sum_{i \ge j} e^{x_i}` over the last axis, with the
-    derivative :math:`\partial o_j / \partial x_i = e^{x_i - o_j}` for
-    :math:`i \ge j` formed pairwise: every exponent is a difference of two
-    nearby values and at most 0, so no precision is lost at |x| = 1e4 (TF's own
-    gradient adds and subtracts |x| in log space)."""
-    out = tf.math.cumulative_logsumexp(x, axis=-1, reverse=True)
+def _reverse_cumulative_logsumexp(x: tf.Tensor) -> tf.Tensor:
+    r""":math:`o_j = \log\sum_{i \ge j} e^{x_i}` over the last axis.
 
-    def grad(upstream):
-        size = tf.shape(x)[-1]
-        later = tf.range(size)[:, None] >= tf.range(size)[None, :]  # [i, j]: i >= j
-        diffs = x[..., :, None] - out[..., None, :]  # [..., i, j]: x_i - o_j
-        # Masked argument: pairs with i < j get exp(dtype.min) = 0.
-        weights = tf.exp(tf.where(later, diffs, _excluded_logit(x.dtype)))
-        return tf.linalg.matvec(weights, upstream)
-
-    return out, grad
+    For up to ``_PAIRWISE_MAX_POSITIONS`` entries: ``reduce_logsumexp`` of
+    ``x_i`` masked to ``i >= j`` (the masked argument is the finite excluded
+    logit), whose derivative :math:`e^{x_i - o_j}` TF forms directly from the
+    difference :math:`x_i - o_j \le 0`, so no precision is lost at large |x|
+    (a one-document list gets 0 up to float rounding, where the log-space
+    gradient of ``cumulative_logsumexp`` is off by ~1e-4 at |x| = 1e4).
+    """
+    size = x.shape[-1]
+    if size is None or size > _PAIRWISE_MAX_POSITIONS:
+        return tf.math.cumulative_logsumexp(x, axis=-1, reverse=True)
+    later = np.arange(size)[None, :] >= np.arange(size)[:, None]  # [j, i]: i >= j
+    masked = tf.where(tf.constant(later), x[..., None, :], _excluded_logit(x.dtype))
+    return tf.reduce_logsumexp(masked, axis=-1)
 
 
 def _static_list_size(scores: tf.Tensor) -> Optional[int]:
@@ -165,18 +170,38 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed: lists.Seed = 
     temperature = lists.validate_positive(temperature, "temperature")
     topn = lists.validate_topn(topn)
     scores, mask = _prepare_scores(scores, mask)
+    order, _, _ = _gumbel_order(_logits(scores, temperature), mask, num_samples, seed, topn)
+    return order
+
+
+def _logits(scores: tf.Tensor, temperature: float) -> tf.Tensor:
+    """f / T (no op at T = 1)."""
+    return scores if temperature == 1.0 else scores / tf.constant(temperature, scores.dtype)
+
+
+def _gumbel_order(logits, mask, num_samples, seed, topn):
+    """The Gumbel-perturbed order ``[B, S, n]``, bool ``placed`` (a valid
+    document at the position) and bool ``left_out`` ``[B, S, L]`` (valid
+    documents beyond the first n), from one ``top_k`` (or a sort)."""
     seed_t = lists.fresh_seed() if seed is None else lists.seed_tensor(seed)
-    shape = tf.concat([tf.shape(scores)[:1], [num_samples], tf.shape(scores)[1:]], axis=0)
-    noise = gumbel_noise(shape, seed_t, scores.dtype)  # [B, S, L]
-    keys = scores[:, None, :] / tf.constant(temperature, scores.dtype) + noise
+    shape = tf.concat([tf.shape(logits)[:1], [num_samples], tf.shape(logits)[1:]], axis=0)
+    keys = logits[:, None, :] + gumbel_noise(shape, seed_t, logits.dtype)  # [B, S, L]
     # -inf is a sort key only: padded documents go after every valid one.
     keys = tf.where(mask[:, None, :], keys, tf.constant(-float("inf"), keys.dtype))
-    list_size = _static_list_size(scores)
-    if topn is not None and list_size is not None:
-        _, order = tf.math.top_k(keys, k=min(topn, list_size), sorted=True)
-        return order
-    order = tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
-    return order if topn is None else order[..., :topn]
+    list_size = _static_list_size(logits)
+    if topn is None or (list_size is not None and topn >= list_size):
+        order = tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
+        order = order if topn is None else order[..., :topn]
+        return order, tf.gather(mask, order, batch_dims=1), tf.zeros_like(keys, tf.bool)
+    if list_size is None:
+        order = tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)[..., :topn]
+        placed = tf.gather(mask, order, batch_dims=1)
+        return order, placed, _left_out(mask, order, placed)
+    values, order = tf.math.top_k(keys, k=topn, sorted=True)
+    placed = values > -float("inf")
+    # (Comparing ``keys`` with the n-th value would also find the left-out
+    # documents, but XLA on CPU then runs ~10x slower than with a one-hot.)
+    return order, placed, _left_out(mask, order, placed)
 
 
 def _with_sample_axis(rankings: tf.Tensor):
@@ -223,30 +248,69 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
     rankings, squeeze = _with_sample_axis(rankings)
     if topn is not None:
         rankings = rankings[..., :topn]
-    logits = scores / tf.constant(temperature, scores.dtype)
-    excluded = _excluded_logit(scores.dtype)
     placed = tf.gather(mask, rankings, batch_dims=1)  # [B, S, n]
-    ranked_logits = tf.where(placed, tf.gather(logits, rankings, batch_dims=1), excluded)
-    # Valid documents the ranking never places stay in every denominator.
+    terms = _position_terms(_logits(scores, temperature), rankings, placed,
+                            _left_out(mask, rankings, placed))
+    return terms[:, 0, :] if squeeze else terms
+
+
+def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1,
+                                   seed: lists.Seed = None, temperature: float = 1.0,
+                                   topn: Optional[int] = None):
+    """:func:`sample_rankings` and :func:`plackett_luce_position_log_probs` of
+    those rankings in one pass (what a REINFORCE loss needs).
+
+    The rankings carry no gradient; the log-probabilities are differentiable
+    in ``scores``. Same arguments, validation and padding rules as
+    :func:`sample_rankings`.
+
+    Returns:
+      ``(rankings, log_probs)``: int32 and float ``[batch, num_samples, n]``.
+    """
+    num_samples = validate_num_samples(num_samples)
+    temperature = lists.validate_positive(temperature, "temperature")
+    topn = lists.validate_topn(topn)
+    scores, mask = _prepare_scores(scores, mask)
+    logits = _logits(scores, temperature)
+    order, placed, left_out = _gumbel_order(
+        tf.stop_gradient(logits), mask, num_samples, seed, topn)
+    return order, _position_terms(logits, order, placed, left_out)
+
+
+# Up to this many ranked positions, documents left out of a ranking are found
+# with a one-hot count (B*S*n*L memory, few ops); beyond it, with a scatter.
+_ONE_HOT_MAX_POSITIONS = 64
+
+
+def _left_out(mask, rankings, placed):
+    """Bool ``[B, S, L]``: valid documents the rankings never place."""
+    num_positions = rankings.shape[-1]
+    if num_positions is not None and num_positions <= _ONE_HOT_MAX_POSITIONS:
+        hits = tf.one_hot(rankings, tf.shape(mask)[1], on_value=True, off_value=False,
+                          dtype=tf.bool)  # [B, S, n, L]
+        times_placed = tf.reduce_any(tf.logical_and(hits, placed[..., None]), axis=-2)
+        return tf.logical_and(mask[:, None, :], tf.logical_not(times_placed))
     shape = tf.shape(rankings)
     batch_idx = tf.broadcast_to(tf.range(shape[0])[:, None, None], shape)
     sample_idx = tf.broadcast_to(tf.range(shape[1])[None, :, None], shape)
     indices = tf.stack([batch_idx, sample_idx, rankings], axis=-1)  # [B, S, n, 3]
-    counts_shape = tf.stack([shape[0], shape[1], tf.shape(scores)[1]])
+    counts_shape = tf.stack([shape[0], shape[1], tf.shape(mask)[1]])
     times_placed = tf.tensor_scatter_nd_add(
         tf.zeros(counts_shape, tf.int32), indices, tf.cast(placed, tf.int32))
-    left_out = tf.logical_and(mask[:, None, :], times_placed == 0)  # [B, S, L]
+    return tf.logical_and(mask[:, None, :], times_placed == 0)
+
+
+def _position_terms(logits, rankings, placed, left_out):
+    """Eq. 12's per-position log-probabilities ``[B, S, n]`` (0 where not placed);
+    ``left_out`` ``[B, S, L]``: the valid documents the rankings never place,
+    which stay in every denominator."""
+    excluded = _excluded_logit(logits.dtype)
+    ranked_logits = tf.where(placed, tf.gather(logits, rankings, batch_dims=1), excluded)
     left_out_lse = tf.reduce_logsumexp(
-        tf.where(left_out, tf.broadcast_to(logits[:, None, :], tf.shape(left_out)), excluded),
-        axis=-1, keepdims=True)
+        tf.where(left_out, logits[:, None, :], excluded), axis=-1, keepdims=True)
     remaining = tf.concat([ranked_logits, left_out_lse], axis=-1)  # [B, S, n + 1]
-    num_positions = remaining.shape[-1]
-    if num_positions is not None and num_positions <= _PAIRWISE_GRADIENT_MAX_POSITIONS + 1:
-        denominators = _reverse_cumulative_logsumexp(remaining)[..., :-1]
-    else:
-        denominators = tf.math.cumulative_logsumexp(remaining, axis=-1, reverse=True)[..., :-1]
-    terms = tf.where(placed, ranked_logits - denominators, tf.zeros_like(ranked_logits))
-    return terms[:, 0, :] if squeeze else terms
+    denominators = _reverse_cumulative_logsumexp(remaining)[..., :-1]
+    return tf.where(placed, ranked_logits - denominators, tf.zeros_like(ranked_logits))
 
 
 def plackett_luce_log_prob(scores, rankings, mask=None, topn: Optional[int] = None,

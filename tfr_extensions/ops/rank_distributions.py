@@ -21,18 +21,27 @@ i.e. :math:`p_j` holds the coefficients of the polynomial
 :math:`\prod_{i \ne j} \big((1-\pi_{ij}) + \pi_{ij} z\big)`. Its mean is the
 expected rank of Eq. 10, :math:`\sum_{i\ne j}\pi_{ij}`.
 
-Implementation (``method="exact"``): because the factors commute, documents are
-taken in chunks of ``CHUNK_SIZE``; a chunk's polynomial is built by a balanced
-binary tree of polynomial products (``log2(CHUNK_SIZE)`` static levels), then
-multiplied into the running distribution inside a ``tf.while_loop`` over chunks
-(``ceil(L / CHUNK_SIZE)`` iterations; the graph does not grow with L). Each
-loop step is wrapped in ``tf.recompute_grad``, so the backward pass keeps only
-the ``[B, L, R]`` state per chunk and recomputes the rest. With a cutoff
-``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are kept: higher
-coefficients never flow back into lower ones, so these R columns are exact,
-and the mass beyond them is :math:`1 - \sum_{r<R} p_j(r)`. Cost
-:math:`O(B L^2 R)` time, :math:`O(B L^2 R / \text{CHUNK\_SIZE} + B L^2)` memory
-for the gradient.
+Implementation (``method="exact"``): the factors commute, so the product can
+be taken in any order. Polynomials are multiplied pairwise, each product being
+one gather of the coefficient pairs, one multiply and one segment sum (with a
+matching custom gradient, the correlation, so no sparse gradients arise).
+With a cutoff ``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are
+kept: higher coefficients never flow back into lower ones, so these R columns
+are exact, and the mass beyond them is :math:`1 - \sum_{r<R} p_j(r)`.
+
+* Static list size L <= ``MAX_TREE_LIST_SIZE`` and R <= ``MAX_TREE_RANKS``
+  (short lists, nDCG@k): one balanced product tree over all documents,
+  ``ceil(log2 L)`` levels and no loop; autodiff keeps each level's input
+  (about 7 ``[B, L, L]``-sized tensors for R = 10) and the largest level's
+  gathered pairs are transient ``[B, L, L]``-sized tensors times ~5.
+* Otherwise (longer or unknown L, or many ranks): documents in chunks of
+  ``CHUNK_SIZE``, a product tree per chunk, multiplied into the running
+  ``[R, B, L]`` distribution inside a ``tf.foldl`` over the chunks (the graph
+  does not grow with L); each step is wrapped in ``tf.recompute_grad``, so the
+  backward pass keeps one state per chunk.
+
+Cost :math:`O(B L^2 R)` time either way (:math:`O(B L^3)` for the full
+distribution).
 
 ``method="normal"`` (Section 3.6): :math:`r_j` is approximated by a normal with
 mean :math:`\mu_j = \sum_{i\ne j}\pi_{ij}` and variance
@@ -51,11 +60,12 @@ column of :math:`[p_j(r)]` by its sum and each row by its sum. With a cutoff R
 columns' targets are 1), so the result approaches a matrix whose rows sum to 1
 and whose rank columns sum to 1.
 
-Numerics: :math:`\pi` and :math:`1-\pi` are each computed as an ``erfc`` (no
-cancellation in the tails); the recursion only multiplies and adds numbers in
+Numerics: the smaller of :math:`\pi` and :math:`1-\pi` is computed as an
+``erfc`` of :math:`|s_i - s_j| / 2\sigma` (no cancellation in the tail); the recursion only multiplies and adds numbers in
 [0, 1], so it cannot overflow, and its gradient is bounded. Padded documents
 take no rank (their row is 0), beat nobody (:math:`\pi = 0`), and get exactly
-zero gradient; score differences are masked before ``erfc``.
+zero gradient; their score differences are replaced by ``NEUTRAL_Z`` before
+``erfc``.
 """
 from typing import Optional
 
@@ -68,11 +78,18 @@ METHODS = ("exact", "normal", "auto")
 #: documents per step of the exact recursion's while loop (a power of 2)
 CHUNK_SIZE = 32
 
-#: with a static cutoff up to this many ranks, products gather coefficient pairs
-MAX_GATHERED_RANKS = 64
+#: with a static list size of at most MAX_TREE_LIST_SIZE documents and at most
+#: MAX_TREE_RANKS ranks, the exact recursion is one product tree over all
+#: documents (no loop, fastest); otherwise a loop over chunks (least memory)
+MAX_TREE_RANKS = 16
+MAX_TREE_LIST_SIZE = 256
 
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
-AUTO_EXACT_MAX_LIST_SIZE = 512
+AUTO_EXACT_MAX_LIST_SIZE = 128
+
+# z of a pair that does not count (i == j, padding): erfc(100) underflows to 0,
+# so its factor is exactly (lose, win) = (1, 0) and its gradient exactly 0.
+NEUTRAL_Z = -100.0
 
 # Variance floor (in squared ranks) of the normal approximation: below it the
 # Rank-Binomial is a point mass to within 1e-3 ranks (|mu - round(mu)| <= 2 v),
@@ -80,15 +97,13 @@ AUTO_EXACT_MAX_LIST_SIZE = 512
 _MIN_RANK_VARIANCE = 1e-6
 
 
-def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float):
-    r"""Eq. 9 for every pair: ``(lose, win)``, each ``[L_i, B, L_j]``.
+def scaled_differences(scores: tf.Tensor, mask: tf.Tensor, sigma: float) -> tf.Tensor:
+    r""":math:`z_{ij} = (s_i - s_j) / (2\sigma)`, ``[L_i, B, L_j]``, so that
+    :math:`\pi_{ij} = \tfrac12\operatorname{erfc}(-z_{ij})` (Eq. 9).
 
-    ``win[i, b, j]`` :math:`= \pi_{ij}`, the probability that document i beats
-    document j in list b, and ``lose`` :math:`= 1 - \pi_{ij}`. The smaller of
-    the two is computed as :math:`\tfrac12\operatorname{erfc}(|z|)`, accurate
-    in the tail, the larger as 1 minus it. Pairs with ``i == j`` or a padded
-    document get ``win = 0``, ``lose = 1`` (the neutral factor). The beating
-    document comes first, so the recursion walks the leading axis.
+    Pairs with ``i == j`` or a padded document get ``NEUTRAL_Z``, whose factor
+    is exactly neutral (:math:`\pi = 0`) with exactly zero gradient. The
+    beating document i comes first, so the recursion walks the leading axis.
     """
     size = tf.shape(scores)[1]
     pair_valid = tf.logical_and(tf.transpose(mask)[:, :, None], mask[None, :, :])
@@ -96,32 +111,55 @@ def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float):
         pair_valid, tf.logical_not(tf.eye(size, dtype=tf.bool))[:, None, :])
     diffs = tf.transpose(scores)[:, :, None] - scores[None, :, :]  # s_i - s_j
     z = tf.where(pair_valid, diffs, tf.zeros_like(diffs)) / tf.constant(2.0 * sigma, scores.dtype)
+    return tf.where(pair_valid, z, tf.fill(tf.shape(z), tf.constant(NEUTRAL_Z, z.dtype)))
+
+
+def win_probabilities(z: tf.Tensor):
+    r"""``(lose, win)`` = :math:`(1 - \pi_{ij}, \pi_{ij})` from :math:`z_{ij}`.
+
+    The smaller of the two is :math:`\tfrac12\operatorname{erfc}(|z|)`,
+    accurate in the tail; the larger is 1 minus it.
+    """
     tail = 0.5 * tf.math.erfc(tf.abs(z))  # min(pi, 1 - pi)
-    win = tf.where(pair_valid, tf.where(z > 0, 1.0 - tail, tail), tf.zeros_like(z))
-    lose = tf.where(pair_valid, tf.where(z > 0, tail, 1.0 - tail), tf.ones_like(z))
-    return lose, win
+    positive = z > 0
+    return tf.where(positive, tail, 1.0 - tail), tf.where(positive, 1.0 - tail, tail)
 
 
 def _pair_table(len_a: int, len_b: int, len_out: int):
-    """Static indices of the coefficient pairs (t, u) with t + u < len_out,
-    sorted by r = t + u: the terms of a truncated polynomial product."""
-    pairs = sorted((t + u, t, u) for t in range(len_a) for u in range(len_b)
-                   if t + u < len_out)
-    return [t for _, t, _ in pairs], [u for _, _, u in pairs], [r for r, _, _ in pairs]
+    """Static indices of the coefficient pairs (t, u) with t + u < len_out."""
+    pairs = [(t, u) for t in range(len_a) for u in range(len_b) if t + u < len_out]
+    return [t for t, _ in pairs], [u for _, u in pairs], [t + u for t, u in pairs]
+
+
+def _gather_sum(x: tf.Tensor, y: tf.Tensor, x_index, y_index, out_index, out_len: int):
+    """``out[k] = sum_{p: out_index[p] = k} x[x_index[p]] * y[y_index[p]]`` along
+    axis 0, for static index lists."""
+    terms = tf.gather(x, x_index) * tf.gather(y, y_index)
+    out = tf.math.unsorted_segment_sum(terms, tf.constant(out_index, tf.int32), out_len)
+    return tf.ensure_shape(out, [out_len] + x.shape[1:])
 
 
 def _poly_product(a: tf.Tensor, b: tf.Tensor, max_len: Optional[int]) -> tf.Tensor:
     """Polynomial product along axis 0, truncated to ``max_len`` coefficients.
 
     ``a``: ``[m_a, ...]``, ``b``: ``[m_b, ...]`` (static m), same trailing
-    shape. ``c_r = sum_{t + u = r} a_t b_u`` in four ops whatever the lengths:
-    gather the pairs, multiply, sum the pairs of each r.
+    shape: ``c_r = sum_{t + u = r} a_t b_u``, by gathering the coefficient
+    pairs, multiplying and summing per r (four ops whatever m). The gradient
+    is the matching correlation, ``da_t = sum_u dc_{t+u} b_u`` (and the same
+    for b), computed the same way, so no sparse gradients arise.
     """
     len_a, len_b = a.shape[0], b.shape[0]
     len_out = len_a + len_b - 1 if max_len is None else min(len_a + len_b - 1, max_len)
     t_index, u_index, r_index = _pair_table(len_a, len_b, len_out)
-    terms = tf.gather(a, t_index) * tf.gather(b, u_index)
-    return tf.math.segment_sum(terms, tf.constant(r_index, tf.int32))
+
+    @tf.custom_gradient
+    def product(a, b):
+        def grad(upstream):
+            return (_gather_sum(upstream, b, r_index, u_index, t_index, len_a),
+                    _gather_sum(upstream, a, r_index, t_index, u_index, len_b))
+        return _gather_sum(a, b, t_index, u_index, r_index, len_out), grad
+
+    return product(a, b)
 
 
 def _shift_product(state: tf.Tensor, poly: tf.Tensor) -> tf.Tensor:
@@ -136,47 +174,59 @@ def _shift_product(state: tf.Tensor, poly: tf.Tensor) -> tf.Tensor:
     return out
 
 
-def _chunk_polynomial(lose: tf.Tensor, win: tf.Tensor, max_len: Optional[int]) -> tf.Tensor:
-    r""":math:`\prod_{i \in chunk} ((1-\pi_{ij}) + \pi_{ij} z)` by a binary tree
-    of products. ``lose``, ``win``: ``[C, B, L]``, C a power of 2. Returns
+def _chunk_polynomial(z: tf.Tensor, max_len: Optional[int]) -> tf.Tensor:
+    r""":math:`\prod_{i \in chunk} ((1-\pi_{ij}) + \pi_{ij} x)` by a binary tree
+    of products. ``z``: ``[C, B, L]``, C a (static) power of 2. Returns
     ``[m, B, L]``, ``m = min(C + 1, max_len)``."""
-    polys = tf.stack([lose, win])  # [2, P, B, L]: coefficient, factor, ...
-    while polys.shape[1] > 1:
+    polys = tf.stack(win_probabilities(z))  # [2, P, B, L]: coefficient, factor, ...
+    for _ in range(int(polys.shape[1]).bit_length() - 1):
         half = polys.shape[1] // 2
         polys = _poly_product(polys[:, :half], polys[:, half:], max_len)
     return polys[:, 0]
 
 
-def _exact(lose: tf.Tensor, win: tf.Tensor, num_ranks, static_ranks: Optional[int]):
+def _tree_exact(z: tf.Tensor, static_ranks: int) -> tf.Tensor:
+    """Eq. 11-12 as one product tree over all (static) L documents, ``[R, B, L]``."""
+    size = int(z.shape[0])
+    padded = max(2, 1 << (size - 1).bit_length())
+    z = tf.pad(z, [[0, padded - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
+    poly = _chunk_polynomial(z, static_ranks)
+    length = poly.shape[0]
+    if length < static_ranks:  # fewer documents than ranks: the rest is 0
+        poly = tf.pad(poly, [[0, static_ranks - length], [0, 0], [0, 0]])
+    return poly
+
+
+def _exact(z: tf.Tensor, num_ranks, static_ranks: Optional[int]):
     """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, L]``, R = ``num_ranks``."""
-    size, batch = tf.shape(win)[0], tf.shape(win)[1]
+    if (z.shape[0] is not None and z.shape[0] <= MAX_TREE_LIST_SIZE
+            and static_ranks is not None and static_ranks <= MAX_TREE_RANKS):
+        return _tree_exact(z, static_ranks)
+    size, batch = tf.shape(z)[0], tf.shape(z)[1]
     chunk = CHUNK_SIZE
-    if win.shape[0] is not None:  # short static lists: a smaller tree suffices
-        chunk = min(chunk, max(2, 1 << (int(win.shape[0]) - 1).bit_length()))
+    if z.shape[0] is not None:  # short static lists: a smaller tree suffices
+        chunk = min(chunk, max(2, 1 << (int(z.shape[0]) - 1).bit_length()))
     num_chunks = (size + chunk - 1) // chunk
-    padding = [[0, num_chunks * chunk - size], [0, 0], [0, 0]]
-    # Neutral factors (lose = 1, win = 0) fill the last chunk.
-    lose = tf.reshape(tf.pad(lose, padding, constant_values=1.0), [num_chunks, chunk, batch, -1])
-    win = tf.reshape(tf.pad(win, padding), [num_chunks, chunk, batch, -1])
-    small = static_ranks is not None and static_ranks <= MAX_GATHERED_RANKS
+    # Neutral factors fill the last chunk.
+    z = tf.pad(z, [[0, num_chunks * chunk - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
+    z = tf.reshape(z, [num_chunks, chunk, batch, -1])
+    small = static_ranks is not None and static_ranks <= MAX_TREE_RANKS
+    delta = tf.one_hot(tf.zeros(tf.shape(z)[2:], tf.int32), num_ranks, axis=0,
+                       dtype=z.dtype)  # [R, B, L]
+    if static_ranks is not None:
+        delta = tf.ensure_shape(delta, [static_ranks] + delta.shape[1:])
 
     @tf.recompute_grad
-    def step(state, chunk_lose, chunk_win):
+    def step(state, chunk_z):
         # (recompute_grad drops static shapes, which the products need)
-        chunk_lose = tf.ensure_shape(chunk_lose, [chunk, None, None])
-        chunk_win = tf.ensure_shape(chunk_win, [chunk, None, None])
+        chunk_z = tf.ensure_shape(chunk_z, [chunk, None, None])
         state = tf.ensure_shape(state, delta.shape)
-        poly = _chunk_polynomial(chunk_lose, chunk_win, static_ranks)
+        poly = _chunk_polynomial(chunk_z, static_ranks)
         if small:
             return _poly_product(poly, state, static_ranks)
         return tf.ensure_shape(_shift_product(state, poly), state.shape)
 
-    delta = tf.one_hot(tf.zeros(tf.shape(win)[2:], tf.int32), num_ranks, axis=0,
-                       dtype=win.dtype)  # [R, B, L]
-    if static_ranks is not None:
-        delta = tf.ensure_shape(delta, [static_ranks] + delta.shape[1:])
-    return tf.foldl(lambda state, xs: step(state, xs[0], xs[1]), (lose, win),
-                    initializer=delta)
+    return tf.foldl(step, z, initializer=delta)
 
 
 def _ndtr(x: tf.Tensor) -> tf.Tensor:
@@ -191,9 +241,10 @@ def _normal_cdf_difference(lower: tf.Tensor, upper: tf.Tensor) -> tf.Tensor:
     return tf.where(reflect, _ndtr(-lower) - _ndtr(-upper), _ndtr(upper) - _ndtr(lower))
 
 
-def _normal(lose: tf.Tensor, win: tf.Tensor, mask: tf.Tensor, num_ranks) -> tf.Tensor:
+def _normal(z: tf.Tensor, mask: tf.Tensor, num_ranks) -> tf.Tensor:
     """The discretized normal approximation of Section 3.6, ``[B, L, R]``."""
-    dtype = win.dtype
+    dtype = z.dtype
+    lose, win = win_probabilities(z)
     mean = tf.reduce_sum(win, axis=0)[:, :, None]  # Eq. 10, [B, L, 1]
     variance = tf.reduce_sum(win * lose, axis=0)[:, :, None]
     std = tf.sqrt(tf.maximum(variance, tf.constant(_MIN_RANK_VARIANCE, dtype)))
@@ -285,13 +336,13 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
     if static_size is not None:
         static_ranks = static_size if topn is None else min(topn, static_size)
 
-    lose, win = win_probabilities(scores, valid, sigma)
+    z = scaled_differences(scores, valid, sigma)
 
     def exact():
-        return tf.transpose(_exact(lose, win, num_ranks, static_ranks), [1, 2, 0])
+        return tf.transpose(_exact(z, num_ranks, static_ranks), [1, 2, 0])
 
     def normal():
-        return _normal(lose, win, valid, num_ranks)
+        return _normal(z, valid, num_ranks)
 
     if method == "exact":
         probs = exact()

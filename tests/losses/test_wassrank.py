@@ -1,0 +1,195 @@
+"""WassRankLoss (Yu et al., WSDM 2019): entropic optimal transport between lists."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy.optimize import linprog
+from scipy.special import softmax
+
+import tfr_extensions as tfrx
+from tfr_extensions.losses import wassrank
+from tfr_extensions.losses.wassrank import WassRankLoss
+from oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
+
+
+def exact_transport(a, b, cost):
+    """The unregularized optimal transport cost, by linear programming."""
+    n, m = cost.shape
+    rows = np.kron(np.eye(n), np.ones((1, m)))
+    cols = np.kron(np.ones((1, n)), np.eye(m))
+    result = linprog(cost.ravel(), A_eq=np.vstack([rows, cols]),
+                     b_eq=np.concatenate([a, b]), bounds=(0, None), method="highs")
+    return result.fun
+
+
+def _distance(a, b, cost, regularization, iterations):
+    mask = tf.ones([1, len(a)], tf.bool)
+    f, g = tf.function(wassrank.sinkhorn_potentials)(
+        tf.constant(np.log(a))[None], tf.constant(np.log(b))[None], tf.constant(cost)[None],
+        mask, mask, regularization, iterations)
+    plan = wassrank.transport_plan(f, g, tf.constant(cost)[None], mask, mask, regularization)
+    return float(tf.reduce_sum(plan * cost)), plan.numpy()[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sinkhorn_distance_tends_to_linear_programming_optimum(seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))
+    cost = rng.random((4, 4)) * 3
+    optimum = exact_transport(a, b, cost)
+    gaps = []
+    for regularization, iterations in ((0.5, 500), (0.1, 2000), (0.03, 8000)):
+        value, plan = _distance(a, b, cost, regularization, iterations)
+        np.testing.assert_allclose(plan.sum(1), a, atol=1e-9)
+        np.testing.assert_allclose(plan.sum(0), b, atol=1e-6)
+        gaps.append(abs(value - optimum))
+    assert gaps[-1] < 1e-3 and gaps[0] > gaps[-1]
+
+
+def test_loss_matches_numpy_oracle_and_linprog():
+    labels = np.array([[2.0, 0.0, 1.0, 3.0, 0.0]])
+    scores = np.array([[0.2, 0.9, -0.4, 0.1, 0.5]])
+    mask = labels >= 0
+    cost = wassrank.cost_matrix(tf.constant(labels), tf.constant(mask)).numpy()[0]
+    a = softmax(scores[0])
+    gains = 2.0 ** labels[0] - 1
+    relevant = gains > 0
+    b = gains[relevant] / gains.sum()
+    plan, _, _ = sinkhorn_numpy(a, b, cost[:, relevant], 0.1, 20)
+    loss = WassRankLoss(epsilon_scaling=False, reduction="none")
+    np.testing.assert_allclose(loss(labels, scores).numpy()[0], np.sum(plan * cost[:, relevant]),
+                               rtol=1e-10)
+    precise = WassRankLoss(regularization=0.5, sinkhorn_iterations=3000, reduction="none")
+    optimum = exact_transport(a, b, cost[:, relevant])
+    assert abs(tf.function(precise)(labels, scores).numpy()[0] - optimum) < 0.05 * optimum
+
+
+def test_cost_matrix_types():
+    labels = tf.constant([[0.0, 1.0, 1.0, 2.0, -1.0]])
+    mask = labels >= 0
+    eg = wassrank.cost_matrix(tf.maximum(labels, 0), mask, "eg", gain_base=4.0,
+                              non_rele_gap=10.0, var_penalty=0.5).numpy()[0]
+    want = np.array([[0, 13, 13, 25], [13, 0, 0.5, 12], [13, 0.5, 0, 12], [25, 12, 12, 0]])
+    np.testing.assert_allclose(eg[:4, :4], want)
+    assert np.all(eg[4] == 0) and np.all(eg[:, 4] == 0)
+    for cost_type in wassrank.COST_TYPES:
+        c = wassrank.cost_matrix(tf.maximum(labels, 0), mask, cost_type).numpy()[0]
+        np.testing.assert_allclose(c, c.T)
+        assert np.all(np.diag(c) == 0) and np.all(c >= 0)
+    p1 = wassrank.cost_matrix(tf.maximum(labels, 0), mask, "p1").numpy()[0]
+    assert p1[3, 0] == 3.0  # ideal positions: doc 3 first, doc 0 last
+
+
+def test_gradient_is_the_dual_potential_and_matches_entropic_ot():
+    """The paper's gradient: a_i (f_i - <a, f>) through the softmax. At
+    convergence it is the gradient of OT_lambda = <P, C> - lambda H(P)."""
+    labels = np.array([[2.0, 0.0, 1.0, 3.0]])
+    scores = tf.constant([[0.2, 0.9, -0.4, 0.1]], tf.float64)
+    loss = WassRankLoss(regularization=1.0, sinkhorn_iterations=400, cost_type="dg",
+                        target="softmax", epsilon_scaling=False, reduction="sum")
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        value = loss(labels, scores)
+    grad = tape.gradient(value, scores).numpy()[0]
+    cost = wassrank.cost_matrix(tf.constant(labels), tf.constant(labels >= 0), "dg").numpy()[0]
+    a, b = softmax(scores.numpy()[0]), softmax(labels[0])
+    _, f, _ = sinkhorn_numpy(a, b, cost, 1.0, 400)
+    np.testing.assert_allclose(grad, a * (f - a @ f), atol=1e-10)
+    eps, numeric = 1e-6, np.zeros(4)
+    for i in range(4):
+        step = np.eye(4)[i] * eps
+        up = entropic_ot(softmax(scores.numpy()[0] + step), b, cost, 1.0, 400)
+        down = entropic_ot(softmax(scores.numpy()[0] - step), b, cost, 1.0, 400)
+        numeric[i] = (up - down) / (2 * eps)
+    np.testing.assert_allclose(grad, numeric, atol=1e-6)
+
+
+def test_perfect_ranking_is_a_minimum_and_gradient_descends():
+    """With target="softmax", scores equal to the labels reproduce the target:
+    the transport cost is 0 (its minimum: costs are >= 0) and every
+    perturbation raises it. The transport distance has a kink there (like |x|),
+    so the gradient at that point is a subgradient, not 0; away from it a
+    small step against the gradient lowers the loss as predicted."""
+    labels = np.array([[3.0, 1.0, 0.0, 2.0, 1.0]])
+    loss = WassRankLoss(target="softmax", reduction="sum")
+    best = float(loss(labels, labels))
+    assert 0.0 <= best < 1e-6
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        assert float(loss(labels, labels + 0.5 * rng.normal(size=labels.shape))) > best
+    assert float(loss(labels, -labels)) > best + 10.0
+    gain_loss = WassRankLoss(reduction="sum")  # target = normalized gains
+    ideal = np.where(labels > 0, np.log(np.maximum(2.0 ** labels - 1, 1.0)), -30.0)
+    assert float(gain_loss(labels, ideal)) < 1e-3 < 10.0 < float(gain_loss(labels, -labels))
+    for _ in range(4):
+        scores = tf.constant(rng.normal(size=labels.shape))
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            value = gain_loss(labels, scores)
+        grad = tape.gradient(value, scores)
+        step = 1e-3
+        predicted = -step * float(tf.reduce_sum(grad * grad))
+        actual = float(gain_loss(labels, scores - step * grad)) - float(value)
+        assert 2.0 * predicted < actual < 0.5 * predicted < 0.0  # within 2x of first order
+
+
+def test_finite_with_large_score_ranges_padding_and_no_relevant():
+    labels = tf.constant([[0.0, 2.0, 1.0, -1.0], [0.0, 0.0, 0.0, -1.0], [1.0, 0.0, 2.0, 3.0]])
+    scores = tf.constant([[1e4, -1e4, 0.0, 7.0], [1e4, -1e4, 5.0, 0.0],
+                          [-3e4, 2e4, 1e4, -1e4]])
+    for target in wassrank.TARGETS:
+        for cost_type in wassrank.COST_TYPES:
+            loss = WassRankLoss(target=target, cost_type=cost_type, reduction="none")
+            with tf.GradientTape() as tape:
+                tape.watch(scores)
+                values = loss(labels, scores)
+            grad = tape.gradient(values, scores).numpy()
+            assert np.all(np.isfinite(values.numpy())) and np.all(np.isfinite(grad))
+            assert grad[0, 3] == 0.0 and values.numpy()[1] == 0.0 and np.all(grad[1] == 0)
+    # masking = deleting
+    loss = WassRankLoss(reduction="none")
+    np.testing.assert_allclose(loss([[0.0, 2.0, 1.0, -1.0]], [[0.3, -0.1, 0.2, 9.0]]).numpy(),
+                               loss([[0.0, 2.0, 1.0]], [[0.3, -0.1, 0.2]]).numpy(), rtol=1e-6)
+
+
+def test_registry_serialization_xla_and_mixed_precision():
+    loss = tfrx.losses.get("wassrank")
+    assert isinstance(loss, WassRankLoss) and loss.name == "wassrank"
+    loss = WassRankLoss(regularization=0.2, sinkhorn_iterations=7, cost_type="ddg",
+                        target="softmax", gain_base=2.0, non_rele_gap=5.0, var_penalty=0.1)
+    clone = tf.keras.losses.deserialize(json.loads(json.dumps(tf.keras.losses.serialize(loss))))
+    assert clone.get_config() == loss.get_config()
+    rng = np.random.default_rng(0)
+    labels = tf.constant(np.where(rng.random((4, 9)) < 0.1, -1, rng.integers(0, 3, (4, 9))),
+                         tf.float32)
+    scores = tf.constant(rng.normal(size=(4, 9)), tf.float16)
+    for instance in (WassRankLoss(), clone):
+        def value_and_grad(s, instance=instance):
+            with tf.GradientTape() as tape:
+                tape.watch(s)
+                value = instance(labels, s)
+            return value, tape.gradient(value, s)
+
+        graph = tf.function(value_and_grad)(tf.cast(scores, tf.float32))
+        xla = tf.function(value_and_grad, jit_compile=True)(tf.cast(scores, tf.float32))
+        half = tf.function(value_and_grad)(scores)
+        assert half[0].dtype == tf.float32
+        # costs / lambda reach ~1e3, so float32 potentials carry ~1e-4 relative error
+        np.testing.assert_allclose(xla[0].numpy(), graph[0].numpy(), rtol=1e-3)
+        np.testing.assert_allclose(xla[1].numpy(), graph[1].numpy(), atol=1e-3)
+        np.testing.assert_allclose(half[0].numpy(), graph[0].numpy(), rtol=1e-6)
+
+
+def test_training_improves_validation_ndcg():
+    before, after = train_and_validate(WassRankLoss())
+    assert after > before + 0.1 and after > 0.8, (before, after)
+
+
+def test_invalid_arguments():
+    for kwargs, arg in [({"regularization": 0}, "regularization"),
+                        ({"sinkhorn_iterations": 0}, "sinkhorn_iterations"),
+                        ({"cost_type": "l2"}, "cost_type"), ({"target": "x"}, "target"),
+                        ({"non_rele_gap": -1}, "non_rele_gap")]:
+        with pytest.raises(ValueError, match=arg):
+            WassRankLoss(**kwargs)

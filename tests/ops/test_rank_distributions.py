@@ -1,0 +1,211 @@
+"""tfrx.ops.rank_distributions: SoftRank's Rank-Binomial (softrank.txt, Eq. 8-12)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfr_extensions as tfrx
+from oracles_softrank import (monte_carlo_ranks, rank_binomial,
+                              rank_binomial_by_enumeration)
+
+import importlib
+
+rd = importlib.import_module("tfr_extensions.ops.rank_distributions")
+rank_distributions = tfrx.ops.rank_distributions
+
+
+def _lists(batch, size, seed, pad=True):
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=(batch, size))
+    mask = np.ones((batch, size), bool)
+    if pad:
+        lengths = rng.integers(1, size + 1, size=batch)
+        mask = np.arange(size)[None] < lengths[:, None]
+        # padding anywhere, not only at the end
+        mask = np.take_along_axis(mask, rng.permuted(np.tile(np.arange(size), (batch, 1)), axis=1), 1)
+    return scores, mask
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 40])
+def test_exact_matches_recursion_oracle(size):
+    scores, mask = _lists(3, size, seed=size)
+    got = rank_distributions(scores, mask, sigma=0.7).numpy()
+    want = np.stack([rank_binomial(s, 0.7, m) for s, m in zip(scores, mask)])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_exact_matches_enumeration_of_contests():
+    scores = np.array([[0.3, -1.2, 0.9, 0.0, 2.1]])
+    got = rank_distributions(scores, sigma=0.8).numpy()[0]
+    np.testing.assert_allclose(got, rank_binomial_by_enumeration(scores[0], 0.8), atol=1e-12)
+
+
+def test_rows_sum_to_one_and_padding_takes_no_rank():
+    scores, mask = _lists(4, 9, seed=1)
+    probs = rank_distributions(scores, mask, sigma=0.5).numpy()
+    n = mask.sum(1)
+    for b in range(4):
+        np.testing.assert_allclose(probs[b][mask[b]].sum(1), 1.0, atol=1e-12)
+        assert np.all(probs[b][~mask[b]] == 0.0)
+        assert np.all(probs[b][:, n[b]:] == 0.0)
+        # (columns need not sum to 1: Eq. 12 approximates the true distribution)
+        np.testing.assert_allclose(probs[b].sum(), n[b], atol=1e-12)
+
+
+def test_monte_carlo_agreement():
+    """Against sampling Gaussian scores and sorting (Section 3.2's generative
+    process). The Rank-Binomial treats the contests of one document as
+    independent, so it is exact for 2 documents and approximate beyond; with
+    scores 1.5 sigma apart the total variation per document is below 0.05,
+    and the expected ranks (Eq. 10, exact by linearity) agree within 0.01."""
+    rng = np.random.default_rng(0)
+    samples = 100_000
+    pair = np.array([0.4, -0.3])
+    tv = 0.5 * np.abs(rank_distributions(pair[None], sigma=1.0).numpy()[0]
+                      - monte_carlo_ranks(pair, 1.0, samples, rng)).sum(1)
+    assert tv.max() < 0.01
+    spaced = np.array([0.0, 1.5, 3.0, 4.5, 6.0])
+    probs = rank_distributions(spaced[None], sigma=1.0).numpy()[0]
+    sampled = monte_carlo_ranks(spaced, 1.0, samples, rng)
+    assert (0.5 * np.abs(probs - sampled).sum(1)).max() < 0.05
+    random_scores = rng.normal(size=6) * 2.0
+    probs = rank_distributions(random_scores[None], sigma=1.0).numpy()[0]
+    sampled = monte_carlo_ranks(random_scores, 1.0, samples, rng)
+    ranks = np.arange(6)
+    np.testing.assert_allclose(probs @ ranks, sampled @ ranks, atol=0.01)
+    assert (0.5 * np.abs(probs - sampled).sum(1)).max() < 0.3
+
+
+@pytest.mark.parametrize("method", ["exact", "normal"])
+def test_topn_columns_equal_full_distribution(method):
+    scores, mask = _lists(3, 23, seed=4)
+    full = rank_distributions(scores, mask, sigma=0.6, method=method).numpy()
+    for topn in (1, 5, 23, 30):
+        top = rank_distributions(scores, mask, sigma=0.6, topn=topn, method=method).numpy()
+        assert top.shape == (3, 23, min(topn, 23))
+        np.testing.assert_allclose(top, full[:, :, :min(topn, 23)], atol=1e-12)
+
+
+def test_chunked_loop_equals_tree_and_dynamic_shapes():
+    """Unknown list size (the while loop over chunks) = static (product tree)."""
+    scores, mask = _lists(2, 70, seed=5)
+    static = rank_distributions(scores, mask, sigma=0.9, topn=10).numpy()
+    spec = tf.TensorSpec([None, None], tf.float64)
+
+    @tf.function(input_signature=[spec, tf.TensorSpec([None, None], tf.bool)])
+    def dynamic(s, m):
+        return rank_distributions(s, m, sigma=0.9, topn=10)
+
+    np.testing.assert_allclose(dynamic(scores, mask).numpy(), static, atol=1e-12)
+    oracle = np.stack([rank_binomial(s, 0.9, m) for s, m in zip(scores, mask)])
+    np.testing.assert_allclose(static, oracle[:, :, :10], atol=1e-12)
+
+
+@pytest.mark.parametrize("topn", [10, None])
+def test_chunked_loop_with_static_shapes(monkeypatch, topn):
+    """Static lists longer than MAX_TREE_LIST_SIZE take the loop over chunks."""
+    scores, mask = _lists(2, 70, seed=11)
+    monkeypatch.setattr(rd, "MAX_TREE_LIST_SIZE", 32)
+    probs = tf.function(lambda s: rank_distributions(s, mask, sigma=0.9, topn=topn))(scores)
+    oracle = np.stack([rank_binomial(s, 0.9, m) for s, m in zip(scores, mask)])
+    np.testing.assert_allclose(probs.numpy(), oracle[:, :, :topn], atol=1e-12)
+
+
+def test_normal_approximation_is_close_to_exact_on_long_lists():
+    scores, _ = _lists(2, 60, seed=6, pad=False)
+    exact = rank_distributions(scores, sigma=1.0).numpy()
+    normal = rank_distributions(scores, sigma=1.0, method="normal").numpy()
+    np.testing.assert_allclose(normal.sum(-1), 1.0, atol=1e-9)
+    tv = 0.5 * np.abs(exact - normal).sum(-1)
+    assert tv.mean() < 0.05 and tv.max() < 0.2
+    ranks = np.arange(60)
+    np.testing.assert_allclose(normal @ ranks, exact @ ranks, atol=0.02)
+
+
+def test_auto_switches_at_the_documented_list_size(monkeypatch):
+    scores, mask = _lists(2, 12, seed=7)
+    exact = rank_distributions(scores, mask, topn=4, method="exact").numpy()
+    normal = rank_distributions(scores, mask, topn=4, method="normal").numpy()
+    monkeypatch.setattr(rd, "AUTO_EXACT_MAX_LIST_SIZE", 12)
+    np.testing.assert_allclose(rank_distributions(scores, mask, topn=4, method="auto"), exact)
+    monkeypatch.setattr(rd, "AUTO_EXACT_MAX_LIST_SIZE", 11)
+    np.testing.assert_allclose(rank_distributions(scores, mask, topn=4, method="auto"), normal)
+
+
+@pytest.mark.parametrize("topn", [None, 3])
+def test_sinkhorn_is_doubly_stochastic(topn):
+    scores, mask = _lists(3, 8, seed=8)
+    probs = rank_distributions(scores, mask, sigma=0.8, topn=topn,
+                               sinkhorn_iterations=200).numpy()
+    n = mask.sum(1)
+    for b in range(3):
+        rows = probs[b][mask[b]]
+        cols = probs[b][:, :n[b]].sum(0)
+        np.testing.assert_allclose(cols, 1.0, atol=1e-6)
+        if topn is None or topn >= n[b]:
+            np.testing.assert_allclose(rows.sum(1), 1.0, atol=1e-9)
+        else:
+            assert np.all(rows.sum(1) <= 1.0 + 1e-9)
+        assert np.all(probs[b][~mask[b]] == 0.0)
+    # Sinkhorn moves the Rank-Binomial towards the sampled distribution
+    rng = np.random.default_rng(1)
+    s = rng.normal(size=6)
+    plain = rank_distributions(s[None], sigma=1.0).numpy()[0]
+    scaled = rank_distributions(s[None], sigma=1.0, sinkhorn_iterations=50).numpy()[0]
+    sampled = monte_carlo_ranks(s, 1.0, 50_000, rng)
+    assert np.abs(scaled - sampled).sum() < np.abs(plain - sampled).sum()
+
+
+@pytest.mark.parametrize("method,topn,sinkhorn", [("exact", None, 0), ("exact", 3, 0),
+                                                  ("normal", 3, 0), ("exact", 3, 5)])
+def test_gradients_match_finite_differences(method, topn, sinkhorn):
+    rng = np.random.default_rng(9)
+    scores = tf.constant(rng.normal(size=(2, 6)))
+    mask = tf.constant([[True] * 6, [True, False, True, True, True, False]])
+    weights = tf.constant(rng.normal(size=(2, 6, 6 if topn is None else topn)))
+
+    def f(s):
+        probs = rank_distributions(s, mask, sigma=0.7, topn=topn, method=method,
+                                   sinkhorn_iterations=sinkhorn)
+        return tf.reduce_sum(probs * weights, axis=[1, 2])
+
+    theoretical, numerical = tf.test.compute_gradient(f, [scores])
+    np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-6)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        value = tf.reduce_sum(f(scores))
+    grad = tape.gradient(value, scores).numpy()
+    assert grad[1, 1] == 0.0 and grad[1, 5] == 0.0
+
+
+@pytest.mark.parametrize("method", ["exact", "normal"])
+def test_finite_at_extreme_scores_and_xla(method):
+    scores = tf.constant([[1e4, -1e4, 0.0, 0.0, 3.0], [0.0] * 5], tf.float32)
+    mask = tf.constant([[True] * 5, [False] * 5])
+
+    def value_and_grad(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            probs = rank_distributions(s, mask, topn=3, method=method)
+            value = tf.reduce_sum(probs * tf.range(3, dtype=s.dtype))
+        return probs, tape.gradient(value, s)
+
+    probs, grad = tf.function(value_and_grad)(scores)
+    assert np.all(np.isfinite(probs.numpy())) and np.all(np.isfinite(grad.numpy()))
+    np.testing.assert_allclose(probs.numpy()[0, :2], [[1, 0, 0], [0, 0, 0]], atol=1e-6)
+    assert np.all(probs.numpy()[1] == 0) and np.all(grad.numpy()[1] == 0)
+    xla_probs, xla_grad = tf.function(value_and_grad, jit_compile=True)(scores)
+    np.testing.assert_allclose(xla_probs.numpy(), probs.numpy(), atol=1e-5)
+    np.testing.assert_allclose(xla_grad.numpy(), grad.numpy(), atol=1e-5)
+
+
+def test_float16_inputs_compute_in_float32():
+    probs = rank_distributions(tf.constant([[1.0, 0.0]], tf.float16))
+    assert probs.dtype == tf.float32
+
+
+@pytest.mark.parametrize("kwargs,arg", [({"sigma": 0.0}, "sigma"), ({"topn": 0}, "topn"),
+                                        ({"method": "fast"}, "method"),
+                                        ({"sinkhorn_iterations": -1}, "sinkhorn_iterations")])
+def test_invalid_arguments(kwargs, arg):
+    with pytest.raises(ValueError, match=arg):
+        rank_distributions([[1.0, 0.0]], **kwargs)

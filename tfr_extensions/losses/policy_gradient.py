@@ -1,0 +1,329 @@
+r"""Policy-gradient ranking losses: ExptUtility and MDPRank (REINFORCE).
+
+Yu et al., "Diagnostic Evaluation of Policy-Gradient-Based Ranking"
+(``policy-gradient-ranking-diagnostic.txt``), Sections 4.1, 4.2 and 4.4.
+Both losses sample rankings from the Plackett-Luce model of the scores
+(PL-sampling, :func:`tfr_extensions.ops.sample_rankings`) and weight the
+log-probability of each sampled ranking, or of each of its positions, by a
+reward computed from the labels:
+
+* :class:`ExpectedUtilityLoss` (ExptUtility, Eq. 4-5): one weight per sampled
+  ranking, its metric (nDCG@topn by default), for every document of it.
+* :class:`MDPRankLoss` (MDPRank, Eq. 6-7): position t weighted by
+  :math:`\gamma^t G_t`, the discounted return from position t on.
+
+The loss *value* is the REINFORCE surrogate, minus the weighted
+log-probabilities with the weights held constant (``tf.stop_gradient``), so
+its gradient is exactly the estimator of Eq. 5 / Eq. 7 with the sign flipped
+for minimization. It is not the expected metric; that one is logged instead:
+each call stores the mean metric of its sampled rankings (over lists with a
+relevant document) in :attr:`sampled_metric`, and
+:class:`SampledRankingMetric` reports it in ``model.compile``/``fit``::
+
+    loss = tfrx.losses.ExpectedUtilityLoss(topn=10, seed=0)
+    model.compile("adam", loss=loss,
+                  metrics=[tfrx.losses.SampledRankingMetric(loss)])
+    history = model.fit(ds)   # history.history["sampled_ndcg_10"]
+
+Sampling uses ``self.next_seed()`` (:class:`~tfr_extensions.losses.base.StepSeeded`):
+fresh rankings at every call, reproducible for a fixed ``seed``. A sampled
+ranking of a list shorter than ``topn`` ends with padded documents, which get
+no reward and no log-probability term; an all-padding list, or a list without
+relevant documents, has reward 0, weight 0 and zero gradient.
+"""
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tfr_extensions.losses import base
+from tfr_extensions.losses.registry import register
+from tfr_extensions.ops import lists
+from tfr_extensions.ops import plackett_luce as pl
+from tfr_extensions.ops import rank_metrics
+
+METRIC_NAMES = tuple(rank_metrics.METRICS)  # precision, ap, ndcg, nerr
+
+
+def _safe_divide(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
+    """value / norm, 0 where norm == 0 (the division's argument is masked)."""
+    positive = norm > 0
+    return tf.where(positive, value / tf.where(positive, norm, tf.ones_like(norm)),
+                    tf.zeros_like(value))
+
+
+def _ranking_size(rankings: tf.Tensor):
+    """n of ``[B, S, n]`` rankings: a Python int when static, else a tensor."""
+    size = rankings.shape[-1]
+    return int(size) if size is not None else tf.shape(rankings)[-1]
+
+
+def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True) -> tf.Tensor:
+    r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``.
+
+    :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based
+    position t, divided by the ideal DCG@n of the list when ``normalize``
+    (then :math:`\sum_t r_t` is the sampled ranking's nDCG@n). ``labels``
+    must have padded entries 0 (as :func:`~tfr_extensions.ops.lists.prepare_lists`
+    gives), so positions holding padded documents get 0; so does every
+    position of a list without relevant documents. ``mask`` is accepted for
+    symmetry with :func:`sampled_metric` and not needed.
+    """
+    # Padded documents have label 0 here, hence gain 0: no mask needed.
+    sampled_gains = lists.gains(tf.gather(labels, rankings, batch_dims=1))
+    rewards = sampled_gains * _discounts(rankings, labels.dtype)
+    if not normalize:
+        return rewards
+    return _safe_divide(rewards, ideal_dcg(labels, rankings)[:, None, None])
+
+
+def _discounts(rankings, dtype) -> tf.Tensor:
+    """1 / log2(1 + position) for positions 1..n (a constant when n is static)."""
+    size = _ranking_size(rankings)
+    if isinstance(size, int):
+        return tf.constant(1.0 / np.log2(np.arange(2, size + 2)), dtype)
+    return lists.log2_discount(tf.cast(tf.range(1, size + 1), dtype))
+
+
+def ideal_dcg(labels, rankings) -> tf.Tensor:
+    """DCG@n of the ideal ranking, ``[B]``, n = the rankings' size (<= list size).
+
+    The same value as :func:`tfr_extensions.ops.rank_metrics.ideal_dcg` at
+    cutoff n, from one ``top_k`` of the labels instead of full sorts (padded
+    labels are 0 and have gain 0, so they never add to it).
+    """
+    size = _ranking_size(rankings)
+    top_labels = tf.math.top_k(labels, k=size, sorted=True).values  # [B, n]
+    return tf.reduce_sum(lists.gains(top_labels) * _discounts(rankings, labels.dtype), axis=-1)
+
+
+def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
+    """A rank metric at cutoff n of each sampled ranking, ``[B, S]``.
+
+    nDCG uses :func:`sampled_dcg_rewards`; the others place the sampled
+    documents at ranks 1..n and every other document at rank n + 1 (beyond the
+    cutoff) and call :mod:`tfr_extensions.ops.rank_metrics`.
+    """
+    if metric == "ndcg":
+        return tf.reduce_sum(sampled_dcg_rewards(labels, rankings, mask), axis=-1)
+    shape = tf.shape(rankings)  # [B, S, n]
+    list_size = tf.shape(labels)[1]
+    batch_idx = tf.broadcast_to(tf.range(shape[0])[:, None, None], shape)
+    sample_idx = tf.broadcast_to(tf.range(shape[1])[None, :, None], shape)
+    indices = tf.stack([batch_idx, sample_idx, rankings], axis=-1)
+    positions = tf.broadcast_to(tf.range(1, shape[2] + 1), shape)
+    ranks = tf.tensor_scatter_nd_update(
+        tf.fill(tf.stack([shape[0], shape[1], list_size]), shape[2] + 1), indices, positions)
+    flat = lambda t: tf.reshape(  # noqa: E731  [B, L] -> [B * S, L]
+        tf.broadcast_to(t[:, None, :], tf.stack([shape[0], shape[1], list_size])), [-1, list_size])
+    values = rank_metrics.METRICS[metric](
+        flat(labels), tf.reshape(tf.cast(ranks, labels.dtype), [-1, list_size]), flat(mask),
+        _ranking_size(rankings))
+    return tf.reshape(values, shape[:2])
+
+
+class _PolicyGradientLoss(base.StepSeeded, base.RankingLoss):
+    """Shared parts: sampling, the logged sampled metric, the config."""
+
+    def __init__(self, topn, num_samples, temperature, seed, ragged, reduction, name):
+        super().__init__(reduction=reduction, name=name, ragged=ragged)
+        self._topn = lists.validate_topn(topn)
+        self._num_samples = pl.validate_num_samples(num_samples)
+        self._temperature = lists.validate_positive(temperature, "temperature")
+        self._init_seed(seed)
+        with tf.init_scope():
+            self._sampled_metric = tf.Variable(
+                0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
+                synchronization=tf.VariableSynchronization.ON_WRITE,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    @property
+    def sampled_metric(self) -> tf.Variable:
+        """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the
+        last call, over the lists with a relevant document."""
+        return self._sampled_metric
+
+    @property
+    def metric_name(self) -> str:
+        """``sampled_<metric>[_<topn>]``, the default name of its logging metric."""
+        metric = getattr(self, "_metric", "ndcg")
+        return f"sampled_{metric}_{self._topn}" if self._topn else f"sampled_{metric}"
+
+    def _sample(self, scores, mask):
+        """Sampled rankings ``[B, S, n]`` and their per-position log-probs."""
+        return pl.sample_rankings_with_log_probs(
+            scores, mask, self._num_samples, seed=self.next_seed(),
+            temperature=self._temperature, topn=self._topn)
+
+    def _log_metric(self, values, weights):
+        """Stores the weighted mean over lists of the per-list mean ``values``."""
+        per_list = tf.reduce_mean(values, axis=-1)
+        mean = _safe_divide(tf.reduce_sum(per_list * weights), tf.reduce_sum(weights))
+        self._sampled_metric.assign(tf.cast(mean, tf.float32))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"topn": self._topn, "num_samples": self._num_samples,
+                       "temperature": self._temperature, "seed": self._seed})
+        return config
+
+
+@register
+class ExpectedUtilityLoss(_PolicyGradientLoss):
+    r"""ExptUtility: REINFORCE on the expected metric of PL-sampled rankings.
+
+    Minimizes :math:`R_{EU} = -\mathbb{E}_{\pi \sim P_\theta}[M(\pi, y^*)]`
+    (Eq. 4) with the score-function estimator of Eq. 5:
+
+    .. math::
+        \ell = -\frac{1}{K}\sum_{k=1}^{K}
+               \mathrm{sg}\big[M(\pi_k, y^*) - b_k\big] \log P_\theta(\pi_k),
+
+    :math:`K` = ``num_samples`` rankings of size n = ``topn`` (10 in the paper)
+    drawn at ``temperature``, :math:`M` = ``metric`` at cutoff n,
+    :math:`P_\theta` the PL probability of Eq. 12, sg = stop-gradient, and
+    :math:`b_k` the mean metric of the other K - 1 samples with ``baseline=True``
+    (0 otherwise, as in the paper, and always 0 for K = 1).
+
+    Args:
+      metric: ``"ndcg"``, ``"ap"``, ``"precision"`` or ``"nerr"``.
+      topn: sampled ranking size and metric cutoff; None = full rankings.
+      num_samples: K >= 1.
+      temperature: PL temperature T > 0 (scores are divided by T).
+      baseline: subtract the leave-one-out mean reward (needs K >= 2 to act).
+      seed: None, an int or a pair of ints.
+      ragged: accept ``tf.RaggedTensor`` labels and scores.
+
+    >>> loss = ExpectedUtilityLoss(topn=2, num_samples=4, seed=0)
+    >>> value = loss([[0., 1., 2.]], [[3., 2., 1.]])
+    >>> bool(value > 0), 0.0 <= float(loss.sampled_metric) <= 1.0
+    (True, True)
+    """
+
+    def __init__(self, metric: str = "ndcg", topn: Optional[int] = 10,
+                 num_samples: int = 1, temperature: float = 1.0, baseline: bool = False,
+                 seed: lists.Seed = None, ragged: bool = False,
+                 reduction: str = tf.keras.losses.Reduction.AUTO,
+                 name: str = "expected_utility"):
+        self._metric = lists.validate_choice(metric, METRIC_NAMES, "metric")
+        self._baseline = bool(baseline)
+        super().__init__(topn, num_samples, temperature, seed, ragged, reduction, name)
+
+    def per_list(self, labels, scores, mask):
+        rankings, log_probs = self._sample(scores, mask)
+        rewards = tf.stop_gradient(sampled_metric(self._metric, labels, rankings, mask))  # [B, S]
+        weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+        self._log_metric(rewards, weights)
+        advantages = rewards
+        if self._baseline and self._num_samples > 1:
+            others = tf.reduce_sum(rewards, axis=-1, keepdims=True) - rewards
+            advantages = rewards - others / float(self._num_samples - 1)
+        surrogate = advantages * tf.reduce_sum(log_probs, axis=-1)
+        return -tf.reduce_mean(surrogate, axis=-1), weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"metric": self._metric, "baseline": self._baseline})
+        return config
+
+
+@register
+class MDPRankLoss(_PolicyGradientLoss):
+    r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
+
+    Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy
+    picks the next document with PL probability
+    :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the reward
+    is the DCG gain of the chosen document at its position,
+    :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)` (divided by the ideal DCG@n when
+    ``normalize``), and :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
+
+    .. math::
+        \ell = -\frac{1}{K}\sum_{k=1}^{K}\sum_{t=0}^{n-1}
+               \mathrm{sg}\big[\gamma^t G_t^{(k)}\big] \log P(a_t^{(k)}|s_t^{(k)}).
+
+    With ``gamma=1`` and ``normalize=True``, :math:`G_0` is the sampled
+    ranking's nDCG@n and the expected gradient equals ExptUtility's; the
+    per-position weights only change the variance. :attr:`sampled_metric` logs
+    nDCG@n of the samples whatever ``gamma``.
+
+    Args:
+      gamma: discount rate in (0, 1].
+      topn: sampled ranking size n (10 in the paper); None = full rankings.
+      num_samples: K >= 1.
+      temperature: PL temperature T > 0.
+      normalize: divide rewards by the list's ideal DCG@n (a per-list constant
+        scale, so lists with many relevant documents do not dominate).
+      seed: None, an int or a pair of ints.
+      ragged: accept ``tf.RaggedTensor`` labels and scores.
+
+    >>> loss = MDPRankLoss(topn=2, num_samples=4, seed=0)
+    >>> bool(loss([[0., 1., 2.]], [[3., 2., 1.]]) > 0)
+    True
+    """
+
+    def __init__(self, gamma: float = 1.0, topn: Optional[int] = 10, num_samples: int = 1,
+                 temperature: float = 1.0, normalize: bool = True,
+                 seed: lists.Seed = None, ragged: bool = False,
+                 reduction: str = tf.keras.losses.Reduction.AUTO,
+                 name: str = "mdprank"):
+        gamma = lists.validate_positive(gamma, "gamma")
+        if gamma > 1.0:
+            raise ValueError(f"`gamma` must be in (0, 1]; got {gamma!r}.")
+        self._gamma = gamma
+        self._normalize = bool(normalize)
+        super().__init__(topn, num_samples, temperature, seed, ragged, reduction, name)
+
+    def per_list(self, labels, scores, mask):
+        rankings, log_probs = self._sample(scores, mask)  # [B, S, n] each
+        rewards = sampled_dcg_rewards(labels, rankings, mask, self._normalize)
+        weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+        ndcg = rewards if self._normalize else sampled_dcg_rewards(labels, rankings, mask)
+        self._log_metric(tf.reduce_sum(ndcg, axis=-1), weights)
+        # gamma^t G_t = sum_{i >= t} gamma^i r_i: a reverse cumulative sum.
+        steps = tf.cast(tf.range(tf.shape(rewards)[-1]), rewards.dtype)
+        discounts = tf.pow(tf.constant(self._gamma, rewards.dtype), steps)
+        returns = tf.cumsum(rewards * discounts, axis=-1, reverse=True)
+        surrogate = tf.reduce_sum(tf.stop_gradient(returns) * log_probs, axis=-1)
+        return -tf.reduce_mean(surrogate, axis=-1), weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"gamma": self._gamma, "normalize": self._normalize})
+        return config
+
+
+@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
+class SampledRankingMetric(tf.keras.metrics.Mean):
+    """Mean over steps of a policy-gradient loss's :attr:`sampled_metric`.
+
+    For ``model.compile(loss=loss, metrics=[SampledRankingMetric(loss)])``:
+    Keras updates metrics after computing the loss of the step, so each update
+    reads the metric of the rankings that step sampled (``y_true``/``y_pred``
+    are ignored). From a config it rebuilds its own copy of the loss, which a
+    model never calls: the metric is for logging a live training run.
+
+    >>> loss = MDPRankLoss(topn=2, seed=0)
+    >>> metric = SampledRankingMetric(loss)
+    >>> _ = loss([[0., 2.]], [[1., 0.]])
+    >>> _ = metric.update_state(None, None)
+    >>> 0.0 < float(metric.result()) <= 1.0
+    True
+    """
+
+    def __init__(self, loss, name: Optional[str] = None, dtype=None, **kwargs):
+        if isinstance(loss, dict):
+            loss = tf.keras.losses.deserialize(loss)
+        if not isinstance(loss, _PolicyGradientLoss):
+            raise ValueError("`loss` must be an ExpectedUtilityLoss or MDPRankLoss; "
+                             f"got {loss!r}.")
+        self._loss = loss
+        super().__init__(name=name or loss.metric_name, dtype=dtype, **kwargs)
+
+    def update_state(self, y_true=None, y_pred=None, sample_weight=None):
+        return super().update_state(self._loss.sampled_metric)
+
+    def get_config(self):
+        config = super().get_config()
+        config["loss"] = tf.keras.losses.serialize(self._loss)
+        return config

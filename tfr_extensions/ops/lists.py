@@ -41,6 +41,19 @@ def check_list_shapes(labels: tf.Tensor, scores: tf.Tensor) -> None:
             f"{labels.shape} and {scores.shape}.")
 
 
+def prepare_scores(scores, mask=None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
+    bool validity mask (all True when ``mask`` is None)."""
+    scores = tf.convert_to_tensor(scores)
+    if not scores.dtype.is_floating:
+        scores = tf.cast(scores, tf.float32)
+    scores = tf.cast(scores, compute_dtype(scores))
+    if scores.shape.rank is not None and scores.shape.rank != 2:
+        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
+    valid = tf.ones_like(scores, tf.bool) if mask is None else tf.cast(mask, tf.bool)
+    return scores, valid
+
+
 def prepare_lists(
     labels, scores, mask=None
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

@@ -127,18 +127,6 @@ def _static_list_size(scores: tf.Tensor) -> Optional[int]:
     return scores.shape[-1] if scores.shape.rank is not None else None
 
 
-def _prepare_scores(scores, mask):
-    scores = tf.convert_to_tensor(scores)
-    if not scores.dtype.is_floating:
-        scores = tf.cast(scores, tf.float32)
-    scores = tf.cast(scores, lists.compute_dtype(scores))
-    if scores.shape.rank is not None and scores.shape.rank != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
-    if mask is None:
-        mask = tf.ones_like(scores, tf.bool)
-    return scores, tf.cast(mask, tf.bool)
-
-
 def sample_rankings(scores, mask=None, num_samples: int = 1, seed: lists.Seed = None,
                     temperature: float = 1.0, topn: Optional[int] = None) -> tf.Tensor:
     r"""Plackett-Luce rankings by the Gumbel trick (Section 4.3.1).
@@ -169,7 +157,7 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed: lists.Seed = 
     num_samples = validate_num_samples(num_samples)
     temperature = lists.validate_positive(temperature, "temperature")
     topn = lists.validate_topn(topn)
-    scores, mask = _prepare_scores(scores, mask)
+    scores, mask = lists.prepare_scores(scores, mask)
     order, _, _ = _gumbel_order(_logits(scores, temperature), mask, num_samples, seed, topn)
     return order
 
@@ -244,7 +232,7 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
     """
     topn = lists.validate_topn(topn)
     temperature = lists.validate_positive(temperature, "temperature")
-    scores, mask = _prepare_scores(scores, mask)
+    scores, mask = lists.prepare_scores(scores, mask)
     rankings, squeeze = _with_sample_axis(rankings)
     if topn is not None:
         rankings = rankings[..., :topn]
@@ -270,7 +258,7 @@ def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1,
     num_samples = validate_num_samples(num_samples)
     temperature = lists.validate_positive(temperature, "temperature")
     topn = lists.validate_topn(topn)
-    scores, mask = _prepare_scores(scores, mask)
+    scores, mask = lists.prepare_scores(scores, mask)
     logits = _logits(scores, temperature)
     order, placed, left_out = _gumbel_order(
         tf.stop_gradient(logits), mask, num_samples, seed, topn)

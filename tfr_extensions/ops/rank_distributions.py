@@ -321,13 +321,7 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
             or sinkhorn_iterations < 0):
         raise ValueError("`sinkhorn_iterations` must be a non-negative int; "
                          f"got {sinkhorn_iterations!r}.")
-    scores = tf.convert_to_tensor(scores)
-    if not scores.dtype.is_floating:
-        scores = tf.cast(scores, tf.float32)
-    scores = tf.cast(scores, lists.compute_dtype(scores))
-    if scores.shape.rank is not None and scores.shape.rank != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
-    valid = (tf.ones_like(scores, tf.bool) if mask is None else tf.cast(mask, tf.bool))
+    scores, valid = lists.prepare_scores(scores, mask)
 
     size = tf.shape(scores)[1]
     static_size = scores.shape[1]

@@ -195,13 +195,8 @@ def ranks_and_positions(scores, labels=None, mask=None, gradient: str = "type1",
     if labels is not None:
         labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     else:
-        scores = tf.convert_to_tensor(scores)
-        scores = tf.cast(scores, lists.compute_dtype(scores))
-        valid = (tf.ones_like(scores, tf.bool) if mask is None
-                 else tf.cast(mask, tf.bool))
+        scores, valid = lists.prepare_scores(scores, mask)
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
-    if scores.shape.rank is not None and scores.shape.rank != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
 
     if tie_break:
         seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()

@@ -1,0 +1,99 @@
+"""Cross-validation pipeline: one fold of MQ2008, one epoch, two methods; resume; report."""
+import dataclasses
+import os
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from pipelines import cross_validate as cv
+
+
+def test_smoke_one_fold_two_methods_and_resume(mq2008_dir, tmp_path, capsys):
+    argv = ["--name", "smoke", "--data", str(mq2008_dir), "--folds", "1",
+            "--methods", "twin_ndcg_type3,lambdamart", "--epochs", "1",
+            "--lambdamart-rounds", "5", "--lambdamart-early-stopping", "5",
+            "--num-threads", "1", "--output-dir", str(tmp_path / "runs"),
+            "--report-dir", str(tmp_path / "report")]
+    first = cv.main(argv)
+    assert first["counts"] == {"trained": 2, "skipped": 0}
+    for method in ("twin_ndcg_type3", "lambdamart"):
+        run = tmp_path / "runs" / method / "default" / "fold1"
+        assert (run / "done.json").is_file() and (run / "test_per_query.csv").is_file()
+
+    table = pd.read_csv(tmp_path / "report" / "smoke.csv")
+    assert list(table["method"]) == ["twin_ndcg_type3", "lambdamart"]
+    for metric in cv.REPORT_METRICS:
+        assert metric in table and f"wilcoxon_p_{metric}" in table and f"ttest_p_{metric}" in table
+        assert table[f"best_{metric}"].sum() == 1
+        # the non-best method has both p-values, the best has none
+        other = table[~table[f"best_{metric}"]]
+        assert other[f"wilcoxon_p_{metric}"].between(0, 1).all()
+        assert other[f"ttest_p_{metric}"].between(0, 1).all()
+        assert table.loc[table[f"best_{metric}"], f"wilcoxon_p_{metric}"].isna().all()
+    assert (table["num_queries"] > 100).all()  # MQ2008 Fold1 test: ~150 queries with relevant docs
+    assert table["ndcg@5"].between(0.2, 1.0).all()
+
+    markdown = (tmp_path / "report" / "smoke_table.md").read_text()
+    header = "| Method | " + " | ".join(cv.REPORT_METRICS) + " |"
+    assert header in markdown and "nDCG-type3" in markdown and "LambdaMART(L)" in markdown
+    assert markdown.count("**") >= 2 * len(cv.REPORT_METRICS)
+    for method in ("twin_ndcg_type3", "lambdamart"):
+        png = tmp_path / "report" / "smoke_curves" / f"{method}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 200_000
+
+    capsys.readouterr()
+    start = time.perf_counter()
+    second = cv.main(argv)
+    assert second["counts"] == {"trained": 0, "skipped": 2}
+    assert "done before, skipped" in capsys.readouterr().out
+    assert time.perf_counter() - start < 15
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "report" / "smoke.csv"), table)
+
+
+def test_significance_matches_scipy_on_paired_queries():
+    rng = np.random.default_rng(0)
+    a = rng.uniform(size=40)
+    b = np.clip(a - rng.normal(0.05, 0.1, size=40), 0, 1)
+    frame = lambda v: pd.DataFrame({"fold": [1] * 20 + [2] * 20, "qid": list(range(20)) * 2,
+                                    "ndcg@5": v})
+    # the other method's rows in another order, one query excluded (NaN)
+    other = frame(np.r_[np.nan, b[1:]]).iloc[::-1]
+    wilcoxon, ttest = cv.significance(frame(a), other, "ndcg@5")
+    assert wilcoxon == pytest.approx(stats.wilcoxon(a[1:], b[1:]).pvalue)
+    assert ttest == pytest.approx(stats.ttest_rel(a[1:], b[1:]).pvalue)
+    assert cv.significance(frame(a), frame(a), "ndcg@5") == (1.0, 1.0)
+
+
+def test_markdown_marks_best_and_significance():
+    table = pd.DataFrame({"label": ["A", "B", "C"], "ndcg@5": [0.5, 0.6, 0.55],
+                          "best_ndcg@5": [False, True, False],
+                          "wilcoxon_p_ndcg@5": [0.001, np.nan, 0.2],
+                          "ttest_p_ndcg@5": [0.002, np.nan, 0.005]})
+    lines = cv.markdown_table(table, metrics=("ndcg@5",)).splitlines()
+    assert lines[2:] == ["| A | 0.5000*† |", "| B | **0.6000** |", "| C | 0.5500† |"]
+
+
+def test_grid_and_config_validation():
+    assert cv.parse_grid(["twin_*:learning_rate=0.001,0.01"]) == \
+        (("twin_*", "learning_rate", (0.001, 0.01)),)
+    with pytest.raises(ValueError, match="grid"):
+        cv.parse_grid(["learning_rate=0.1"])
+    with pytest.raises(ValueError, match="methods"):
+        cv.CVConfig(methods=("no_such_method",))
+    config = cv.CVConfig(methods=("twin_ndcg_type3", "ranknet"),
+                         grid=cv.parse_grid(["twin_ndcg_*:learning_rate=0.001,0.01",
+                                             "twin_ndcg_*:loss.alpha_b=1,2"]))
+    points = cv.grid_points(config, cv.METHODS["twin_ndcg_type3"])
+    assert len(points) == 4 and {"learning_rate": 0.01, "loss.alpha_b": 2} in points
+    assert cv.grid_points(config, cv.METHODS["ranknet"]) == [{}]
+    assert cv.config_name(points[0]) == "learning_rate=0.001,loss.alpha_b=1"
+    assert os.path.basename(cv.run_dir(config, "ranknet", {}, 3)) == "fold3"
+    variant = cv.resolve_method("twin_ndcg_type3[scorer=CE4.L;loss.alpha_b=2]")
+    assert dict(variant.overrides) == {"scorer": "CE4.L", "loss.alpha_b": 2}
+    assert variant.loss == "twin_ndcg_type3" and variant.label.startswith("nDCG-type3 [")
+    assert len(cv.grid_points(dataclasses.replace(config, methods=(variant.key,)), variant)) == 4
+    with pytest.raises(ValueError, match="methods"):
+        cv.resolve_method("twin_ndcg_type3[scorer]")

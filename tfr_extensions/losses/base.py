@@ -40,11 +40,11 @@ def listwise_sample_weights(labels: tf.Tensor, sample_weight) -> tf.Tensor:
         return weights[:, None]
     if weights.shape.rank == 2 and weights.shape[1] == 1:
         return weights
-    relevance = tf.where(labels >= 0, labels, tf.zeros_like(labels))
+    relevance = tf.where(labels >= 0, labels, tf.constant(0, labels.dtype))
     total = tf.reduce_sum(relevance, axis=1, keepdims=True)
     weighted = tf.reduce_sum(weights * relevance, axis=1, keepdims=True)
     return tf.where(total > 0, weighted / tf.where(total > 0, total, tf.ones_like(total)),
-                    tf.zeros_like(total))
+                    tf.constant(0, total.dtype))
 
 
 class RankingLoss(tf.keras.losses.Loss):

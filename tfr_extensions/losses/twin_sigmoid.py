@@ -14,7 +14,7 @@ from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import rank_metrics
-from tfr_extensions.ops.twin_sigmoid import GRADIENT_TYPES, ranks_and_positions
+from tfr_extensions.ops.twin_sigmoid import GRADIENT_TYPES, prepared_ranks_and_positions
 
 METRIC_NAMES = tuple(rank_metrics.METRICS)  # precision, ap, ndcg, nerr
 
@@ -62,9 +62,8 @@ class TwinSigmoidLoss(base.StepSeeded, base.RankingLoss):
         self._init_seed(seed)
 
     def per_list(self, labels, scores, mask):
-        ranks, positions = ranks_and_positions(
-            scores, labels, mask, gradient=self._gradient, alpha_b=self._alpha_b,
-            tie_break=self._tie_break,
+        ranks, positions = prepared_ranks_and_positions(
+            scores, labels, mask, self._gradient, self._alpha_b, self._tie_break,
             seed=self.next_seed() if self._tie_break else None)
         metric = rank_metrics.METRICS[self._metric](labels, ranks, mask, self._topn, positions)
         return -metric, tf.cast(lists.has_relevant(labels, mask), scores.dtype)

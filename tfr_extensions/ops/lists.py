@@ -74,7 +74,7 @@ def prepare_lists(
     valid = tf.greater_equal(labels, 0.0)
     if mask is not None:
         valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
-    labels = tf.where(valid, labels, tf.zeros_like(labels))
+    labels = tf.where(valid, labels, tf.constant(0, labels.dtype))
     return labels, scores, valid
 
 
@@ -97,7 +97,9 @@ def seed_tensor(seed: Seed, salt: int = 0) -> Optional[tf.Tensor]:
     """A stateless-op seed ``int32 [2]`` from an int or a pair of ints.
 
     ``salt`` separates independent streams drawn from one user seed. Returns
-    None for ``seed=None``; the caller then draws a fresh seed each call.
+    None for ``seed=None``; the caller then draws a fresh seed each call. The
+    result is always non-negative: XLA and TF kernels can disagree on the
+    random streams of negative seeds (``fold_in`` may return one).
     """
     if seed is None:
         return None

@@ -48,14 +48,14 @@ def _cutoff(positions: tf.Tensor, mask: tf.Tensor, topn: Optional[int]) -> tf.Te
 
 def _safe_ranks(ranks: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Ranks with padded entries set to 1, so 1/r and log(1+r) stay finite there."""
-    return tf.where(mask, ranks, tf.ones_like(ranks))
+    return tf.where(mask, ranks, tf.constant(1, ranks.dtype))
 
 
 def _normalize(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
     """value / norm, and 0 (with zero gradient) where norm == 0."""
     positive = norm > 0
-    return tf.where(positive, value / tf.where(positive, norm, tf.ones_like(norm)),
-                    tf.zeros_like(value))
+    return tf.where(positive, value / tf.where(positive, norm, tf.constant(1, norm.dtype)),
+                    tf.constant(0, value.dtype))
 
 
 def _ideal_labels(labels, mask, topn: Optional[int]) -> tf.Tensor:
@@ -100,12 +100,12 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None,
     relevant = tf.logical_and(in_top, labels > 0)
     pos = tf.cast(positions, ranks.dtype)
     # b_e / p_e in position order, then its suffix sums: S_p = sum_{q >= p}.
-    contrib = tf.where(relevant, 1.0 / pos, tf.zeros_like(pos))
+    contrib = tf.where(relevant, 1.0 / pos, tf.constant(0, pos.dtype))
     contrib_by_position = tf.gather(contrib, order, batch_dims=1)
     suffix = tf.cumsum(contrib_by_position, axis=-1, reverse=True)
     suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
     terms = tf.where(relevant, pos / _safe_ranks(ranks, mask) * suffix_per_doc,
-                     tf.zeros_like(pos))
+                     tf.constant(0, pos.dtype))
     num_relevant = tf.reduce_sum(
         tf.cast(tf.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
     return _normalize(tf.reduce_sum(terms, axis=-1), num_relevant)
@@ -125,7 +125,7 @@ def dcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.T
         positions = _positions(ranks, mask, positions)
         in_top = _cutoff(positions, mask, topn)
     terms = lists.gains(labels) * lists.log2_discount(_safe_ranks(ranks, mask))
-    return tf.reduce_sum(tf.where(in_top, terms, tf.zeros_like(terms)), axis=-1)
+    return tf.reduce_sum(tf.where(in_top, terms, tf.constant(0, terms.dtype)), axis=-1)
 
 
 def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
@@ -136,10 +136,10 @@ def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.
 
 def _stop_probabilities(labels, mask):
     """R = (2^y - 1) / 2^{max y}, with the list's maximum label (Eq. 16)."""
-    max_label = tf.reduce_max(tf.where(mask, labels, tf.zeros_like(labels)),
+    max_label = tf.reduce_max(tf.where(mask, labels, tf.constant(0, labels.dtype)),
                               axis=-1, keepdims=True)
     stop_prob = lists.gains(labels) / tf.pow(tf.constant(2.0, labels.dtype), max_label)
-    return tf.where(mask, stop_prob, tf.zeros_like(stop_prob))
+    return tf.where(mask, stop_prob, tf.constant(0, stop_prob.dtype))
 
 
 def _err_by_position(stop_prob_by_position):
@@ -158,7 +158,7 @@ def err(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.T
     weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
                         positions - 1, batch_dims=1)
     terms = weights / _safe_ranks(ranks, mask)
-    return tf.reduce_sum(tf.where(in_top, terms, tf.zeros_like(terms)), axis=-1)
+    return tf.reduce_sum(tf.where(in_top, terms, tf.constant(0, terms.dtype)), axis=-1)
 
 
 def ideal_err(labels, mask, topn: Optional[int] = None) -> tf.Tensor:

@@ -125,7 +125,7 @@ def sort_descending(values: tf.Tensor, mask: tf.Tensor,
                     topn: Optional[int] = None) -> tf.Tensor:
     """Each list's valid (non-negative) values in descending order, padded
     entries as 0 at the end; the first ``topn`` only when given. ``[B, K]``."""
-    values = tf.where(mask, values, tf.zeros_like(values))
+    values = tf.where(mask, values, tf.constant(0, values.dtype))
     if _counting_is_faster(values):
         sorted_values = tf.gather(values, order_from_positions(
             _count_positions(values, mask, None)), batch_dims=1)
@@ -153,9 +153,9 @@ def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     inf = tf.constant(float("inf"), scores.dtype)
     ascending = tf.sort(tf.where(mask, scores, inf), axis=-1)
     num_valid = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1, keepdims=True)
-    queries = tf.where(mask, scores, tf.zeros_like(scores))
+    queries = tf.where(mask, scores, tf.constant(0, scores.dtype))
     left = tf.searchsorted(ascending, queries, side="left")
     right = tf.minimum(tf.searchsorted(ascending, queries, side="right"), num_valid)
     greater = tf.cast(num_valid - right, scores.dtype)
     ties = tf.cast(right - left - 1, scores.dtype)
-    return tf.where(mask, 1.0 + greater + 0.5 * ties, tf.zeros_like(scores))
+    return tf.where(mask, 1.0 + greater + 0.5 * ties, tf.constant(0, scores.dtype))

@@ -58,7 +58,7 @@ def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
     # type3, Eq. 21
     up = 2.0 * alpha * tf.sigmoid(-alpha * z)
     down = -2.0 * alpha * tf.sigmoid(alpha * z)
-    return tf.where(u > 0, up, tf.where(u < 0, down, tf.zeros_like(z)))
+    return tf.where(u > 0, up, tf.where(u < 0, down, tf.constant(0, z.dtype)))
 
 
 def _validate(alpha_b, gradient, label_signs) -> float:
@@ -112,7 +112,7 @@ def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
     """``values`` with padded entries replaced by (lowest valid value - gap)."""
     big = tf.constant(float("inf"), values.dtype)
     lowest = tf.reduce_min(tf.where(mask, values, big), axis=-1, keepdims=True)
-    lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.zeros_like(lowest))
+    lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.constant(0, lowest.dtype))
     return tf.where(mask, values, lowest - gap)
 
 
@@ -130,7 +130,7 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     (type1) or vanishes (:math:`u_{ii} = 0`). Peak memory: about three
     ``[B, L, L]`` temporaries.
     """
-    upstream = tf.where(mask, upstream, tf.zeros_like(upstream))
+    upstream = tf.where(mask, upstream, tf.constant(0, upstream.dtype))
     half_scaled = _below_valid(scores * (0.5 * alpha_b), mask, _PADDED_SCORE_GAP)
     tau = tf.tanh(half_scaled[:, None, :] - half_scaled[:, :, None])  # [B, L, L]
     if gradient == "type3":
@@ -146,7 +146,7 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     weighted, row_sums = both[..., 0], both[..., 1]  # G delta, G 1
     from_others = weighted if symmetric else -weighted  # sum_i delta_i g_ik
     grads = scale * (from_others - upstream * row_sums)
-    return tf.where(mask, grads, tf.zeros_like(grads))
+    return tf.where(mask, grads, tf.constant(0, grads.dtype))
 
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
@@ -197,12 +197,18 @@ def ranks_and_positions(scores, labels=None, mask=None, gradient: str = "type1",
     else:
         scores, valid = lists.prepare_scores(scores, mask)
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
+    return prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b,
+                                        tie_break, seed)
 
+
+def prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b, tie_break, seed):
+    """:func:`ranks_and_positions` on inputs already through
+    :func:`lists.prepare_lists` and validated (the losses' path)."""
     if tie_break:
         seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
         tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
         positions = sorting.exact_ranks(scores, valid, tie_keys)
-        forward = tf.where(valid, tf.cast(positions, scores.dtype), tf.zeros_like(scores))
+        forward = tf.where(valid, tf.cast(positions, scores.dtype), tf.constant(0, scores.dtype))
     else:
         positions = sorting.exact_ranks(scores, valid)
         forward = sorting.midranks(scores, valid)

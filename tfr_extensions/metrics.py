@@ -77,7 +77,8 @@ class RankingMetric(tf.keras.metrics.Mean):
     """Mean of an exact per-list metric over the lists seen, for ``model.compile``.
 
     Lists with no valid document are skipped; lists without relevant documents
-    count 0, as TF-Ranking's Keras metrics do. ``y_pred`` may be float16.
+    count 0, as TF-Ranking's Keras metrics do. ``y_pred`` may be float16. A
+    ``[B, 1]`` sample weight weighs lists; a ``[B, L]`` one is averaged per list.
 
     >>> m = RankingMetric("nerr", topn=10)
     >>> _ = m.update_state([[0., 1.]], [[0.2, 0.9]])

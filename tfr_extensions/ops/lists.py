@@ -17,11 +17,6 @@ import tensorflow as tf
 
 Seed = Union[None, int, Sequence[int], tf.Tensor]
 
-# A finite stand-in for "below every valid score", used to push padded documents
-# to the end of a sort. It is applied with tf.where, never added to a real score.
-PADDED_SCORE_OFFSET = 1e4
-
-
 def compute_dtype(scores: tf.Tensor) -> tf.DType:
     """float64 for float64 inputs, float32 for everything else (incl. float16)."""
     return tf.float64 if scores.dtype == tf.float64 else tf.float32

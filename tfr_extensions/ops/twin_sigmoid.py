@@ -127,8 +127,9 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     :math:`g = u\,\tfrac{\alpha_b}{4}(1 - \tau^2)` and type3
     :math:`g = \alpha_b\,u\,(u\tau + 1)` (both antisymmetric), so both sums come
     from one batched product :math:`G\,[\delta, 1]`. The diagonal cancels
-    (type1) or vanishes (:math:`u_{ii} = 0`). Peak memory: about three
-    ``[B, L, L]`` temporaries.
+    (type1) or vanishes (:math:`u_{ii} = 0`). Peak memory in graph mode: two
+    ``[B, L, L]`` buffers (tau, and the label signs for type2/3; TF reuses
+    them in place along the chain); under XLA the chain fuses into the product.
     """
     upstream = tf.where(mask, upstream, tf.constant(0, upstream.dtype))
     half_scaled = _below_valid(scores * (0.5 * alpha_b), mask, _PADDED_SCORE_GAP)

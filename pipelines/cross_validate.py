@@ -85,7 +85,7 @@ def _twin(metric: str, gradient: str, label: str) -> Method:
 
 
 #: Named presets, in report order. ``lambda_weight`` strings in ``loss_args`` are
-#: resolved by :data:`LAMBDA_WEIGHTS` (a JSON-able stand-in for TF-Ranking's objects).
+#: resolved by `tfrx.losses.get` (:data:`tfr_extensions.losses.registry.LAMBDA_WEIGHTS`).
 METHODS: Dict[str, Method] = {m.key: m for m in [
     Method("ranknet", "RankNet", "pairwise surrogate", loss="ranknet"),
     Method("lambdarank", "LambdaRank", "pairwise surrogate", loss="pairwise_logistic_loss",
@@ -149,16 +149,6 @@ def resolve_method(spec: str) -> Method:
         overrides[param] = _parse_value(value)
     return dataclasses.replace(method, key=spec, label=f"{method.label} [{rest[:-1]}]",
                                overrides=overrides)
-
-
-def lambda_weight(name: str):
-    """TF-Ranking lambda weight objects by a JSON-able name."""
-    import tensorflow_ranking as tfr
-    table = {"ndcg_v2": tfr.keras.losses.NDCGLambdaWeightV2,
-             "ndcg": tfr.keras.losses.NDCGLambdaWeight}
-    if name not in table:
-        raise ValueError(f"`lambda_weight` must be one of {sorted(table)}; got {name!r}.")
-    return table[name]()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,32 +233,6 @@ def _player_suffix(player: str) -> str:
 
 
 # ----------------------------------------------------------------------------- training
-def _epoch_callback(players, vali, test, no_relevant):
-    import tensorflow as tf
-    from tfr_extensions import evaluation
-
-    class PlayersEpochCallback(tf.keras.callbacks.Callback):
-        """Validation and test nDCG@5 of each player after each epoch; best weights."""
-
-        def __init__(self):
-            super().__init__()
-            self.curves = {p: {"vali": [], "test": []} for p in players}
-            self.best = {p: (-np.inf, None, None) for p in players}
-
-        def on_epoch_end(self, epoch, logs=None):
-            for player, model in players.items():
-                values = {}
-                for part, data in (("vali", vali), ("test", test)):
-                    values[part] = evaluation.evaluate_model(
-                        model, data, no_relevant=no_relevant, topns=(5,),
-                        metrics=("ndcg",)).summary[SELECTION_METRIC]
-                    self.curves[player][part].append(float(values[part]))
-                if values["vali"] > self.best[player][0]:
-                    self.best[player] = (values["vali"], epoch + 1, model.get_weights())
-
-    return PlayersEpochCallback()
-
-
 def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
                  cv: CVConfig) -> Dict[str, Any]:
     """Trains one (method, grid point, fold); writes the run folder; returns its summary."""
@@ -312,29 +276,28 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
         model.compile(d_optimizer=tf.keras.optimizers.Adam(config.learning_rate),
                       g_optimizer=tf.keras.optimizers.Adam(config.learning_rate))
     else:
-        args = dict(config.loss_args)
-        if isinstance(args.get("lambda_weight"), str):
-            args["lambda_weight"] = lambda_weight(args["lambda_weight"])
-        loss = train_pipeline.build_loss(config.loss, args, config.seed)
+        loss = train_pipeline.build_loss(config.loss, config.loss_args, config.seed)
         model = scorer("scorer")
         model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate), loss=loss)
         players = {"": model}
 
     dataset = train_pipeline.train_dataset(config, splits.train)
     steps = max(int(dataset.cardinality()), 1)
-    callback = _epoch_callback(players, splits.vali, splits.test, config.no_relevant)
+    # one callback per player: nDCG@5 curves on validation and test, best weights restored
+    callbacks = {player: evaluation.BestEpochCallback(
+        splits.vali, SELECTION_METRIC, config.no_relevant, scorer=scorer_model,
+        curve_data={"test": splits.test}, log_key=f"val_ndcg_5{_player_suffix(player)}")
+        for player, scorer_model in players.items()}
     start = time.perf_counter()
     history = model.fit(dataset.repeat(), epochs=config.epochs, steps_per_epoch=steps,
-                        callbacks=[callback], verbose=0)
+                        callbacks=list(callbacks.values()), verbose=0)
     train_seconds = time.perf_counter() - start
 
     summary = {"kind": method.kind, "train_seconds": train_seconds,
                "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
                "players": {}}
     for player, scorer_model in players.items():
-        best_value, best_epoch, weights = callback.best[player]
-        if weights is not None:
-            scorer_model.set_weights(weights)
+        callback = callbacks[player]  # the best epoch's weights are back in scorer_model
         results = {}
         for part, data in (("vali", splits.vali), ("test", splits.test)):
             result = evaluation.evaluate_model(scorer_model, data, no_relevant=config.no_relevant)
@@ -343,9 +306,9 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
                 index=False)
             results[part] = result.summary
         summary["players"][player] = {
-            "best_epoch": best_epoch, "validation": results["vali"], "test": results["test"],
-            "curves": {"vali_ndcg@5": callback.curves[player]["vali"],
-                       "test_ndcg@5": callback.curves[player]["test"]}}
+            "best_epoch": callback.best_epoch, "validation": results["vali"],
+            "test": results["test"],
+            "curves": {"vali_ndcg@5": callback.values, "test_ndcg@5": callback.curves["test"]}}
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(summary, f, indent=2)
     return summary

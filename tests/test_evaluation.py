@@ -128,8 +128,32 @@ def test_best_epoch_callback_restores_best_weights():
     assert history[1] == pytest.approx(1.0) and history[0] < 1.0
     assert callback.best_epoch == 2
     np.testing.assert_array_equal(model.dense.kernel.numpy(), [[1.0], [0.0]])
+    assert callback.values == history
     with pytest.raises(ValueError, match="metric"):
         evaluation.BestEpochCallback(data, "ndcg5")
+
+
+def test_best_epoch_callback_for_a_player_records_curves_and_restores_that_player():
+    data = grouped_lists([8, 9, 10], seed=8, num_features=2)
+    data = LibSVMData(data.features, np.where(data.features[:, 0] > 0, 2.0, 0.0).astype(np.float32),
+                      data.qids, data.query_offsets)
+    flipped = LibSVMData(data.features, np.where(data.features[:, 0] > 0, 0.0, 2.0)
+                         .astype(np.float32), data.qids, data.query_offsets)
+    player, fitted = LinearScorer(2), LinearScorer(2)
+    callback = evaluation.BestEpochCallback(data, "ndcg@5", scorer=player,
+                                            curve_data={"test": flipped}, log_key="val_g")
+    callback.set_model(fitted)  # the model being fit is not the one evaluated
+    for epoch, w in enumerate([[-1.0], [1.0], [-1.0]]):
+        player.dense.kernel.assign([w, [0.0]])
+        logs = {}
+        callback.on_epoch_end(epoch, logs)
+        assert logs["val_g"] == callback.values[-1]
+    callback.on_train_end()
+    assert callback.values[1] == pytest.approx(1.0) and callback.curves["test"][1] < 1.0
+    # the flipped labels make the worst validation epochs the best test epochs
+    assert callback.curves["test"][0] > callback.curves["test"][1]
+    assert callback.best_epoch == 2
+    np.testing.assert_array_equal(player.dense.kernel.numpy(), [[1.0], [0.0]])
 
 
 def test_per_query_frame_writes_csv(tmp_path):

@@ -28,7 +28,7 @@ chains the two.
 """
 import dataclasses
 import weakref
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -226,13 +226,20 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
 
     The metric (e.g. ``"ndcg@5"``) is the exact per-query mean of
     :func:`evaluate_model` under ``no_relevant``; it is added to the epoch's
-    logs as ``val_<name>_<k>`` (``val_ndcg_5``: TensorBoard tags cannot hold
-    ``@``), so TensorBoard and the history see it (put this callback before
-    ``TensorBoard``). At the end of training the weights of
-    the best epoch (first of equals) are restored.
+    logs as ``log_key`` (default ``val_<name>_<k>``, e.g. ``val_ndcg_5``:
+    TensorBoard tags cannot hold ``@``), so TensorBoard and the history see it
+    (put this callback before ``TensorBoard``), and kept per epoch in
+    ``values``. ``curve_data`` (name -> ``LibSVMData``) is evaluated with the
+    same metric after each epoch too, into ``curves[name]`` (e.g. a test curve).
+    ``scorer`` is the model evaluated and restored when it is not the model being
+    fit (one player of an adversarial model). At the end of training the weights
+    of the best epoch (first of equals) are restored.
     """
 
-    def __init__(self, data, metric: str = "ndcg@5", no_relevant: str = "exclude"):
+    def __init__(self, data, metric: str = "ndcg@5", no_relevant: str = "exclude", *,
+                 scorer: Optional[tf.keras.Model] = None,
+                 curve_data: Optional[Dict[str, Any]] = None,
+                 log_key: Optional[str] = None):
         super().__init__()
         name, topn = parse_metric(metric)
         if no_relevant not in NO_RELEVANT_RULES:
@@ -240,19 +247,33 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
                              f"got {no_relevant!r}.")
         self.data, self.metric, self.no_relevant = data, metric, no_relevant
         self._name, self._topn = name, int(topn)
-        self.log_key = f"val_{name}_{int(topn)}"
+        self._scorer = scorer
+        self._curve_data = dict(curve_data or {})
+        self.log_key = log_key or f"val_{name}_{int(topn)}"
+        self.values: List[float] = []
+        self.curves: Dict[str, List[float]] = {part: [] for part in self._curve_data}
         self.best_value, self.best_epoch, self._best_weights = -np.inf, None, None
 
-    def on_epoch_end(self, epoch, logs=None):
-        result = evaluate_model(self.model, self.data, no_relevant=self.no_relevant,
+    @property
+    def scorer(self) -> tf.keras.Model:
+        return self._scorer if self._scorer is not None else self.model
+
+    def _evaluate(self, data) -> float:
+        result = evaluate_model(self.scorer, data, no_relevant=self.no_relevant,
                                 topns=(self._topn,), metrics=(self._name,))
-        value = result.summary[self.metric]
+        return float(result.summary[self.metric])
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = self._evaluate(self.data)
+        self.values.append(value)
+        for part, data in self._curve_data.items():
+            self.curves[part].append(self._evaluate(data))
         if logs is not None:
             logs[self.log_key] = value
         if value > self.best_value:
             self.best_value, self.best_epoch = value, epoch + 1
-            self._best_weights = self.model.get_weights()
+            self._best_weights = self.scorer.get_weights()
 
     def on_train_end(self, logs=None):
         if self._best_weights is not None:
-            self.model.set_weights(self._best_weights)
+            self.scorer.set_weights(self._best_weights)

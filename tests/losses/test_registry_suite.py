@@ -54,6 +54,19 @@ def test_every_class_is_reachable_by_its_class_name_and_default_name():
     assert type(tfrx.losses.get("list_mle_loss")).__name__ == "ListMLELoss"
 
 
+def test_tf_ranking_lambda_weights_by_name_give_lambdarank():
+    import tensorflow_ranking as tfr
+    by_name = tfrx.losses.get("pairwise_logistic_loss", lambda_weight="ndcg_v2")
+    by_object = tfrx.losses.get("pairwise_logistic_loss",
+                                lambda_weight=tfr.keras.losses.NDCGLambdaWeightV2())
+    assert isinstance(by_name._lambda_weight, tfr.keras.losses.NDCGLambdaWeightV2)
+    np.testing.assert_allclose(by_name(LABELS, SCORES).numpy(), by_object(LABELS, SCORES).numpy())
+    plain = tfrx.losses.get("pairwise_logistic_loss")
+    assert not np.isclose(by_name(LABELS, SCORES).numpy(), plain(LABELS, SCORES).numpy())
+    with pytest.raises(ValueError, match="lambda_weight.*ndcg_v2"):
+        tfrx.losses.get("pairwise_logistic_loss", lambda_weight="ndcg_v3")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_json_config_round_trip_gives_the_same_loss(name):
     loss = build(name)

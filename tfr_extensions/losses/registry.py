@@ -38,6 +38,29 @@ def tfr_loss_names() -> Tuple[str, ...]:
                         if k.isupper() and isinstance(v, str)))
 
 
+#: TF-Ranking lambda weights by a JSON-able name, for ``get(..., lambda_weight=name)``
+LAMBDA_WEIGHTS = {
+    "ndcg": "NDCGLambdaWeight",
+    "ndcg_v2": "NDCGLambdaWeightV2",
+    "dcg": "DCGLambdaWeight",
+    "label_diff": "LabelDiffLambdaWeight",
+    "precision": "PrecisionLambdaWeight",
+    "list_mle": "ListMLELambdaWeight",
+    "yeti_dcg": "YetiDCGLambdaWeight",
+}
+
+
+def _lambda_weight(value):
+    """A TF-Ranking lambda weight from its name in :data:`LAMBDA_WEIGHTS` (so loss
+    arguments can live in JSON configs); objects pass through."""
+    if not isinstance(value, str):
+        return value
+    if value not in LAMBDA_WEIGHTS:
+        raise ValueError(f"`lambda_weight` must be one of {sorted(LAMBDA_WEIGHTS)} or a "
+                         f"TF-Ranking lambda weight; got {value!r}.")
+    return getattr(tfr.keras.losses, LAMBDA_WEIGHTS[value])()
+
+
 def names() -> Tuple[str, ...]:
     """Every name :func:`get` accepts: ours, then TF-Ranking's."""
     return tuple(sorted(_NAMES)) + tfr_loss_names()
@@ -48,7 +71,9 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
 
     Our names (class names, default names, presets such as ``twin_ap_type2``)
     build our classes, with ``kwargs`` overriding the preset; any other name goes
-    to ``tfr.keras.losses.get(name, **kwargs)``.
+    to ``tfr.keras.losses.get(name, **kwargs)``, where ``lambda_weight`` may be
+    a name from :data:`LAMBDA_WEIGHTS` (LambdaRank is
+    ``get("pairwise_logistic_loss", lambda_weight="ndcg_v2")``).
 
     >>> get("twin_ndcg_type3", topn=10).get_config()["gradient"]
     'type3'
@@ -60,5 +85,7 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
         cls, preset = _NAMES[name]
         return cls(**{**preset, **kwargs})
     if name in tfr_loss_names():
+        if "lambda_weight" in kwargs:
+            kwargs = {**kwargs, "lambda_weight": _lambda_weight(kwargs["lambda_weight"])}
         return tfr.keras.losses.get(name, **kwargs)
     raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.")

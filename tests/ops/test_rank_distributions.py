@@ -209,3 +209,33 @@ def test_float16_inputs_compute_in_float32():
 def test_invalid_arguments(kwargs, arg):
     with pytest.raises(ValueError, match=arg):
         rank_distributions([[1.0, 0.0]], **kwargs)
+
+
+@pytest.mark.parametrize("method", ["exact", "normal"])
+def test_distributions_of_selected_columns_equal_those_rows(method):
+    """``distributions_of`` for some documents (SoftNDCG's relevant ones) gives
+    exactly their rows of the full matrix, zero rows for padded ones."""
+    scores, mask = _lists(3, 12, seed=13)
+    full = rank_distributions(scores, mask, sigma=0.8, topn=4, method=method).numpy()
+    columns = np.array([[3, 0, 7], [11, 11, 2], [5, 9, 1]])
+    got = rd.distributions_of(tf.constant(scores), tf.constant(mask), 0.8, 4, method,
+                              tf.constant(columns)).numpy()
+    want = np.take_along_axis(full, columns[:, :, None], axis=1)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    padded = ~np.take_along_axis(mask, columns, axis=1)
+    assert padded.any() and np.all(got[padded] == 0.0)
+
+
+def test_extreme_scores_and_padding_stay_finite_with_zero_gradient():
+    """Padded documents take the score dtype.min / 4: no inf - inf anywhere,
+    and neither they nor pairs many sigma apart get a gradient or a NaN."""
+    scores = tf.constant([[1e30, -1e30, 0.0, 5.0], [2.0, 1.0, 0.0, -1.0]], tf.float32)
+    mask = tf.constant([[True, True, True, False], [True, False, True, False]])
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        probs = rank_distributions(scores, mask, sigma=1e-3, topn=3)
+        value = tf.reduce_sum(probs * tf.constant([1.0, 2.0, 3.0]))
+    grad = tape.gradient(value, scores).numpy()
+    assert np.all(np.isfinite(probs.numpy())) and np.all(np.isfinite(grad))
+    np.testing.assert_array_equal(probs.numpy()[0, :3], np.eye(3)[[0, 2, 1]])
+    assert np.all(grad[~mask.numpy()] == 0.0)

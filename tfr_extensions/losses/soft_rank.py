@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
-from tfr_extensions.ops.rank_distributions import METHODS, rank_distributions
+from tfr_extensions.ops.rank_distributions import METHODS, distributions_of, rank_distributions
 
 
 def training_discount(num_ranks, count: tf.Tensor, alpha: float, dtype) -> tf.Tensor:
@@ -41,6 +41,18 @@ def training_discount(num_ranks, count: tf.Tensor, alpha: float, dtype) -> tf.Te
     else:
         discount = linear + (-alpha) * u * linear
     return tf.where(ranks < count, discount, tf.zeros_like(discount))
+
+
+def _relevant_first(gains: tf.Tensor) -> Optional[tf.Tensor]:
+    """Indices ``[B, K]`` of each list's documents with a positive gain first,
+    K = the most any list has (at least 1). None (all documents) under XLA,
+    whose shapes must be static."""
+    if lists.compiling_with_xla():
+        return None
+    relevant = tf.cast(gains > 0, tf.int32)
+    order = tf.argsort(relevant, axis=-1, direction="DESCENDING", stable=True)
+    most = tf.maximum(tf.reduce_max(tf.reduce_sum(relevant, axis=-1)), 1)
+    return order[:, :most]
 
 
 @register
@@ -101,17 +113,23 @@ class SoftNDCGLoss(base.RankingLoss):
         self._sinkhorn_iterations = sinkhorn_iterations
 
     def per_list(self, labels, scores, mask):
-        probs = rank_distributions(
-            scores, mask, sigma=self._sigma, topn=self._topn, method=self._method,
-            sinkhorn_iterations=self._sinkhorn_iterations)  # [B, L, R]
+        gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
+        columns = None if self._sinkhorn_iterations else _relevant_first(gains)
+        if self._sinkhorn_iterations:  # Sinkhorn needs every document's row
+            probs = rank_distributions(
+                scores, mask, sigma=self._sigma, topn=self._topn, method=self._method,
+                sinkhorn_iterations=self._sinkhorn_iterations)  # [B, L, R]
+        else:  # only relevant documents add to Eq. 15: compute their rows only
+            probs = distributions_of(scores, mask, self._sigma, self._topn, self._method,
+                                     columns)  # [B, K, R]
+        column_gains = gains if columns is None else tf.gather(gains, columns, batch_dims=1)
         num_ranks = tf.shape(probs)[2]
         count = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
         if self._topn is not None:
             count = tf.minimum(count, self._topn)
         discount = training_discount(num_ranks, count, self._discount_alpha, scores.dtype)
-        gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
         expected_discount = tf.einsum("bjr,br->bj", probs, discount)  # E[D(r_j)]
-        dcg = tf.reduce_sum(gains * expected_discount, axis=-1)
+        dcg = tf.reduce_sum(column_gains * expected_discount, axis=-1)
         sorted_gains = tf.sort(gains, axis=-1, direction="DESCENDING")[:, :num_ranks]
         ideal = tf.reduce_sum(sorted_gains * discount, axis=-1)
         has_relevant = ideal > 0

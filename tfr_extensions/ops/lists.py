@@ -15,7 +15,19 @@ from typing import Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+try:  # TF's own test for "this graph is being compiled by XLA"
+    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
+except ImportError:  # pragma: no cover - callers fall back to their general path
+    GraphOrParentsInXlaContext = None
+
 Seed = Union[None, int, Sequence[int], tf.Tensor]
+
+def compiling_with_xla() -> bool:
+    """True while tracing a function that XLA compiles (``jit_compile=True``),
+    where every shape must be static; ops then pick their XLA-friendly path."""
+    return (GraphOrParentsInXlaContext is not None
+            and GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
 
 def compute_dtype(scores: tf.Tensor) -> tf.DType:
     """float64 for float64 inputs, float32 for everything else (incl. float16)."""

@@ -22,23 +22,27 @@ i.e. :math:`p_j` holds the coefficients of the polynomial
 expected rank of Eq. 10, :math:`\sum_{i\ne j}\pi_{ij}`.
 
 Implementation (``method="exact"``): the factors commute, so the product can
-be taken in any order. Polynomials are multiplied pairwise, each product being
-one gather of the coefficient pairs, one multiply and one segment sum (with a
-matching custom gradient, the correlation, so no sparse gradients arise).
-With a cutoff ``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are
-kept: higher coefficients never flow back into lower ones, so these R columns
-are exact, and the mass beyond them is :math:`1 - \sum_{r<R} p_j(r)`.
+be taken in any order. A polynomial is a list of coefficient tensors, and two
+are multiplied with element-wise products and one ``add_n`` per coefficient
+(no gathers, so XLA and autodiff see plain arithmetic). With a cutoff
+``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are kept: higher
+coefficients never flow back into lower ones, so these R columns are exact,
+and the mass beyond them is :math:`1 - \sum_{r<R} p_j(r)`.
 
 * Static list size L <= ``MAX_TREE_LIST_SIZE`` and R <= ``MAX_TREE_RANKS``
-  (short lists, nDCG@k): one balanced product tree over all documents,
-  ``ceil(log2 L)`` levels and no loop; autodiff keeps each level's input
-  (about 7 ``[B, L, L]``-sized tensors for R = 10) and the largest level's
-  gathered pairs are transient ``[B, L, L]``-sized tensors times ~5.
-* Otherwise (longer or unknown L, or many ranks): documents in chunks of
+  (nDCG@k): one balanced product tree over all documents, ``ceil(log2 L)``
+  levels and no loop: about 13 element-wise products per pair (i, j) forward
+  for R = 10, and autodiff keeps each level's input, about 7 ``[B, L, L]``-sized
+  tensors in all.
+* Otherwise (unknown L, or many ranks): documents in chunks of
   ``CHUNK_SIZE``, a product tree per chunk, multiplied into the running
   ``[R, B, L]`` distribution inside a ``tf.foldl`` over the chunks (the graph
   does not grow with L); each step is wrapped in ``tf.recompute_grad``, so the
   backward pass keeps one state per chunk.
+
+A caller that needs only some documents' distributions (SoftNDCG needs the
+relevant ones) passes their indices to :func:`distributions_of` and pays for
+those columns only.
 
 Cost :math:`O(B L^2 R)` time either way (:math:`O(B L^3)` for the full
 distribution).
@@ -60,14 +64,16 @@ column of :math:`[p_j(r)]` by its sum and each row by its sum. With a cutoff R
 columns' targets are 1), so the result approaches a matrix whose rows sum to 1
 and whose rank columns sum to 1.
 
-Numerics: the smaller of :math:`\pi` and :math:`1-\pi` is computed as an
-``erfc`` of :math:`|s_i - s_j| / 2\sigma` (no cancellation in the tail); the recursion only multiplies and adds numbers in
-[0, 1], so it cannot overflow, and its gradient is bounded. Padded documents
-take no rank (their row is 0), beat nobody (:math:`\pi = 0`), and get exactly
-zero gradient; their score differences are replaced by ``NEUTRAL_Z`` before
-``erfc``.
+Numerics: :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))` with one
+vectorized ``erf`` per pair, accurate to a unit of 1.0 (what sums of
+products of probabilities need); the recursion only multiplies and adds
+numbers in [0, 1], so it cannot overflow, and its gradient is bounded. Padded
+documents take no rank (their row is 0) and the score ``dtype.min / 4``, so
+they beat nobody (:math:`\pi = 0`) and get exactly zero gradient; pairs
+``i == j`` get ``NEUTRAL_Z``. Scaled scores :math:`s / 2\sigma` must be finite and below
+``dtype.max / 4`` in magnitude.
 """
-from typing import Optional
+from typing import List, Optional
 
 import tensorflow as tf
 
@@ -78,17 +84,21 @@ METHODS = ("exact", "normal", "auto")
 #: documents per step of the exact recursion's while loop (a power of 2)
 CHUNK_SIZE = 32
 
-#: with a static list size of at most MAX_TREE_LIST_SIZE documents and at most
-#: MAX_TREE_RANKS ranks, the exact recursion is one product tree over all
-#: documents (no loop, fastest); otherwise a loop over chunks (least memory)
+#: with a static list size of at most MAX_TREE_LIST_SIZE documents
+#: (XLA_MAX_TREE_LIST_SIZE under XLA) and at most MAX_TREE_RANKS ranks, the
+#: exact recursion is one product tree over all documents (no loop, fastest in
+#: graph mode); otherwise a loop over chunks (least memory). Under XLA the
+#: loop is as fast as the tree beyond 256 documents and needs a fifth of the
+#: memory.
 MAX_TREE_RANKS = 16
-MAX_TREE_LIST_SIZE = 256
+MAX_TREE_LIST_SIZE = 2048
+XLA_MAX_TREE_LIST_SIZE = 256
 
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
 AUTO_EXACT_MAX_LIST_SIZE = 128
 
-# z of a pair that does not count (i == j, padding): erfc(100) underflows to 0,
-# so its factor is exactly (lose, win) = (1, 0) and its gradient exactly 0.
+# z added to the pairs i == j: erf(-100) is -1, so the factor is exactly
+# (lose, win) = (1, 0) and its gradient exactly 0.
 NEUTRAL_Z = -100.0
 
 # Variance floor (in squared ranks) of the normal approximation: below it the
@@ -97,111 +107,108 @@ NEUTRAL_Z = -100.0
 _MIN_RANK_VARIANCE = 1e-6
 
 
-def scaled_differences(scores: tf.Tensor, mask: tf.Tensor, sigma: float) -> tf.Tensor:
+def scaled_differences(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
+                       columns: Optional[tf.Tensor] = None) -> tf.Tensor:
     r""":math:`z_{ij} = (s_i - s_j) / (2\sigma)`, ``[L_i, B, L_j]``, so that
-    :math:`\pi_{ij} = \tfrac12\operatorname{erfc}(-z_{ij})` (Eq. 9).
+    :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))` (Eq. 9).
 
-    Pairs with ``i == j`` or a padded document get ``NEUTRAL_Z``, whose factor
-    is exactly neutral (:math:`\pi = 0`) with exactly zero gradient. The
-    beating document i comes first, so the recursion walks the leading axis.
+    The beating document i comes first, so the recursion walks the leading
+    axis. Pairs that do not count get a z whose factor is exactly neutral
+    (:math:`\pi = 0`) with exactly zero gradient, without any ``[L, B, L]``
+    mask: padded documents take the finite score ``dtype.min / 4`` (so they
+    beat nobody, and no difference is ``inf - inf``), and ``i == j`` gets
+    ``NEUTRAL_Z`` added.
+
+    ``columns``: optional int ``[B, K]``, the documents j to compute (default
+    all L); z is then ``[L_i, B, K]``.
     """
-    size = tf.shape(scores)[1]
-    pair_valid = tf.logical_and(tf.transpose(mask)[:, :, None], mask[None, :, :])
-    pair_valid = tf.logical_and(
-        pair_valid, tf.logical_not(tf.eye(size, dtype=tf.bool))[:, None, :])
-    diffs = tf.transpose(scores)[:, :, None] - scores[None, :, :]  # s_i - s_j
-    z = tf.where(pair_valid, diffs, tf.zeros_like(diffs)) / tf.constant(2.0 * sigma, scores.dtype)
-    return tf.where(pair_valid, z, tf.fill(tf.shape(z), tf.constant(NEUTRAL_Z, z.dtype)))
+    scaled = scores * tf.constant(0.5 / sigma, scores.dtype)
+    scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(scores.dtype.min / 4,
+                                                                          scores.dtype)))
+    neutral = tf.constant(NEUTRAL_Z, scores.dtype)
+    if columns is None:
+        losers = scaled
+        same = neutral * tf.eye(tf.shape(scores)[1], dtype=scores.dtype)[:, None, :]
+    else:
+        losers = tf.gather(scaled, columns, batch_dims=1)
+        same = neutral * tf.one_hot(columns, tf.shape(scores)[1], axis=0, dtype=scores.dtype)
+    return tf.transpose(scaled)[:, :, None] - losers[None, :, :] + same
 
 
 def win_probabilities(z: tf.Tensor):
-    r"""``(lose, win)`` = :math:`(1 - \pi_{ij}, \pi_{ij})` from :math:`z_{ij}`.
+    r"""``(lose, win)`` = :math:`(1 - \pi_{ij}, \pi_{ij})` from :math:`z_{ij}`,
+    :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))`: one vectorized ``erf``
+    (``erfc`` has no vectorized CPU kernel and costs ~7x more); both are
+    accurate to one unit of 1.0 (not relative to a tiny probability), which is
+    what sums of products of probabilities need."""
+    win = 0.5 + 0.5 * tf.math.erf(z)
+    return 1.0 - win, win
 
-    The smaller of the two is :math:`\tfrac12\operatorname{erfc}(|z|)`,
-    accurate in the tail; the larger is 1 minus it.
+
+def _multiply(a: List[tf.Tensor], b: List[tf.Tensor], max_len: Optional[int]) -> List[tf.Tensor]:
+    """Product of two polynomials given as lists of coefficient tensors,
+    truncated to ``max_len`` coefficients: ``c_r = sum_{t + u = r} a_t b_u``.
+
+    Element-wise multiplies and one ``add_n`` per coefficient: no gathers or
+    scatters, and autodiff keeps only the inputs.
     """
-    tail = 0.5 * tf.math.erfc(tf.abs(z))  # min(pi, 1 - pi)
-    positive = z > 0
-    return tf.where(positive, tail, 1.0 - tail), tf.where(positive, 1.0 - tail, tail)
+    size = len(a) + len(b) - 1 if max_len is None else min(len(a) + len(b) - 1, max_len)
+    return [tf.add_n([a[t] * b[r - t] for t in range(max(0, r - len(b) + 1), min(r, len(a) - 1) + 1)])
+            for r in range(size)]
 
 
-def _pair_table(len_a: int, len_b: int, len_out: int):
-    """Static indices of the coefficient pairs (t, u) with t + u < len_out."""
-    pairs = [(t, u) for t in range(len_a) for u in range(len_b) if t + u < len_out]
-    return [t for t, _ in pairs], [u for _, u in pairs], [t + u for t, u in pairs]
+def _product_tree(win: tf.Tensor, max_len: Optional[int]) -> List[tf.Tensor]:
+    r""":math:`\prod_i ((1 - w_i) + w_i\,x)` over the leading axis of ``win``
+    (a static power of 2) by a balanced tree of pairwise products: the
+    coefficients, ``min(n + 1, max_len)`` tensors of the trailing shape.
 
-
-def _gather_sum(x: tf.Tensor, y: tf.Tensor, x_index, y_index, out_index, out_len: int):
-    """``out[k] = sum_{p: out_index[p] = k} x[x_index[p]] * y[y_index[p]]`` along
-    axis 0, for static index lists."""
-    terms = tf.gather(x, x_index) * tf.gather(y, y_index)
-    out = tf.math.unsorted_segment_sum(terms, tf.constant(out_index, tf.int32), out_len)
-    return tf.ensure_shape(out, [out_len] + x.shape[1:])
-
-
-def _poly_product(a: tf.Tensor, b: tf.Tensor, max_len: Optional[int]) -> tf.Tensor:
-    """Polynomial product along axis 0, truncated to ``max_len`` coefficients.
-
-    ``a``: ``[m_a, ...]``, ``b``: ``[m_b, ...]`` (static m), same trailing
-    shape: ``c_r = sum_{t + u = r} a_t b_u``, by gathering the coefficient
-    pairs, multiplying and summing per r (four ops whatever m). The gradient
-    is the matching correlation, ``da_t = sum_u dc_{t+u} b_u`` (and the same
-    for b), computed the same way, so no sparse gradients arise.
+    The first level is written in w alone, :math:`(1-a)(1-b) = 1 - (a+b) + ab`
+    and :math:`a(1-b) + b(1-a) = (a+b) - 2ab`: one product, whose gradient
+    keeps only w.
     """
-    len_a, len_b = a.shape[0], b.shape[0]
-    len_out = len_a + len_b - 1 if max_len is None else min(len_a + len_b - 1, max_len)
-    t_index, u_index, r_index = _pair_table(len_a, len_b, len_out)
-
-    @tf.custom_gradient
-    def product(a, b):
-        def grad(upstream):
-            return (_gather_sum(upstream, b, r_index, u_index, t_index, len_a),
-                    _gather_sum(upstream, a, r_index, t_index, u_index, len_b))
-        return _gather_sum(a, b, t_index, u_index, r_index, len_out), grad
-
-    return product(a, b)
+    first, second = tf.split(win, 2, axis=0)
+    both, either = first * second, first + second
+    polys = [(1.0 - either) + both, either - 2.0 * both, both][:max_len]
+    for _ in range(int(win.shape[0]).bit_length() - 2):
+        halves = [tf.split(p, 2, axis=0) for p in polys]  # (gradient: one concat)
+        polys = _multiply([a for a, _ in halves], [b for _, b in halves], max_len)
+    return [p[0] for p in polys]
 
 
-def _shift_product(state: tf.Tensor, poly: tf.Tensor) -> tf.Tensor:
+def _pad_to_power_of_two(z: tf.Tensor) -> tf.Tensor:
+    """Pads the leading axis with neutral factors to a power of 2 (static L)."""
+    size = int(z.shape[0])
+    padded = max(2, 1 << (size - 1).bit_length())
+    return tf.pad(z, [[0, padded - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
+
+
+def _stack(coefficients: List[tf.Tensor], num: int) -> tf.Tensor:
+    """``[num, ...]``: the coefficients, zero beyond the last one."""
+    out = tf.stack(coefficients)
+    if len(coefficients) < num:
+        out = tf.pad(out, [[0, num - len(coefficients)]] + [[0, 0]] * (out.shape.rank - 1))
+    return out
+
+
+def _shift_product(state: tf.Tensor, poly: List[tf.Tensor]) -> tf.Tensor:
     """``state * poly`` along axis 0, truncated to the (possibly dynamic)
     length of ``state``: one shifted copy of ``state`` per coefficient of
     ``poly`` (used when the number of ranks is large or unknown)."""
     length = tf.shape(state)[0]
     out = poly[0] * state
-    for t in range(1, poly.shape[0]):
+    for t in range(1, len(poly)):
         shifted = tf.pad(state, [[t, 0]] + [[0, 0]] * (state.shape.rank - 1))[:length]
         out += poly[t] * shifted
     return out
 
 
-def _chunk_polynomial(z: tf.Tensor, max_len: Optional[int]) -> tf.Tensor:
-    r""":math:`\prod_{i \in chunk} ((1-\pi_{ij}) + \pi_{ij} x)` by a binary tree
-    of products. ``z``: ``[C, B, L]``, C a (static) power of 2. Returns
-    ``[m, B, L]``, ``m = min(C + 1, max_len)``."""
-    polys = tf.stack(win_probabilities(z))  # [2, P, B, L]: coefficient, factor, ...
-    for _ in range(int(polys.shape[1]).bit_length() - 1):
-        half = polys.shape[1] // 2
-        polys = _poly_product(polys[:, :half], polys[:, half:], max_len)
-    return polys[:, 0]
-
-
-def _tree_exact(z: tf.Tensor, static_ranks: int) -> tf.Tensor:
-    """Eq. 11-12 as one product tree over all (static) L documents, ``[R, B, L]``."""
-    size = int(z.shape[0])
-    padded = max(2, 1 << (size - 1).bit_length())
-    z = tf.pad(z, [[0, padded - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
-    poly = _chunk_polynomial(z, static_ranks)
-    length = poly.shape[0]
-    if length < static_ranks:  # fewer documents than ranks: the rest is 0
-        poly = tf.pad(poly, [[0, static_ranks - length], [0, 0], [0, 0]])
-    return poly
-
-
 def _exact(z: tf.Tensor, num_ranks, static_ranks: Optional[int]):
-    """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, L]``, R = ``num_ranks``."""
-    if (z.shape[0] is not None and z.shape[0] <= MAX_TREE_LIST_SIZE
+    """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, L_j]``, R = ``num_ranks``."""
+    max_tree = XLA_MAX_TREE_LIST_SIZE if lists.compiling_with_xla() else MAX_TREE_LIST_SIZE
+    if (z.shape[0] is not None and z.shape[0] <= max_tree
             and static_ranks is not None and static_ranks <= MAX_TREE_RANKS):
-        return _tree_exact(z, static_ranks)
+        return _stack(_product_tree(win_probabilities(_pad_to_power_of_two(z))[1], static_ranks),
+                      static_ranks)
     size, batch = tf.shape(z)[0], tf.shape(z)[1]
     chunk = CHUNK_SIZE
     if z.shape[0] is not None:  # short static lists: a smaller tree suffices
@@ -210,20 +217,21 @@ def _exact(z: tf.Tensor, num_ranks, static_ranks: Optional[int]):
     # Neutral factors fill the last chunk.
     z = tf.pad(z, [[0, num_chunks * chunk - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
     z = tf.reshape(z, [num_chunks, chunk, batch, -1])
-    small = static_ranks is not None and static_ranks <= MAX_TREE_RANKS
     delta = tf.one_hot(tf.zeros(tf.shape(z)[2:], tf.int32), num_ranks, axis=0,
                        dtype=z.dtype)  # [R, B, L]
     if static_ranks is not None:
         delta = tf.ensure_shape(delta, [static_ranks] + delta.shape[1:])
+    small = static_ranks is not None and static_ranks <= MAX_TREE_RANKS
+    tree_ranks = static_ranks if small else None  # (large R: the chunk's full product)
 
     @tf.recompute_grad
     def step(state, chunk_z):
         # (recompute_grad drops static shapes, which the products need)
         chunk_z = tf.ensure_shape(chunk_z, [chunk, None, None])
         state = tf.ensure_shape(state, delta.shape)
-        poly = _chunk_polynomial(chunk_z, static_ranks)
+        poly = _product_tree(win_probabilities(chunk_z)[1], tree_ranks)
         if small:
-            return _poly_product(poly, state, static_ranks)
+            return _stack(_multiply(poly, tf.unstack(state), static_ranks), static_ranks)
         return tf.ensure_shape(_shift_product(state, poly), state.shape)
 
     return tf.foldl(step, z, initializer=delta)
@@ -322,7 +330,21 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
         raise ValueError("`sinkhorn_iterations` must be a non-negative int; "
                          f"got {sinkhorn_iterations!r}.")
     scores, valid = lists.prepare_scores(scores, mask)
+    probs = distributions_of(scores, valid, sigma, topn, method)
+    if sinkhorn_iterations:
+        probs = _sinkhorn(probs, valid, sinkhorn_iterations)
+    return probs
 
+
+def distributions_of(scores: tf.Tensor, valid: tf.Tensor, sigma: float, topn: Optional[int],
+                     method: str, columns: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """:func:`rank_distributions` without Sinkhorn or argument checks, for the
+    documents ``columns`` (int ``[B, K]``; all L when None): ``[B, K, R]``.
+
+    A loss that only needs some documents' distributions (SoftNDCG: the
+    relevant ones) passes their indices and pays for K columns instead of L.
+    Entries of ``columns`` that point at padded documents get a zero row.
+    """
     size = tf.shape(scores)[1]
     static_size = scores.shape[1]
     num_ranks = size if topn is None else tf.minimum(size, topn)
@@ -330,7 +352,8 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
     if static_size is not None:
         static_ranks = static_size if topn is None else min(topn, static_size)
 
-    z = scaled_differences(scores, valid, sigma)
+    z = scaled_differences(scores, valid, sigma, columns)
+    column_valid = valid if columns is None else tf.gather(valid, columns, batch_dims=1)
 
     def exact():
         return tf.transpose(_exact(z, num_ranks, static_ranks), [1, 2, 0])
@@ -346,9 +369,8 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
         probs = exact() if static_size <= AUTO_EXACT_MAX_LIST_SIZE else normal()
     else:
         probs = tf.cond(size <= AUTO_EXACT_MAX_LIST_SIZE, exact, normal)
-    probs = tf.where(valid[:, :, None], probs, tf.zeros_like(probs))
-    if sinkhorn_iterations:
-        probs = _sinkhorn(probs, valid, sinkhorn_iterations)
+    probs = tf.where(column_valid[:, :, None], probs, tf.zeros_like(probs))
     if static_ranks is not None:
-        probs = tf.ensure_shape(probs, [None, static_size, static_ranks])
+        probs = tf.ensure_shape(probs, [None, None if columns is not None else static_size,
+                                        static_ranks])
     return probs

@@ -15,10 +15,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-try:  # TF's own test for "this graph is being compiled by XLA"
-    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
-except ImportError:  # pragma: no cover - keeps working (by sorting) if TF moves it
-    GraphOrParentsInXlaContext = None
+from tfr_extensions.ops import lists
 
 #: Longest static list length for which positions are counted under XLA.
 COUNTING_MAX_LIST_SIZE = 128
@@ -107,9 +104,7 @@ def _count_positions(scores, mask, tie_keys):
 
 def _counting_is_faster(scores: tf.Tensor) -> bool:
     size = scores.shape[-1]
-    return (size is not None and size <= COUNTING_MAX_LIST_SIZE
-            and GraphOrParentsInXlaContext is not None
-            and GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+    return size is not None and size <= COUNTING_MAX_LIST_SIZE and lists.compiling_with_xla()
 
 
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,

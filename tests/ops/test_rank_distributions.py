@@ -239,3 +239,25 @@ def test_extreme_scores_and_padding_stay_finite_with_zero_gradient():
     assert np.all(np.isfinite(probs.numpy())) and np.all(np.isfinite(grad))
     np.testing.assert_array_equal(probs.numpy()[0, :3], np.eye(3)[[0, 2, 1]])
     assert np.all(grad[~mask.numpy()] == 0.0)
+
+
+def test_xla_takes_the_chunked_loop_past_its_tree_size():
+    """Under XLA, lists longer than XLA_MAX_TREE_LIST_SIZE take the loop over
+    chunks of XLA_CHUNK_SIZE; values and gradients equal graph mode's tree."""
+    scores, mask = _lists(2, rd.XLA_MAX_TREE_LIST_SIZE + 6, seed=17)
+    weights = tf.constant(np.arange(1.0, 11.0))
+
+    def value_and_grad(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            value = tf.reduce_sum(rank_distributions(s, mask, sigma=0.9, topn=10) * weights)
+        return value, tape.gradient(value, s)
+
+    s = tf.constant(scores)
+    graph = tf.function(value_and_grad)(s)
+    xla = tf.function(value_and_grad, jit_compile=True)(s)
+    np.testing.assert_allclose(xla[0], graph[0], rtol=1e-10)
+    np.testing.assert_allclose(xla[1], graph[1], atol=1e-10)
+    oracle = np.stack([rank_binomial(v, 0.9, m) for v, m in zip(scores, mask)])
+    np.testing.assert_allclose(float(xla[0]), (oracle[:, :, :10] * weights.numpy()).sum(),
+                               rtol=1e-10)

@@ -29,13 +29,13 @@ are multiplied with element-wise products and one ``add_n`` per coefficient
 coefficients never flow back into lower ones, so these R columns are exact,
 and the mass beyond them is :math:`1 - \sum_{r<R} p_j(r)`.
 
-* Static list size L <= ``MAX_TREE_LIST_SIZE`` and R <= ``MAX_TREE_RANKS``
-  (nDCG@k): one balanced product tree over all documents, ``ceil(log2 L)``
+* Static list size L <= ``MAX_TREE_LIST_SIZE`` (``XLA_MAX_TREE_LIST_SIZE``
+  under XLA) and R <= ``MAX_TREE_RANKS`` (nDCG@k): one balanced product tree over all documents, ``ceil(log2 L)``
   levels and no loop: about 13 element-wise products per pair (i, j) forward
   for R = 10, and autodiff keeps each level's input, about 7 ``[B, L, L]``-sized
   tensors in all.
-* Otherwise (unknown L, or many ranks): documents in chunks of
-  ``CHUNK_SIZE``, a product tree per chunk, multiplied into the running
+* Otherwise (unknown or longer L, or many ranks): documents in chunks of
+  ``CHUNK_SIZE`` (``XLA_CHUNK_SIZE`` under XLA), a product tree per chunk, multiplied into the running
   ``[R, B, L]`` distribution inside a ``tf.foldl`` over the chunks (the graph
   does not grow with L); each step is wrapped in ``tf.recompute_grad``, so the
   backward pass keeps one state per chunk.
@@ -81,18 +81,20 @@ from tfr_extensions.ops import lists
 
 METHODS = ("exact", "normal", "auto")
 
-#: documents per step of the exact recursion's while loop (a power of 2)
+#: documents per step of the exact recursion's while loop (a power of 2);
+#: XLA_CHUNK_SIZE under XLA
 CHUNK_SIZE = 32
+XLA_CHUNK_SIZE = 16
 
 #: with a static list size of at most MAX_TREE_LIST_SIZE documents
 #: (XLA_MAX_TREE_LIST_SIZE under XLA) and at most MAX_TREE_RANKS ranks, the
 #: exact recursion is one product tree over all documents (no loop, fastest in
-#: graph mode); otherwise a loop over chunks (least memory). Under XLA the
-#: loop is as fast as the tree beyond 256 documents and needs a fifth of the
-#: memory.
+#: graph mode); otherwise a loop over chunks (least memory). XLA on CPU runs
+#: the loop faster than the tree past 64 documents (1.35x at 128, 1.15x at
+#: 1024) in a fifth of the memory.
 MAX_TREE_RANKS = 16
 MAX_TREE_LIST_SIZE = 2048
-XLA_MAX_TREE_LIST_SIZE = 256
+XLA_MAX_TREE_LIST_SIZE = 64
 
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
 AUTO_EXACT_MAX_LIST_SIZE = 128
@@ -204,13 +206,14 @@ def _shift_product(state: tf.Tensor, poly: List[tf.Tensor]) -> tf.Tensor:
 
 def _exact(z: tf.Tensor, num_ranks, static_ranks: Optional[int]):
     """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, L_j]``, R = ``num_ranks``."""
-    max_tree = XLA_MAX_TREE_LIST_SIZE if lists.compiling_with_xla() else MAX_TREE_LIST_SIZE
+    xla = lists.compiling_with_xla()
+    max_tree = XLA_MAX_TREE_LIST_SIZE if xla else MAX_TREE_LIST_SIZE
     if (z.shape[0] is not None and z.shape[0] <= max_tree
             and static_ranks is not None and static_ranks <= MAX_TREE_RANKS):
         return _stack(_product_tree(win_probabilities(_pad_to_power_of_two(z))[1], static_ranks),
                       static_ranks)
     size, batch = tf.shape(z)[0], tf.shape(z)[1]
-    chunk = CHUNK_SIZE
+    chunk = XLA_CHUNK_SIZE if xla else CHUNK_SIZE
     if z.shape[0] is not None:  # short static lists: a smaller tree suffices
         chunk = min(chunk, max(2, 1 << (int(z.shape[0]) - 1).bit_length()))
     num_chunks = (size + chunk - 1) // chunk

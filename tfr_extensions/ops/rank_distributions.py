@@ -73,6 +73,7 @@ they beat nobody (:math:`\pi = 0`) and get exactly zero gradient; pairs
 ``i == j`` get ``NEUTRAL_Z``. Scaled scores :math:`s / 2\sigma` must be finite and below
 ``dtype.max / 4`` in magnitude.
 """
+import math
 from typing import List, Optional
 
 import tensorflow as tf
@@ -100,7 +101,8 @@ XLA_MAX_TREE_LIST_SIZE = 64
 AUTO_EXACT_MAX_LIST_SIZE = 128
 
 # z added to the pairs i == j: erf(-100) is -1, so the factor is exactly
-# (lose, win) = (1, 0) and its gradient exactly 0.
+# (lose, win) = (1, 0) and its gradient exactly 0. Padding of the product
+# tree is a factor with win = 0.
 NEUTRAL_Z = -100.0
 
 # Variance floor (in squared ranks) of the normal approximation: below it the
@@ -109,42 +111,52 @@ NEUTRAL_Z = -100.0
 _MIN_RANK_VARIANCE = 1e-6
 
 
-def scaled_differences(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
-                       columns: Optional[tf.Tensor] = None) -> tf.Tensor:
-    r""":math:`z_{ij} = (s_i - s_j) / (2\sigma)`, ``[L_i, B, L_j]``, so that
-    :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))` (Eq. 9).
+def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
+                      columns: Optional[tf.Tensor] = None) -> tf.Tensor:
+    r"""The pairwise win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``.
 
-    The beating document i comes first, so the recursion walks the leading
-    axis. Pairs that do not count get a z whose factor is exactly neutral
-    (:math:`\pi = 0`) with exactly zero gradient, without any ``[L, B, L]``
-    mask: padded documents take the finite score ``dtype.min / 4`` (so they
-    beat nobody, and no difference is ``inf - inf``), and ``i == j`` gets
-    ``NEUTRAL_Z`` added.
+    :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, :math:`z_{ij} =
+    (s_i - s_j) / 2\sigma`, for the documents j in ``columns`` (int ``[B, K]``;
+    all L when None). The beating document i comes first, so the recursion
+    walks the leading axis. One vectorized ``erf`` per pair (``erfc`` has no
+    vectorized CPU kernel and costs ~7x more), accurate to a unit of 1.0,
+    which is what sums of products of probabilities need.
 
-    ``columns``: optional int ``[B, K]``, the documents j to compute (default
-    all L); z is then ``[L_i, B, K]``.
+    Pairs that do not count get :math:`\pi = 0` exactly, with exactly zero
+    gradient, without any ``[L, B, L]`` mask: padded documents take the finite
+    scaled score ``dtype.min / 4`` (so they beat nobody, and no difference is
+    ``inf - inf``), and ``i == j`` gets ``NEUTRAL_Z`` added. The gradient is
+    written by hand, :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi`
+    reduced straight onto the two scores, and recomputes z instead of keeping
+    it: this op then holds no ``[L, B, K]`` tensor for the backward pass.
     """
-    scaled = scores * tf.constant(0.5 / sigma, scores.dtype)
-    scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(scores.dtype.min / 4,
-                                                                          scores.dtype)))
-    neutral = tf.constant(NEUTRAL_Z, scores.dtype)
+    dtype = scores.dtype
+    scaled = scores * tf.constant(0.5 / sigma, dtype)
+    scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(dtype.min / 4, dtype)))
+    neutral = tf.constant(NEUTRAL_Z, dtype)
     if columns is None:
         losers = scaled
-        same = neutral * tf.eye(tf.shape(scores)[1], dtype=scores.dtype)[:, None, :]
+        same = neutral * tf.eye(tf.shape(scores)[1], dtype=dtype)[:, None, :]
     else:
         losers = tf.gather(scaled, columns, batch_dims=1)
-        same = neutral * tf.one_hot(columns, tf.shape(scores)[1], axis=0, dtype=scores.dtype)
-    return tf.transpose(scaled)[:, :, None] - losers[None, :, :] + same
+        same = neutral * tf.one_hot(columns, tf.shape(scores)[1], axis=0, dtype=dtype)
 
+    @tf.custom_gradient
+    def win(winners, losers):
+        def differences():
+            return tf.transpose(winners)[:, :, None] - losers[None, :, :] + same
 
-def win_probabilities(z: tf.Tensor):
-    r"""``(lose, win)`` = :math:`(1 - \pi_{ij}, \pi_{ij})` from :math:`z_{ij}`,
-    :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))`: one vectorized ``erf``
-    (``erfc`` has no vectorized CPU kernel and costs ~7x more); both are
-    accurate to one unit of 1.0 (not relative to a tiny probability), which is
-    what sums of products of probabilities need."""
-    win = 0.5 + 0.5 * tf.math.erf(z)
-    return 1.0 - win, win
+        def grad(upstream):
+            with tf.control_dependencies([upstream]):  # recompute z only now
+                z = differences()
+            dz = upstream * tf.exp(-tf.square(z))
+            scale = tf.constant(1.0 / math.sqrt(math.pi), dtype)
+            return (scale * tf.transpose(tf.reduce_sum(dz, axis=2)),
+                    -scale * tf.reduce_sum(dz, axis=0))
+
+        return 0.5 + 0.5 * tf.math.erf(differences()), grad
+
+    return win(scaled, losers)
 
 
 def _multiply(a: List[tf.Tensor], b: List[tf.Tensor], max_len: Optional[int]) -> List[tf.Tensor]:
@@ -177,11 +189,11 @@ def _product_tree(win: tf.Tensor, max_len: Optional[int]) -> List[tf.Tensor]:
     return [p[0] for p in polys]
 
 
-def _pad_to_power_of_two(z: tf.Tensor) -> tf.Tensor:
-    """Pads the leading axis with neutral factors to a power of 2 (static L)."""
-    size = int(z.shape[0])
+def _pad_to_power_of_two(win: tf.Tensor) -> tf.Tensor:
+    """Pads the leading axis with neutral factors (win 0) to a power of 2."""
+    size = int(win.shape[0])
     padded = max(2, 1 << (size - 1).bit_length())
-    return tf.pad(z, [[0, padded - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
+    return tf.pad(win, [[0, padded - size], [0, 0], [0, 0]])
 
 
 def _stack(coefficients: List[tf.Tensor], num: int) -> tf.Tensor:
@@ -204,40 +216,39 @@ def _shift_product(state: tf.Tensor, poly: List[tf.Tensor]) -> tf.Tensor:
     return out
 
 
-def _exact(z: tf.Tensor, num_ranks, static_ranks: Optional[int]):
+def _exact(win: tf.Tensor, num_ranks, static_ranks: Optional[int]):
     """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, L_j]``, R = ``num_ranks``."""
     xla = lists.compiling_with_xla()
     max_tree = XLA_MAX_TREE_LIST_SIZE if xla else MAX_TREE_LIST_SIZE
-    if (z.shape[0] is not None and z.shape[0] <= max_tree
+    if (win.shape[0] is not None and win.shape[0] <= max_tree
             and static_ranks is not None and static_ranks <= MAX_TREE_RANKS):
-        return _stack(_product_tree(win_probabilities(_pad_to_power_of_two(z))[1], static_ranks),
-                      static_ranks)
-    size, batch = tf.shape(z)[0], tf.shape(z)[1]
+        return _stack(_product_tree(_pad_to_power_of_two(win), static_ranks), static_ranks)
+    size, batch = tf.shape(win)[0], tf.shape(win)[1]
     chunk = XLA_CHUNK_SIZE if xla else CHUNK_SIZE
-    if z.shape[0] is not None:  # short static lists: a smaller tree suffices
-        chunk = min(chunk, max(2, 1 << (int(z.shape[0]) - 1).bit_length()))
+    if win.shape[0] is not None:  # short static lists: a smaller tree suffices
+        chunk = min(chunk, max(2, 1 << (int(win.shape[0]) - 1).bit_length()))
     num_chunks = (size + chunk - 1) // chunk
     # Neutral factors fill the last chunk.
-    z = tf.pad(z, [[0, num_chunks * chunk - size], [0, 0], [0, 0]], constant_values=NEUTRAL_Z)
-    z = tf.reshape(z, [num_chunks, chunk, batch, -1])
-    delta = tf.one_hot(tf.zeros(tf.shape(z)[2:], tf.int32), num_ranks, axis=0,
-                       dtype=z.dtype)  # [R, B, L]
+    win = tf.pad(win, [[0, num_chunks * chunk - size], [0, 0], [0, 0]])
+    win = tf.reshape(win, [num_chunks, chunk, batch, -1])
+    delta = tf.one_hot(tf.zeros(tf.shape(win)[2:], tf.int32), num_ranks, axis=0,
+                       dtype=win.dtype)  # [R, B, L]
     if static_ranks is not None:
         delta = tf.ensure_shape(delta, [static_ranks] + delta.shape[1:])
     small = static_ranks is not None and static_ranks <= MAX_TREE_RANKS
     tree_ranks = static_ranks if small else None  # (large R: the chunk's full product)
 
     @tf.recompute_grad
-    def step(state, chunk_z):
+    def step(state, chunk_win):
         # (recompute_grad drops static shapes, which the products need)
-        chunk_z = tf.ensure_shape(chunk_z, [chunk, None, None])
+        chunk_win = tf.ensure_shape(chunk_win, [chunk, None, None])
         state = tf.ensure_shape(state, delta.shape)
-        poly = _product_tree(win_probabilities(chunk_z)[1], tree_ranks)
+        poly = _product_tree(chunk_win, tree_ranks)
         if small:
             return _stack(_multiply(poly, tf.unstack(state), static_ranks), static_ranks)
         return tf.ensure_shape(_shift_product(state, poly), state.shape)
 
-    return tf.foldl(step, z, initializer=delta)
+    return tf.foldl(step, win, initializer=delta)
 
 
 def _ndtr(x: tf.Tensor) -> tf.Tensor:
@@ -252,12 +263,11 @@ def _normal_cdf_difference(lower: tf.Tensor, upper: tf.Tensor) -> tf.Tensor:
     return tf.where(reflect, _ndtr(-lower) - _ndtr(-upper), _ndtr(upper) - _ndtr(lower))
 
 
-def _normal(z: tf.Tensor, mask: tf.Tensor, num_ranks) -> tf.Tensor:
+def _normal(win: tf.Tensor, mask: tf.Tensor, num_ranks) -> tf.Tensor:
     """The discretized normal approximation of Section 3.6, ``[B, L, R]``."""
-    dtype = z.dtype
-    lose, win = win_probabilities(z)
+    dtype = win.dtype
     mean = tf.reduce_sum(win, axis=0)[:, :, None]  # Eq. 10, [B, L, 1]
-    variance = tf.reduce_sum(win * lose, axis=0)[:, :, None]
+    variance = tf.reduce_sum(win * (1.0 - win), axis=0)[:, :, None]
     std = tf.sqrt(tf.maximum(variance, tf.constant(_MIN_RANK_VARIANCE, dtype)))
     num_valid = tf.reduce_sum(tf.cast(mask, dtype), axis=-1)[:, None, None]
     ranks = tf.range(num_ranks, dtype=dtype)[None, None, :]  # [1, 1, R]
@@ -355,14 +365,14 @@ def distributions_of(scores: tf.Tensor, valid: tf.Tensor, sigma: float, topn: Op
     if static_size is not None:
         static_ranks = static_size if topn is None else min(topn, static_size)
 
-    z = scaled_differences(scores, valid, sigma, columns)
+    win = win_probabilities(scores, valid, sigma, columns)
     column_valid = valid if columns is None else tf.gather(valid, columns, batch_dims=1)
 
     def exact():
-        return tf.transpose(_exact(z, num_ranks, static_ranks), [1, 2, 0])
+        return tf.transpose(_exact(win, num_ranks, static_ranks), [1, 2, 0])
 
     def normal():
-        return _normal(z, valid, num_ranks)
+        return _normal(win, valid, num_ranks)
 
     if method == "exact":
         probs = exact()

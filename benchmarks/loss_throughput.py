@@ -6,13 +6,18 @@ batch, in graph mode (``tf.function``) and under XLA (``jit_compile=True``).
 Throughput is lists per second of ``loss + d loss / d scores``; the ratio is
 ours / peer (> 1: ours is faster).
 
-Peak memory: TensorFlow does not track CPU allocations and keeps freed CPU
-memory mapped, so each (loss, size, mode) runs once more in a fresh subprocess
-that traces the step (without running it), resets the kernel's peak-RSS counter
-(``/proc/self/clear_refs``), runs the step once and reports the peak resident
-set size (``VmHWM``) above the resident set before it. Under XLA that peak also
-holds the compiler's working memory. The ratio is ours / peer (< 1: ours uses
-less).
+Peak memory: each (loss, size, mode) runs once more in a fresh subprocess,
+which reports two figures:
+
+* ``MB``, the peak tensor memory of a warmed-up step above what was allocated
+  before it, from TensorFlow's own allocator statistics
+  (``tf.config.experimental.get_memory_info("CPU:0")``): the working set a
+  training step needs, XLA's buffers included. The ratio ``mem`` is ours /
+  peer on this figure (< 1: ours uses less).
+* ``rss``, the growth of the peak resident set (``VmHWM``, reset through
+  ``/proc/self/clear_refs``) over the first call after tracing. It adds the
+  one-time cost of optimizing the graph (Grappler) or compiling it (XLA),
+  which grows with the number of ops rather than with the batch.
 
     python -m benchmarks.loss_throughput                      # every case
     python -m benchmarks.loss_throughput --cases twin_ndcg_type3 --sizes 128
@@ -91,12 +96,13 @@ def lists_per_second(loss, labels, scores, xla: bool, seconds: float) -> float:
     return iterations * int(labels.shape[0]) / elapsed
 
 
-def peak_memory_mb(which: str, case: str, list_size: int, xla: bool) -> float:
-    """Peak RSS growth (MB) of running one loss, measured in a fresh process."""
+def peak_memory_mb(which: str, case: str, list_size: int, xla: bool) -> Tuple[float, float]:
+    """(tensor peak, first-call RSS growth) in MB of one loss, in a fresh process."""
     command = [sys.executable, "-m", "benchmarks.loss_throughput", "--memory-probe",
                json.dumps([which, case, list_size, xla])]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    return float(out.strip().splitlines()[-1])
+    tensors, rss = out.strip().splitlines()[-1].split()
+    return float(tensors), float(rss)
 
 
 def _status_kb(field: str) -> int:
@@ -108,6 +114,10 @@ def _status_kb(field: str) -> int:
 
 
 def memory_probe(spec: str) -> None:
+    """Prints the peak tensor memory of a warmed-up step above what was
+    allocated before it (TF's allocator statistics), then the growth of the
+    peak resident set over the first call (which also holds graph optimization
+    and, under XLA, compilation)."""
     which, case, list_size, xla = json.loads(spec)
     labels, scores = make_batch(list_size)
     step = step_fn(build_loss(which, case), xla)
@@ -116,7 +126,12 @@ def memory_probe(spec: str) -> None:
         clear_refs.write("5")  # reset the peak RSS (VmHWM) to the current RSS
     before = _status_kb("VmRSS")
     step(labels, scores)[1].numpy()
-    print((_status_kb("VmHWM") - before) / 1024.0)
+    rss = (_status_kb("VmHWM") - before) / 1024.0
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    allocated = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    step(labels, scores)[1].numpy()
+    tensors = (tf.config.experimental.get_memory_info("CPU:0")["peak"] - allocated) / 2.0 ** 20
+    print(tensors, rss)
 
 
 def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
@@ -124,6 +139,7 @@ def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
     rows = []
     header = (f"{'case':<20}{'peer':<11}{'L':>6}{'B':>4}{'mode':>6}{'ours/s':>11}"
               f"{'peer/s':>11}{'ratio':>8}" + (f"{'ours MB':>9}{'peer MB':>9}{'mem':>6}"
+                                               f"{'ours rss':>10}{'peer rss':>10}"
                                                if memory else ""))
     print(header, flush=True)
     for case in cases:
@@ -139,11 +155,12 @@ def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
                 line = (f"{case:<20}{row['peer']:<11}{size:>6}{row['batch']:>4}{mode:>6}"
                         f"{ours:>11.0f}{peer:>11.0f}{ours / peer:>8.2f}")
                 if memory:
-                    row["ours_mb"] = peak_memory_mb("ours", case, size, xla)
-                    row["peer_mb"] = peak_memory_mb("peer", case, size, xla)
+                    row["ours_mb"], row["ours_rss_mb"] = peak_memory_mb("ours", case, size, xla)
+                    row["peer_mb"], row["peer_rss_mb"] = peak_memory_mb("peer", case, size, xla)
                     row["memory_ratio"] = row["ours_mb"] / max(row["peer_mb"], 1.0)
-                    line += (f"{row['ours_mb']:>9.0f}{row['peer_mb']:>9.0f}"
-                             f"{row['memory_ratio']:>6.2f}")
+                    line += (f"{row['ours_mb']:>9.1f}{row['peer_mb']:>9.1f}"
+                             f"{row['memory_ratio']:>6.2f}"
+                             f"{row['ours_rss_mb']:>10.0f}{row['peer_rss_mb']:>10.0f}")
                 print(line, flush=True)
                 rows.append(row)
     return rows

@@ -23,7 +23,7 @@ so no cancellation occurs and every derivative is finite and bounded by
 Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`. Their
 forward value is computed by a sort in O(L log L); only the backward pass forms
 the L x L pairwise derivatives (Eq. 17-18 / 27-28), through one ``tanh`` per pair
-and one batched matrix product.
+and one batched matrix product (under XLA, two fused row reductions).
 """
 from typing import Optional
 
@@ -116,6 +116,18 @@ def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
     return tf.where(mask, values, lowest - gap)
 
 
+#: Under XLA, lists of a static length up to this take the two backward sums
+#: as reductions, which XLA fuses with the element-wise chain that builds G
+#: (measured on CPU: 1.05-1.2x faster than the batched product at L = 32-512,
+#: slower at 1024).
+REDUCE_MAX_LIST_SIZE = 512
+
+
+def _reduce_is_faster(pair_grads: tf.Tensor) -> bool:
+    size = pair_grads.shape[-1]
+    return size is not None and size <= REDUCE_MAX_LIST_SIZE and lists.compiling_with_xla()
+
+
 def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
 
@@ -129,7 +141,8 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     from one batched product :math:`G\,[\delta, 1]`. The diagonal cancels
     (type1) or vanishes (:math:`u_{ii} = 0`). Peak memory in graph mode: two
     ``[B, L, L]`` buffers (tau, and the label signs for type2/3; TF reuses
-    them in place along the chain); under XLA the chain fuses into the product.
+    them in place along the chain); under XLA, up to ``REDUCE_MAX_LIST_SIZE``
+    documents, the chain fuses into two row reductions and G is never stored.
     """
     upstream = tf.where(mask, upstream, tf.constant(0, upstream.dtype))
     half_scaled = _below_valid(scores * (0.5 * alpha_b), mask, _PADDED_SCORE_GAP)
@@ -143,8 +156,12 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
         if gradient == "type2":
             pair_grads = label_sign_matrix(_below_valid(labels, mask, 1.0)) * pair_grads
         scale, symmetric = 0.25 * alpha_b, gradient == "type1"
-    both = tf.linalg.matmul(pair_grads, tf.stack([upstream, tf.ones_like(upstream)], -1))
-    weighted, row_sums = both[..., 0], both[..., 1]  # G delta, G 1
+    if _reduce_is_faster(pair_grads):  # both sums fuse with G's chain: G is never stored
+        weighted = tf.reduce_sum(pair_grads * upstream[:, None, :], axis=-1)  # G delta
+        row_sums = tf.reduce_sum(pair_grads, axis=-1)  # G 1
+    else:
+        both = tf.linalg.matmul(pair_grads, tf.stack([upstream, tf.ones_like(upstream)], -1))
+        weighted, row_sums = both[..., 0], both[..., 1]
     from_others = weighted if symmetric else -weighted  # sum_i delta_i g_ik
     grads = scale * (from_others - upstream * row_sums)
     return tf.where(mask, grads, tf.constant(0, grads.dtype))

@@ -79,6 +79,12 @@ class SoftNDCGLoss(base.RankingLoss):
     -1 convex. The paper's Figure 5 shows the curves but gives no formula:
     this interpolating family is ours.
 
+    Documents with gain 0 add nothing to the sum, so (without Sinkhorn, which
+    needs every row, and outside XLA, whose shapes are static) the rank
+    distributions are computed for the relevant documents only: the cost is
+    :math:`O(B \cdot L \cdot K \cdot R)` with K the most relevant documents
+    of any list in the batch.
+
     Args:
       sigma: standard deviation of the score smoothing :math:`\sigma_s` (Eq. 8), > 0.
       topn: the cutoff R; None uses all ranks.
@@ -114,12 +120,13 @@ class SoftNDCGLoss(base.RankingLoss):
 
     def per_list(self, labels, scores, mask):
         gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
-        columns = None if self._sinkhorn_iterations else _relevant_first(gains)
         if self._sinkhorn_iterations:  # Sinkhorn needs every document's row
+            columns = None
             probs = rank_distributions(
                 scores, mask, sigma=self._sigma, topn=self._topn, method=self._method,
                 sinkhorn_iterations=self._sinkhorn_iterations)  # [B, L, R]
         else:  # only relevant documents add to Eq. 15: compute their rows only
+            columns = _relevant_first(gains)
             probs = distributions_of(scores, mask, self._sigma, self._topn, self._method,
                                      columns)  # [B, K, R]
         column_gains = gains if columns is None else tf.gather(gains, columns, batch_dims=1)

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - callers fall back to their general pat
 
 Seed = Union[None, int, Sequence[int], tf.Tensor]
 
+
 def compiling_with_xla() -> bool:
     """True while tracing a function that XLA compiles (``jit_compile=True``),
     where every shape must be static; ops then pick their XLA-friendly path."""

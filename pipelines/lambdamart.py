@@ -154,14 +154,10 @@ def write_outputs(result: LambdaMARTResult) -> None:
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(dataclasses.asdict(result.config), f, indent=2)
     result.booster.save_model(os.path.join(out, "model.txt"))
-    result.validation.per_query.to_csv(os.path.join(out, "vali_per_query.csv"), index=False)
-    result.test.per_query.to_csv(os.path.join(out, "test_per_query.csv"), index=False)
-    summary = {"config": dataclasses.asdict(result.config), "preset": result.preset,
-               "params": result.params, "best_iteration": result.best_iteration,
-               "num_trees": result.num_trees, "validation": result.validation.summary,
-               "test": result.test.summary}
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    train_pipeline.write_evaluations(out, result.validation, result.test, {
+        "config": dataclasses.asdict(result.config), "preset": result.preset,
+        "params": result.params, "best_iteration": result.best_iteration,
+        "num_trees": result.num_trees})
 
 
 def parse_args(argv=None) -> LambdaMARTConfig:

@@ -272,15 +272,20 @@ def run(config: TrainConfig, splits: Optional[Splits] = None) -> TrainResult:
 
 def write_outputs(result: TrainResult) -> None:
     """``results.json`` and the per-query CSVs in ``result.output_dir``."""
-    result.validation.per_query.to_csv(os.path.join(result.output_dir, "vali_per_query.csv"),
-                                       index=False)
-    result.test.per_query.to_csv(os.path.join(result.output_dir, "test_per_query.csv"),
-                                 index=False)
-    summary = {"config": result.config.to_json(), "best_epoch": result.best_epoch,
-               "history": result.history, "train_seconds": result.train_seconds,
-               "validation": result.validation.summary, "test": result.test.summary,
-               "export_dir": result.export_dir}
-    with open(os.path.join(result.output_dir, "results.json"), "w") as f:
+    write_evaluations(result.output_dir, result.validation, result.test, {
+        "config": result.config.to_json(), "best_epoch": result.best_epoch,
+        "history": result.history, "train_seconds": result.train_seconds,
+        "export_dir": result.export_dir})
+
+
+def write_evaluations(output_dir: str, validation, test, summary: Dict[str, Any]) -> None:
+    """``vali_per_query.csv`` and ``test_per_query.csv`` from the two
+    :class:`tfr_extensions.evaluation` results, and ``results.json``:
+    ``summary`` plus their summaries under ``"validation"`` and ``"test"``."""
+    validation.per_query.to_csv(os.path.join(output_dir, "vali_per_query.csv"), index=False)
+    test.per_query.to_csv(os.path.join(output_dir, "test_per_query.csv"), index=False)
+    summary = dict(summary, validation=validation.summary, test=test.summary)
+    with open(os.path.join(output_dir, "results.json"), "w") as f:
         json.dump(summary, f, indent=2)
 
 

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
+from loss_modes import value_and_grad
 from tfr_extensions.losses import registry
 
 NAMES = sorted({inspect.signature(cls.__init__).parameters["name"].default
@@ -35,14 +36,6 @@ LABELS = np.array([
     [4.0, 1.0, 0.0, 0.0, 0.0, 2.0, 1.0],
 ], np.float32)
 SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
-
-
-def value_and_grad(loss, labels, scores, sample_weight=None):
-    scores = tf.convert_to_tensor(scores)
-    with tf.GradientTape() as tape:
-        tape.watch(scores)
-        value = loss(labels, scores, sample_weight=sample_weight)
-    return value, tape.gradient(value, scores)
 
 
 def test_every_class_is_reachable_by_its_class_name_and_default_name():

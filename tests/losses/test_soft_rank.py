@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from tfr_extensions.losses.soft_rank import SoftNDCGLoss, training_discount
+from loss_modes import graph_xla_and_half
 from oracles_softrank import soft_ndcg_and_gradient, train_and_validate
 
 
@@ -129,19 +130,8 @@ def test_registry_serialization_and_ragged():
 @pytest.mark.parametrize("method", ["exact", "normal"])
 def test_xla_and_mixed_precision_give_the_same_values(method):
     labels, scores = _batch(4, 12, seed=5)
-    labels = tf.constant(labels, tf.float32)
-    scores = tf.constant(scores, tf.float16)
-    loss = SoftNDCGLoss(topn=5, method=method)
-
-    def value_and_grad(s):
-        with tf.GradientTape() as tape:
-            tape.watch(s)
-            value = loss(labels, s)
-        return value, tape.gradient(value, s)
-
-    graph = tf.function(value_and_grad)(tf.cast(scores, tf.float32))
-    xla = tf.function(value_and_grad, jit_compile=True)(tf.cast(scores, tf.float32))
-    half = tf.function(value_and_grad)(scores)
+    graph, xla, half = graph_xla_and_half(SoftNDCGLoss(topn=5, method=method),
+                                          tf.constant(labels, tf.float32), scores)
     assert half[0].dtype == tf.float32
     np.testing.assert_allclose(xla[0].numpy(), graph[0].numpy(), atol=1e-6)
     np.testing.assert_allclose(xla[1].numpy(), graph[1].numpy(), atol=1e-6)

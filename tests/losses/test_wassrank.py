@@ -10,6 +10,7 @@ from scipy.special import softmax
 import tfr_extensions as tfrx
 from tfr_extensions.losses import wassrank
 from tfr_extensions.losses.wassrank import WassRankLoss
+from loss_modes import graph_xla_and_half
 from oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
 
 
@@ -163,17 +164,9 @@ def test_registry_serialization_xla_and_mixed_precision():
     rng = np.random.default_rng(0)
     labels = tf.constant(np.where(rng.random((4, 9)) < 0.1, -1, rng.integers(0, 3, (4, 9))),
                          tf.float32)
-    scores = tf.constant(rng.normal(size=(4, 9)), tf.float16)
+    scores = rng.normal(size=(4, 9))
     for instance in (WassRankLoss(), clone):
-        def value_and_grad(s, instance=instance):
-            with tf.GradientTape() as tape:
-                tape.watch(s)
-                value = instance(labels, s)
-            return value, tape.gradient(value, s)
-
-        graph = tf.function(value_and_grad)(tf.cast(scores, tf.float32))
-        xla = tf.function(value_and_grad, jit_compile=True)(tf.cast(scores, tf.float32))
-        half = tf.function(value_and_grad)(scores)
+        graph, xla, half = graph_xla_and_half(instance, labels, scores)
         assert half[0].dtype == tf.float32
         # costs / lambda reach ~1e3, so float32 potentials carry ~1e-4 relative error
         np.testing.assert_allclose(xla[0].numpy(), graph[0].numpy(), rtol=1e-3)

@@ -134,18 +134,18 @@ def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
     dtype = scores.dtype
     scaled = scores * tf.constant(0.5 / sigma, dtype)
     scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(dtype.min / 4, dtype)))
-    neutral = tf.constant(NEUTRAL_Z, dtype)
-    if columns is None:
-        losers = scaled
-        same = neutral * tf.eye(tf.shape(scores)[1], dtype=dtype)[:, None, :]
-    else:
-        losers = tf.gather(scaled, columns, batch_dims=1)
-        same = neutral * tf.one_hot(columns, tf.shape(scores)[1], axis=0, dtype=dtype)
+    size = tf.shape(scores)[1]
+    losers = scaled if columns is None else tf.gather(scaled, columns, batch_dims=1)
 
     @tf.custom_gradient
     def win(winners, losers):
-        def differences():
-            return tf.transpose(winners)[:, :, None] - losers[None, :, :] + same
+        def differences():  # (built again in the backward pass, none of it kept)
+            if columns is None:
+                same = tf.eye(size, dtype=dtype)[:, None, :]  # [L, 1, L]
+            else:
+                same = tf.one_hot(columns, size, axis=0, dtype=dtype)  # [L, B, K]
+            return (tf.transpose(winners)[:, :, None] - losers[None, :, :]
+                    + tf.constant(NEUTRAL_Z, dtype) * same)
 
         def grad(upstream):
             with tf.control_dependencies([upstream]):  # recompute z only now

@@ -52,6 +52,22 @@ def test_gradient_equals_the_papers_closed_form(metric, gradient, topn):
     assert (grads[2] == 0).all()  # no relevant document: zero gradient
 
 
+@pytest.mark.parametrize("gradient", GRADIENTS)
+def test_long_lists_gradient_equals_the_papers_closed_form(gradient):
+    # Past GRAPH_REDUCE_MAX_LIST_SIZE the backward sums are one batched product.
+    labels, scores = random_lists(batch=3, size=90, seed=8)
+    loss = tfrx.losses.TwinSigmoidLoss("ndcg", topn=10, gradient=gradient, seed=0,
+                                       reduction=tf.keras.losses.Reduction.SUM)
+    s = tf.constant(scores)
+    with tf.GradientTape() as tape:
+        tape.watch(s)
+        value = loss(labels, s)
+    expected = np.stack([oracles.twin_loss_gradient(labels[b], scores[b], "ndcg", 10, 1.0,
+                                                    gradient) for b in range(len(labels))])
+    np.testing.assert_allclose(tape.gradient(value, s).numpy(), expected, rtol=1e-10,
+                               atol=1e-13)
+
+
 def test_default_reduction_averages_over_lists_with_tf_ranking_weights():
     labels, scores = random_lists(seed=3)
     loss = tfrx.losses.TwinSigmoidLoss("ndcg", seed=0)

@@ -190,3 +190,18 @@ def test_counting_positions_under_xla_equal_sorting(dtype):
                                       else a.numpy(),
                                       tf.where(mask, b, 0).numpy() if b.shape == mask.shape
                                       else b.numpy())
+
+
+@pytest.mark.parametrize("accelerator", [False, True])
+def test_inverse_permutations_on_cpu_and_accelerator_paths(accelerator, monkeypatch):
+    # invert_permutation on CPU, scatter_nd where a GPU/TPU is visible: same result.
+    monkeypatch.setattr(sorting, "_accelerator_visible", lambda: accelerator)
+    rng = np.random.default_rng(7)
+    order = np.stack([rng.permutation(50) for _ in range(8)]).astype(np.int32)
+    positions = sorting.inverse_order(tf.constant(order)).numpy()
+    expected = np.empty_like(order)
+    for b in range(len(order)):
+        expected[b, order[b]] = np.arange(1, 51)
+    np.testing.assert_array_equal(positions, expected)
+    np.testing.assert_array_equal(sorting.order_from_positions(tf.constant(positions)).numpy(),
+                                  order)

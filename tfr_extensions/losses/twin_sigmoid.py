@@ -14,7 +14,8 @@ from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import rank_metrics
-from tfr_extensions.ops.twin_sigmoid import GRADIENT_TYPES, prepared_ranks_and_positions
+from tfr_extensions.ops.twin_sigmoid import (GRADIENT_TYPES, exact_forward_ranks,
+                                              with_twin_sigmoid_gradient)
 
 METRIC_NAMES = tuple(rank_metrics.METRICS)  # precision, ap, ndcg, nerr
 
@@ -62,10 +63,12 @@ class TwinSigmoidLoss(base.StepSeeded, base.RankingLoss):
         self._init_seed(seed)
 
     def per_list(self, labels, scores, mask):
-        ranks, positions = prepared_ranks_and_positions(
-            scores, labels, mask, self._gradient, self._alpha_b, self._tie_break,
-            seed=self.next_seed() if self._tie_break else None)
-        metric = rank_metrics.METRICS[self._metric](labels, ranks, mask, self._topn, positions)
+        ranks, positions = exact_forward_ranks(
+            scores, mask, self._tie_break, seed=self.next_seed() if self._tie_break else None)
+        value, rank_gradient = rank_metrics.value_and_rank_gradient(
+            self._metric, labels, ranks, mask, self._topn, positions)
+        metric = with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, mask,
+                                            self._gradient, self._alpha_b)
         return -metric, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
     def get_config(self):

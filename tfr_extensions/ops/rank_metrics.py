@@ -17,15 +17,42 @@ index by position (``i`` in Eq. 13, the inner sum of Eq. 30, the products of
 Eq. 16) are constants of the backward pass; the gradient flows through the
 ranks ``r_d`` only, which gives exactly the derivatives of Eq. 29 and 31-33.
 
+Every metric here is a normalized weighted sum :math:`M = \frac{1}{Z}\sum_d w_d
+f(r_d)`, with weights :math:`w_d` and norm :math:`Z` that are constants of the
+backward pass and :math:`f(r) = 1/r` (Precision, AP, ERR) or
+:math:`f(r) = 1/\log_2(1 + r)` (DCG), so :math:`\partial M / \partial r_d =
+w_d f'(r_d) / Z`: Eq. 29 and 31-33 in one line.
+:func:`value_and_rank_gradient` returns that derivative directly, for the
+twin-sigmoid losses, which then need no autodiff through the metric.
+
 A list without relevant documents (label > 0) scores 0 with zero gradient.
 Relevance for Precision and AP is binary: label > 0.
 """
-from typing import Optional
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import sorting
+
+
+class RankTransform(NamedTuple):
+    """The function ``f`` of the ranks that a metric sums, and its derivative."""
+
+    value: Callable[[tf.Tensor], tf.Tensor]
+    derivative: Callable[[tf.Tensor], tf.Tensor]
+
+
+def _log_discount_derivative(ranks: tf.Tensor) -> tf.Tensor:
+    """d/dr 1/log2(1 + r) = -(1/log2(1 + r))^2 / (ln 2 (1 + r))."""
+    ln2 = tf.math.log(tf.constant(2.0, ranks.dtype))
+    return -tf.square(lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
+
+
+#: f(r) = 1 / r: Precision, AP and ERR.
+RECIPROCAL = RankTransform(lambda r: 1.0 / r, lambda r: -1.0 / tf.square(r))
+#: f(r) = 1 / log2(1 + r): DCG.
+LOG_DISCOUNT = RankTransform(lists.log2_discount, _log_discount_derivative)
 
 
 def _positions(ranks, mask, positions=None):
@@ -52,21 +79,80 @@ def _safe_ranks(ranks: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 
 
 def _normalize(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
-    """value / norm, and 0 (with zero gradient) where norm == 0."""
+    """value / norm, and 0 where norm == 0 (a list without relevant documents)."""
     positive = norm > 0
     return tf.where(positive, value / tf.where(positive, norm, tf.constant(1, norm.dtype)),
                     tf.constant(0, value.dtype))
 
 
-def _ideal_labels(labels, mask, topn: Optional[int]) -> tf.Tensor:
-    """Labels sorted descending (the ideal ranking), first ``topn`` only, ``[B, K]``;
-    padded entries are 0, so they add no gain."""
-    return sorting.sort_descending(labels, mask, topn)
+def _where(condition, values):
+    return tf.where(condition, values, tf.constant(0, values.dtype))
 
 
 def _position_ranks(values: tf.Tensor) -> tf.Tensor:
     """1, 2, ..., K along the last axis, in the dtype and shape of ``values``."""
     return tf.cumsum(tf.ones_like(values), axis=-1)
+
+
+def _precision_form(labels, ranks, mask, topn, positions):
+    """Eq. 13: w_d = b_d p_d, normalized by k."""
+    positions = _positions(ranks, mask, positions)
+    relevant = tf.logical_and(_cutoff(positions, mask, topn), labels > 0)
+    num_valid = tf.reduce_sum(tf.cast(mask, ranks.dtype), axis=-1)
+    k = num_valid if topn is None else tf.minimum(num_valid, float(topn))
+    return _where(relevant, tf.cast(positions, ranks.dtype)), k, RECIPROCAL
+
+
+def _average_precision_form(labels, ranks, mask, topn, positions):
+    """Eq. 30: w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), normalized by |Y+|."""
+    positions = _positions(ranks, mask, positions)
+    order = sorting.order_from_positions(positions)
+    relevant = tf.logical_and(_cutoff(positions, mask, topn), labels > 0)
+    pos = tf.cast(positions, ranks.dtype)
+    # b_e / p_e in position order, then its suffix sums: S_p = sum_{q >= p}.
+    contrib_by_position = tf.gather(_where(relevant, 1.0 / pos), order, batch_dims=1)
+    suffix = tf.cumsum(contrib_by_position, axis=-1, reverse=True)
+    suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
+    num_relevant = tf.reduce_sum(
+        tf.cast(tf.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
+    return _where(relevant, pos * suffix_per_doc), num_relevant, RECIPROCAL
+
+
+def _dcg_weights(gains, ranks, mask, topn, positions):
+    """w_d = 2^y_d - 1 for documents within the cutoff."""
+    if topn is None:
+        return _where(mask, gains)
+    return _where(_cutoff(_positions(ranks, mask, positions), mask, topn), gains)
+
+
+def _ndcg_form(labels, ranks, mask, topn, positions):
+    """Eq. 15: w_d = 2^y_d - 1 within the cutoff, normalized by DCG*@k."""
+    gains = lists.gains(labels)
+    weights = _dcg_weights(gains, ranks, mask, topn, positions)
+    return weights, _ideal_dcg_of_gains(gains, mask, topn), LOG_DISCOUNT
+
+
+def _err_weights(stop_prob, ranks, mask, topn, positions):
+    """w_d = R_d prod_{e: p_e < p_d} (1 - R_e) for documents within the cutoff."""
+    positions = _positions(ranks, mask, positions)
+    order = sorting.order_from_positions(positions)
+    weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
+                        positions - 1, batch_dims=1)
+    return _where(_cutoff(positions, mask, topn), weights)
+
+
+def _nerr_form(labels, ranks, mask, topn, positions):
+    """Eq. 16: the ERR weights, normalized by the ideal ERR@k."""
+    stop_prob = _stop_probabilities(labels, mask)
+    weights = _err_weights(stop_prob, ranks, mask, topn, positions)
+    return weights, _ideal_err_of(stop_prob, mask, topn), RECIPROCAL
+
+
+def _evaluate(form, ranks, mask) -> tf.Tensor:
+    """sum_d w_d f(r_d) / norm for a form ``(w, norm, f)``; norm None = 1."""
+    weights, norm, transform = form
+    value = tf.reduce_sum(weights * transform.value(_safe_ranks(ranks, mask)), axis=-1)
+    return value if norm is None else _normalize(value, norm)
 
 
 def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
@@ -75,14 +161,7 @@ def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None) -
     ``b_d = [label_d > 0]``; ``k = min(topn, #valid)`` as in TF-Ranking's
     ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29.
     """
-    positions = _positions(ranks, mask, positions)
-    in_top = _cutoff(positions, mask, topn)
-    relevant = tf.cast(tf.logical_and(in_top, labels > 0), ranks.dtype)
-    pos = tf.cast(positions, ranks.dtype)
-    hits = tf.reduce_sum(relevant * pos / _safe_ranks(ranks, mask), axis=-1)
-    num_valid = tf.reduce_sum(tf.cast(mask, ranks.dtype), axis=-1)
-    k = num_valid if topn is None else tf.minimum(num_valid, float(topn))
-    return _normalize(hits, k)
+    return _evaluate(_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
 def average_precision(labels, ranks, mask, topn: Optional[int] = None,
@@ -94,44 +173,30 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None,
     ``|Y^+|`` counts all relevant documents of the list, also beyond the cutoff,
     as TF-Ranking's ``MeanAveragePrecisionMetric`` does. Gradient: Eq. 31.
     """
-    positions = _positions(ranks, mask, positions)
-    order = sorting.order_from_positions(positions)
-    in_top = _cutoff(positions, mask, topn)
-    relevant = tf.logical_and(in_top, labels > 0)
-    pos = tf.cast(positions, ranks.dtype)
-    # b_e / p_e in position order, then its suffix sums: S_p = sum_{q >= p}.
-    contrib = tf.where(relevant, 1.0 / pos, tf.constant(0, pos.dtype))
-    contrib_by_position = tf.gather(contrib, order, batch_dims=1)
-    suffix = tf.cumsum(contrib_by_position, axis=-1, reverse=True)
-    suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
-    terms = tf.where(relevant, pos / _safe_ranks(ranks, mask) * suffix_per_doc,
-                     tf.constant(0, pos.dtype))
-    num_relevant = tf.reduce_sum(
-        tf.cast(tf.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
-    return _normalize(tf.reduce_sum(terms, axis=-1), num_relevant)
+    return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
+
+
+def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]) -> tf.Tensor:
+    """DCG@k of the gains sorted descending (the labels' order: one ``pow``)."""
+    ideal = sorting.sort_descending(gains, mask, topn)
+    return tf.reduce_sum(ideal * lists.log2_discount(_position_ranks(ideal)), axis=-1)
 
 
 def ideal_dcg(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
     """DCG@k of the ideal ranking (labels sorted descending), ``[B]``."""
-    ideal = _ideal_labels(labels, mask, topn)
-    return tf.reduce_sum(lists.gains(ideal) * lists.log2_discount(_position_ranks(ideal)),
-                         axis=-1)
+    return _ideal_dcg_of_gains(lists.gains(labels), mask, topn)
 
 
 def dcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""DCG@k: :math:`\sum_{d: p_d \le k} (2^{y_d}-1) / \log_2(1 + r_d)`."""
-    in_top = mask
-    if topn is not None:
-        positions = _positions(ranks, mask, positions)
-        in_top = _cutoff(positions, mask, topn)
-    terms = lists.gains(labels) * lists.log2_discount(_safe_ranks(ranks, mask))
-    return tf.reduce_sum(tf.where(in_top, terms, tf.constant(0, terms.dtype)), axis=-1)
+    weights = _dcg_weights(lists.gains(labels), ranks, mask, topn, positions)
+    return _evaluate((weights, None, LOG_DISCOUNT), ranks, mask)
 
 
 def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""nDCG@k, Eq. 15: :math:`\frac{1}{DCG^*@k}\sum_{d: p_d\le k}
     \frac{2^{y_d}-1}{\log_2(r_d+1)}`. Gradient: Eq. 32."""
-    return _normalize(dcg(labels, ranks, mask, topn, positions), ideal_dcg(labels, mask, topn))
+    return _evaluate(_ndcg_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
 def _stop_probabilities(labels, mask):
@@ -139,7 +204,7 @@ def _stop_probabilities(labels, mask):
     max_label = tf.reduce_max(tf.where(mask, labels, tf.constant(0, labels.dtype)),
                               axis=-1, keepdims=True)
     stop_prob = lists.gains(labels) / tf.pow(tf.constant(2.0, labels.dtype), max_label)
-    return tf.where(mask, stop_prob, tf.constant(0, stop_prob.dtype))
+    return _where(mask, stop_prob)
 
 
 def _err_by_position(stop_prob_by_position):
@@ -151,26 +216,23 @@ def _err_by_position(stop_prob_by_position):
 def err(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""ERR@k, Eq. 9 with ranks: :math:`\sum_{d: p_d\le k}
     \frac{R_d\prod_{e: p_e<p_d}(1-R_e)}{r_d}`, :math:`R=\frac{2^y-1}{2^{\max y}}`."""
-    positions = _positions(ranks, mask, positions)
-    order = sorting.order_from_positions(positions)
-    in_top = _cutoff(positions, mask, topn)
-    stop_prob = _stop_probabilities(labels, mask)
-    weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
-                        positions - 1, batch_dims=1)
-    terms = weights / _safe_ranks(ranks, mask)
-    return tf.reduce_sum(tf.where(in_top, terms, tf.constant(0, terms.dtype)), axis=-1)
+    weights = _err_weights(_stop_probabilities(labels, mask), ranks, mask, topn, positions)
+    return _evaluate((weights, None, RECIPROCAL), ranks, mask)
+
+
+def _ideal_err_of(stop_prob, mask, topn: Optional[int]) -> tf.Tensor:
+    ideal = sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
+    return tf.reduce_sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
 
 
 def ideal_err(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
     """ERR@k of the ideal ranking, ``[B]``."""
-    ideal = _stop_probabilities(labels, mask)  # sorting R sorts the labels
-    ideal = _ideal_labels(ideal, mask, topn)
-    return tf.reduce_sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
+    return _ideal_err_of(_stop_probabilities(labels, mask), mask, topn)
 
 
 def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
     r"""nERR@k, Eq. 16: ERR@k over the ideal ranking's ERR@k. Gradient: Eq. 33."""
-    return _normalize(err(labels, ranks, mask, topn, positions), ideal_err(labels, mask, topn))
+    return _evaluate(_nerr_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
 METRICS = {
@@ -179,3 +241,32 @@ METRICS = {
     "ndcg": ndcg,
     "nerr": nerr,
 }
+
+_FORMS = {
+    "precision": _precision_form,
+    "ap": _average_precision_form,
+    "ndcg": _ndcg_form,
+    "nerr": _nerr_form,
+}
+
+
+def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,
+                            positions=None) -> Tuple[tf.Tensor, tf.Tensor]:
+    r"""A metric of :data:`METRICS` and its derivative with respect to the ranks.
+
+    With :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`, returns :math:`M` ``[B]`` and
+    :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` ``[B, L]`` (0 at padded
+    documents and beyond the cutoff): Eq. 29 (Precision), 31 (AP), 32 (nDCG)
+    and 33 (nERR), with positions held constant. No gradient flows through
+    either output: they are the values a hand-written backward pass needs.
+
+    >>> labels, ranks = tf.constant([[0., 1.]]), tf.constant([[1., 2.]])
+    >>> value, grad = value_and_rank_gradient("precision", labels, ranks, labels >= 0)
+    >>> float(value[0]), float(grad[0, 1])  # (1/2) 2/r and -(1/2) 2/r^2 at r = 2
+    (0.5, -0.25)
+    """
+    ranks = tf.stop_gradient(ranks)
+    weights, norm, transform = form = _FORMS[metric](labels, ranks, mask, topn, positions)
+    rank_gradient = _normalize(weights * transform.derivative(_safe_ranks(ranks, mask)),
+                               norm[:, None])
+    return _evaluate(form, ranks, mask), rank_gradient

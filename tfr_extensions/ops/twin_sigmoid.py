@@ -116,16 +116,22 @@ def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
     return tf.where(mask, values, lowest - gap)
 
 
-#: Under XLA, lists of a static length up to this take the two backward sums
-#: as reductions, which XLA fuses with the element-wise chain that builds G
-#: (measured on CPU: 1.05-1.2x faster than the batched product at L = 32-512,
-#: slower at 1024).
+#: Lists of a static length up to this take the two backward sums as row
+#: reductions instead of one batched matrix product: under XLA, which fuses
+#: them with the element-wise chain that builds G (1.05-1.2x faster at
+#: L = 32-512 on CPU, slower at 1024), and in graph mode up to
+#: ``GRAPH_REDUCE_MAX_LIST_SIZE``, where small batched products are slow.
 REDUCE_MAX_LIST_SIZE = 512
+GRAPH_REDUCE_MAX_LIST_SIZE = 64
 
 
 def _reduce_is_faster(pair_grads: tf.Tensor) -> bool:
     size = pair_grads.shape[-1]
-    return size is not None and size <= REDUCE_MAX_LIST_SIZE and lists.compiling_with_xla()
+    if size is None:
+        return False
+    if lists.compiling_with_xla():
+        return size <= REDUCE_MAX_LIST_SIZE
+    return size <= GRAPH_REDUCE_MAX_LIST_SIZE
 
 
 def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
@@ -156,7 +162,7 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
         if gradient == "type2":
             pair_grads = label_sign_matrix(_below_valid(labels, mask, 1.0)) * pair_grads
         scale, symmetric = 0.25 * alpha_b, gradient == "type1"
-    if _reduce_is_faster(pair_grads):  # both sums fuse with G's chain: G is never stored
+    if _reduce_is_faster(pair_grads):  # under XLA both sums fuse with G's chain
         weighted = tf.reduce_sum(pair_grads * upstream[:, None, :], axis=-1)  # G delta
         row_sums = tf.reduce_sum(pair_grads, axis=-1)  # G 1
     else:
@@ -219,17 +225,27 @@ def ranks_and_positions(scores, labels=None, mask=None, gradient: str = "type1",
                                         tie_break, seed)
 
 
-def prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b, tie_break, seed):
-    """:func:`ranks_and_positions` on inputs already through
-    :func:`lists.prepare_lists` and validated (the losses' path)."""
+def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed):
+    """The forward value of :func:`twin_sigmoid_ranks`, without a gradient.
+
+    Returns ``(ranks, positions)``: float ranks (0 at padded documents) and
+    int32 positions of the sort, equal to the ranks with tie breaking.
+    """
     if tie_break:
         seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
         tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
         positions = sorting.exact_ranks(scores, valid, tie_keys)
-        forward = tf.where(valid, tf.cast(positions, scores.dtype), tf.constant(0, scores.dtype))
+        ranks = tf.where(valid, tf.cast(positions, scores.dtype), tf.constant(0, scores.dtype))
     else:
         positions = sorting.exact_ranks(scores, valid)
-        forward = sorting.midranks(scores, valid)
+        ranks = sorting.midranks(scores, valid)
+    return ranks, positions
+
+
+def prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b, tie_break, seed):
+    """:func:`ranks_and_positions` on inputs already through
+    :func:`lists.prepare_lists` and validated."""
+    forward, positions = exact_forward_ranks(scores, valid, tie_break, seed)
 
     @tf.custom_gradient
     def _ranks(s):
@@ -239,3 +255,33 @@ def prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b, tie_b
         return tf.identity(forward), grad
 
     return _ranks(scores), positions
+
+
+def with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid,
+                               gradient: str, alpha_b: float) -> tf.Tensor:
+    r"""``value`` ``[B]``, a function of the twin-sigmoid ranks of ``scores``,
+    with the gradient of Eq. 17-18 chained onto its known rank derivative.
+
+    :math:`\partial v / \partial s_k = \sum_d \frac{\partial v}{\partial r_d}
+    \frac{\partial r_d}{\partial s_k}`, with ``rank_gradient`` =
+    :math:`\partial v / \partial r` ``[B, L]`` (e.g. from
+    :func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient`) and the
+    rank derivatives of :func:`twin_sigmoid_ranks`. The same gradient as
+    differentiating ``v(twin_sigmoid_ranks(scores))``, without autodiff
+    through ``v``.
+
+    Args:
+      value: ``[B]``, computed from :func:`exact_forward_ranks`.
+      rank_gradient: ``[B, L]``, 0 at padded documents.
+      scores, labels, valid: as prepared by :func:`lists.prepare_lists`.
+      gradient, alpha_b: as in :func:`twin_sigmoid_ranks` (validated).
+    """
+    @tf.custom_gradient
+    def _value(s):
+        def grad(upstream):
+            return _ranks_backward(upstream[:, None] * rank_gradient, s, labels, valid,
+                                   alpha_b, gradient)
+
+        return tf.identity(value), grad
+
+    return _value(scores)

@@ -19,7 +19,8 @@ which reports two figures:
 
 * ``MB``, the peak tensor memory of a warmed-up step above what was allocated
   before it, from TensorFlow's own allocator statistics
-  (``tf.config.experimental.get_memory_info("CPU:0")``): the working set a
+  (``tf.config.experimental.get_memory_info("CPU:0")``, which the probe
+  enables with ``TF_CPU_ALLOCATOR_USE_BFC=true``): the working set a
   training step needs, XLA's buffers included. The ratio ``mem`` is ours /
   peer on this figure (< 1: ours uses less).
 * ``rss``, the growth of the peak resident set (``VmHWM``, reset through
@@ -33,6 +34,7 @@ which reports two figures:
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -123,7 +125,9 @@ def peak_memory_mb(which: str, case: str, list_size: int, xla: bool) -> Tuple[fl
     """(tensor peak, first-call RSS growth) in MB of one loss, in a fresh process."""
     command = [sys.executable, "-m", "benchmarks.loss_throughput", "--memory-probe",
                json.dumps([which, case, list_size, xla])]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    # TF keeps allocator statistics on CPU only with its BFC allocator.
+    env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true")
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
     tensors, rss = out.strip().splitlines()[-1].split()
     return float(tensors), float(rss)
 

@@ -1,5 +1,7 @@
 """twin_sigmoid and twin_sigmoid_ranks: forward values, Eq. 11/20/21 derivatives,
 tie breaking, padding, extreme scores, and XLA."""
+import importlib
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -136,6 +138,44 @@ def test_rank_jacobian_equals_eq_17_18_in_numpy(gradient):
     jac = tape.jacobian(ranks, s).numpy()[0, :, 0, :]
     np.testing.assert_allclose(jac, oracles.rank_jacobian(labels[0], scores[0], 1.5, gradient),
                                rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+@pytest.mark.parametrize("dtype, spread", [(np.float64, 20.0), (np.float64, 2000.0),
+                                           (np.float32, 20.0), (np.float32, 200.0)])
+@pytest.mark.parametrize("xla", [False, True])
+def test_both_backward_forms_equal_eq_17_18_on_any_list_length(gradient, dtype, spread, xla):
+    # Spreads within _EXP_SPREAD_LIMIT take one exp per document, wider ones one
+    # tanh per pair; 37 and 130 documents are padded to the buckets 64 and 160
+    # (graph and eager mode) or to whole column blocks (XLA).
+    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
+    alpha = 1.5
+    for size in (7, 37, 130):
+        labels, scores = random_lists(batch=3, size=size, seed=size, dtype=dtype)
+        scores = scores / np.ptp(scores) * spread / alpha
+        valid = labels >= 0
+        assert bool(twin._exp_is_exact(tf.constant(scores), tf.constant(valid),
+                                       alpha)) == (spread < 60)
+        upstream = np.random.default_rng(size).normal(size=labels.shape).astype(dtype)
+
+        def grads(s):
+            with tf.GradientTape() as tape:
+                tape.watch(s)
+                ranks = ops.twin_sigmoid_ranks(s, tf.constant(labels), gradient=gradient,
+                                               alpha_b=alpha, seed=0)
+                objective = tf.reduce_sum(upstream * ranks)
+            return tape.gradient(objective, s)
+
+        got = tf.function(grads, jit_compile=xla)(tf.constant(scores)).numpy()
+        for b in range(len(labels)):
+            v = valid[b]
+            with np.errstate(over="ignore"):  # the oracle's 1 / (1 + exp(-x)) -> 0
+                jac = oracles.rank_jacobian(labels[b][v].astype(np.float64),
+                                            scores[b][v].astype(np.float64), alpha, gradient)
+            tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-4,
+                                                                                atol=2e-4)
+            np.testing.assert_allclose(got[b][v], upstream[b][v] @ jac, **tol)
+            np.testing.assert_array_equal(got[b][~v], 0.0)
 
 
 @pytest.mark.parametrize("gradient", GRADIENTS)

@@ -72,12 +72,13 @@ def _invert_rows(permutations: tf.Tensor) -> tf.Tensor:
     On CPU one ``invert_permutation`` over the rows laid end to end (4-8x
     faster than a ``scatter_nd``; int32, so B * L < 2^31). TF runs that op in
     host memory, so where a GPU or TPU is visible a device-side ``scatter_nd``
-    is used instead.
+    is used instead, and under XLA too (whose InvertPermutation kernel fails
+    on the permutations of the float64 two-sort path).
     """
     shape = tf.shape(permutations)
     offsets = tf.range(shape[0])[:, None] * shape[1]
     flat = tf.reshape(permutations + offsets, [-1])
-    if _accelerator_visible():
+    if _accelerator_visible() or lists.compiling_with_xla():
         inverse = tf.scatter_nd(flat[:, None], tf.range(tf.size(flat)), tf.shape(flat))
     else:
         inverse = tf.math.invert_permutation(flat)

@@ -22,9 +22,14 @@ so no cancellation occurs and every derivative is finite and bounded by
 
 Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`. Their
 forward value is computed by a sort in O(L log L); only the backward pass forms
-the L x L pairwise derivatives (Eq. 17-18 / 27-28), through one ``tanh`` per pair
-and one batched matrix product (under XLA, two fused row reductions).
+the L x L pairwise derivatives (Eq. 17-18 / 27-28) and their two row sums. Every
+derivative is a function of the pair's logistic :math:`e_j / (e_i + e_j)`,
+:math:`e = e^{\alpha_b s}`: one ``exp`` per document (one ``tanh`` per pair
+for lists whose scores spread too far for that), and XLA compiles the
+backward pass in every mode (graph and eager too), so the chain that builds
+the pairs runs as one fused loop and is stored once at most.
 """
+import math
 from typing import Optional
 
 import tensorflow as tf
@@ -95,17 +100,28 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1",
     return _step(x)
 
 
-def label_sign_matrix(labels: tf.Tensor) -> tf.Tensor:
-    """``u_ij = sign(y_i - y_j)``, ``[B, L, L]`` (Eq. 20)."""
-    return tf.sign(labels[:, :, None] - labels[:, None, :])
-
-
-# Padded documents enter the backward pass with a score this far (in units of
-# alpha_b * score / 2) below the list's lowest valid score, and a label 1 below
-# its lowest valid label. tanh saturates to exactly -1/+1 there (|x| > 20 is
-# enough in float64), so every pair with a padded document gets derivative 0
-# without a [B, L, L] mask. Finite, so no inf - inf.
+# Padded documents enter the tanh form of the backward pass with a score this
+# far (in units of alpha_b * score / 2) below the list's lowest valid score.
+# tanh saturates to exactly -1/+1 there (|x| > 20 is enough in float64), so
+# every pair with a padded document gets derivative 0 without a [B, L, L]
+# mask. Finite, so no inf - inf.
 _PADDED_SCORE_GAP = 1e3
+
+#: Largest spread ``alpha_b * (max - min)`` of a list's valid scores for which
+#: the backward pass takes the logistic of each pair from one ``exp`` per
+#: document (:class:`_LogisticsByExp`); a batch with a wider list takes one
+#: ``tanh`` per pair. Then ``exp(x - max x) >= e^-60`` (e^-600 in float64).
+_EXP_SPREAD_LIMIT = {tf.float32: 60.0, tf.float64: 600.0}
+# Added to e_i + e_j (>= e^-60, resp. e^-600, for valid pairs: a relative
+# change below 1e-11), so that two padded documents give 0 / tiny = 0.
+_TINY = {tf.float32: 1e-37, tf.float64: 1e-300}
+
+#: The backward pass sums each row of G in blocks of this many columns, then
+#: sums the blocks: XLA's CPU compiler splits longer reductions into a
+#: ``reduce-window`` that it does not fuse, which stored G and G * delta
+#: (4 ``[B, L, L]`` buffers at L = 128); reductions of 32 fuse with the chain
+#: that builds G, which is then stored once.
+_BLOCK = 32
 
 
 def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
@@ -116,61 +132,165 @@ def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
     return tf.where(mask, values, lowest - gap)
 
 
-#: Lists of a static length up to this take the two backward sums as row
-#: reductions instead of one batched matrix product: under XLA, which fuses
-#: them with the element-wise chain that builds G (1.05-1.2x faster at
-#: L = 32-512 on CPU, slower at 1024), and in graph mode up to
-#: ``GRAPH_REDUCE_MAX_LIST_SIZE``, where small batched products are slow.
-REDUCE_MAX_LIST_SIZE = 512
-GRAPH_REDUCE_MAX_LIST_SIZE = 64
+class _LogisticsByExp:
+    r"""The logistic :math:`q_{ij} = \sigma(x_j - x_i)` of every pair as
+    ``(a, b, d)``, :math:`q = a / d` and :math:`1 - q = b / d`, from one ``exp``
+    per document: :math:`e_i = e^{x_i - \max x}`, ``a`` = :math:`e_j`, ``b`` =
+    :math:`e_i`, ``d`` = :math:`e_i + e_j` (+ tiny). Padded documents get
+    :math:`e = 0`, so every pair with one has q or 1 - q = 0 (two padded
+    documents: 0 / tiny). Exact to rounding while each list's valid spread
+    is within ``_EXP_SPREAD_LIMIT``."""
+
+    @staticmethod
+    def per_document(x, mask):
+        """``(values [B, L], value of padded columns)``."""
+        highest = tf.reduce_max(tf.where(mask, x, tf.constant(-float("inf"), x.dtype)),
+                                axis=-1, keepdims=True)
+        e = tf.where(mask, tf.exp(tf.minimum(x - highest, 0.0)), tf.constant(0, x.dtype))
+        return e, tf.constant(0, x.dtype)
+
+    @staticmethod
+    def pairs(e_i, e_j):
+        return e_j, e_i, e_i + e_j + tf.constant(_TINY[e_i.dtype], e_i.dtype)
 
 
-def _reduce_is_faster(pair_grads: tf.Tensor) -> bool:
-    size = pair_grads.shape[-1]
-    if size is None:
-        return False
-    if lists.compiling_with_xla():
-        return size <= REDUCE_MAX_LIST_SIZE
-    return size <= GRAPH_REDUCE_MAX_LIST_SIZE
+class _LogisticsByTanh:
+    r""":class:`_LogisticsByExp` for any spread, with one ``tanh`` per pair:
+    :math:`\tau_{ij} = \tanh((x_j - x_i)/2)`, ``(1 + tau, 1 - tau, 2)``.
+    Padded documents sit ``_PADDED_SCORE_GAP`` below the lowest valid score,
+    where tau is exactly -1, so again q or 1 - q = 0 for every pair with one."""
+
+    @staticmethod
+    def per_document(x, mask):
+        half = _below_valid(0.5 * x, mask, _PADDED_SCORE_GAP)
+        return half, tf.reduce_min(half) - _PADDED_SCORE_GAP
+
+    @staticmethod
+    def pairs(half_i, half_j):
+        tau = tf.tanh(half_j - half_i)
+        return 1.0 + tau, 1.0 - tau, tf.constant(2, tau.dtype)
 
 
-def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
+def _pair_derivatives(logistics, labels_i, labels_j, alpha_b, gradient):
+    r"""G: :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)` of Eq. 11, 20 or 21, with
+    :math:`\sigma_b(s_i - s_j) = 1 - q_{ij} = b / d` and :math:`1 - \sigma_b =
+    q_{ij} = a / d` (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}` from the
+    labels of the rows and columns (padded ones below every valid label)."""
+    a, b, d = logistics
+    if gradient == "type1":  # Eq. 11
+        return alpha_b * a * b / tf.square(d)
+    higher, lower = labels_i > labels_j, labels_i < labels_j  # u_ij = 1, u_ij = -1
+    zero = tf.constant(0, a.dtype)
+    if gradient == "type3":  # Eq. 21: 2a(1 - sigma_b) if u = 1, -2a sigma_b if u = -1
+        return (2.0 * alpha_b) * tf.where(higher, a, tf.where(lower, -b, zero)) / d
+    pair_grads = alpha_b * a * b / tf.square(d)  # Eq. 20
+    return tf.where(higher, pair_grads, tf.where(lower, -pair_grads, zero))
+
+
+def _column_blocks(values: tf.Tensor, fill) -> tf.Tensor:
+    """``[B, L]`` -> ``[B, 1, C, _BLOCK]``: the columns in blocks, the last one
+    filled with ``fill``."""
+    batch, size = (tf.shape(values)[axis] if n is None else n  # static sizes for XLA
+                   for axis, n in enumerate(values.shape))
+    padded = tf.pad(values, [[0, 0], [0, -size % _BLOCK]], constant_values=fill)
+    return tf.reshape(padded, [batch, 1, -1, _BLOCK])
+
+
+def _exp_is_exact(scores, mask, alpha_b) -> tf.Tensor:
+    """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar)."""
+    x = scores * alpha_b
+    big = tf.constant(float("inf"), x.dtype)
+    spread = (tf.reduce_max(tf.where(mask, x, -big), axis=-1)
+              - tf.reduce_min(tf.where(mask, x, big), axis=-1))  # -inf for empty lists
+    return tf.reduce_all(spread <= _EXP_SPREAD_LIMIT[x.dtype])
+
+
+def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logistics):
     r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
 
     With :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`,
     :math:`\partial L/\partial s_k = \sum_i \delta_i g_{ik} - \delta_k \sum_j g_{kj}`,
-    :math:`\delta = \partial L / \partial r`. All three derivatives are written with
-    :math:`\tau_{ij} = \tanh(\alpha_b (s_j - s_i)/2) = 1 - 2\sigma_b(s_i - s_j)`:
-    type1 :math:`g = \tfrac{\alpha_b}{4}(1 - \tau^2)` (symmetric), type2
-    :math:`g = u\,\tfrac{\alpha_b}{4}(1 - \tau^2)` and type3
-    :math:`g = \alpha_b\,u\,(u\tau + 1)` (both antisymmetric), so both sums come
-    from one batched product :math:`G\,[\delta, 1]`. The diagonal cancels
-    (type1) or vanishes (:math:`u_{ii} = 0`). Peak memory in graph mode: two
-    ``[B, L, L]`` buffers (tau, and the label signs for type2/3; TF reuses
-    them in place along the chain); under XLA, up to ``REDUCE_MAX_LIST_SIZE``
-    documents, the chain fuses into two row reductions and G is never stored.
+    :math:`\delta = \partial L / \partial r`. Type1 G is symmetric, type2 and
+    type3 G antisymmetric (:math:`u_{ji} = -u_{ij}`), so both sums are
+    :math:`G\,[\delta, 1]`; the diagonal cancels (type1) or vanishes
+    (:math:`u_{ii} = 0`). Every :math:`g_{ij}` is a function of the logistic
+    :math:`\sigma(\alpha_b(s_j - s_i))`, from ``logistics``
+    (:class:`_LogisticsByExp` or :class:`_LogisticsByTanh`). XLA compiles
+    this body (see :func:`_ranks_backward`): G is built in blocks of
+    ``_BLOCK`` columns, ``[B, L, C, _BLOCK]``, and stored once at most.
     """
-    upstream = tf.where(mask, upstream, tf.constant(0, upstream.dtype))
-    half_scaled = _below_valid(scores * (0.5 * alpha_b), mask, _PADDED_SCORE_GAP)
-    tau = tf.tanh(half_scaled[:, None, :] - half_scaled[:, :, None])  # [B, L, L]
-    if gradient == "type3":
-        signs = label_sign_matrix(_below_valid(labels, mask, 1.0))
-        pair_grads = signs * (signs * tau + 1.0)
-        scale, symmetric = alpha_b, False
-    else:
-        pair_grads = 1.0 - tf.square(tau)
-        if gradient == "type2":
-            pair_grads = label_sign_matrix(_below_valid(labels, mask, 1.0)) * pair_grads
-        scale, symmetric = 0.25 * alpha_b, gradient == "type1"
-    if _reduce_is_faster(pair_grads):  # under XLA both sums fuse with G's chain
-        weighted = tf.reduce_sum(pair_grads * upstream[:, None, :], axis=-1)  # G delta
-        row_sums = tf.reduce_sum(pair_grads, axis=-1)  # G 1
-    else:
-        both = tf.linalg.matmul(pair_grads, tf.stack([upstream, tf.ones_like(upstream)], -1))
-        weighted, row_sums = both[..., 0], both[..., 1]
-    from_others = weighted if symmetric else -weighted  # sum_i delta_i g_ik
-    grads = scale * (from_others - upstream * row_sums)
-    return tf.where(mask, grads, tf.constant(0, grads.dtype))
+    dtype = scores.dtype
+    upstream = tf.where(mask, upstream, tf.constant(0, dtype))
+    labels_i = labels_j = None
+    if gradient != "type1":
+        labels = _below_valid(labels, mask, 1.0)
+        labels_i = labels[:, :, None, None]
+        labels_j = _column_blocks(labels, tf.reduce_min(labels) - 1.0)
+    values, fill = logistics.per_document(scores * alpha_b, mask)
+    pairs = logistics.pairs(values[:, :, None, None], _column_blocks(values, fill))
+    pair_grads = _pair_derivatives(pairs, labels_i, labels_j, alpha_b, gradient)
+    weighted = tf.reduce_sum(tf.reduce_sum(pair_grads * _column_blocks(upstream, 0.0), -1), -1)
+    row_totals = tf.reduce_sum(tf.reduce_sum(pair_grads, -1), -1)  # G 1
+    from_others = weighted if gradient == "type1" else -weighted  # sum_i delta_i g_ik
+    grads = from_others - upstream * row_totals
+    return tf.where(mask, grads, tf.constant(0, dtype))
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _compiled_backward_by_exp(upstream, scores, labels, mask, alpha_b, gradient):
+    """``(gradient by exp, whether it is exact)``, one XLA program."""
+    return (_ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient,
+                                 _LogisticsByExp),
+            _exp_is_exact(scores, mask, alpha_b))
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _compiled_backward_by_tanh(upstream, scores, labels, mask, alpha_b, gradient):
+    return _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient,
+                                _LogisticsByTanh)
+
+
+def bucket_size(size):
+    """The list length that :func:`_ranks_backward` pads ``size`` to before XLA
+    compiles it: a multiple of 32 up to 128, then the smallest ``m * 2^e >=
+    size`` with ``m`` in 4..7, so XLA compiles at most four programs per
+    doubling of the list length (per batch size), and pads at most 25% more
+    documents past 128 (none at 32, 64, 128, 256, 512, 1024, ...).
+
+    >>> [int(bucket_size(n)) for n in (1, 32, 33, 100, 128, 129, 700, 1024, 1251)]
+    [32, 32, 64, 128, 128, 160, 768, 1024, 1280]
+    """
+    size = tf.maximum(tf.cast(size, tf.int32), 1)
+    octave = tf.cast(tf.math.floor(tf.math.log(tf.cast(size, tf.float32)) / math.log(2.0)),
+                     tf.int32)
+    step = tf.maximum(tf.bitwise.left_shift(1, tf.maximum(octave - 2, 0)), _BLOCK)
+    return (size + step - 1) // step * step
+
+
+def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
+    """:func:`_ranks_backward_body`, compiled by XLA in every mode, with one
+    ``exp`` per document where that is exact and one ``tanh`` per pair where not.
+
+    Outside an XLA cluster the lists are padded (as padded documents, which
+    get exactly zero gradient) to :func:`bucket_size`, so XLA compiles one
+    program per batch size and bucket, not one per list length; the first
+    call at each shape pays the compilation (0.1-0.5 s). The choice between
+    the two forms is a graph-mode ``cond`` on a flag that the exp program
+    computes (about 10 us; an XLA conditional costs 70 us at L = 32).
+    """
+    args = (alpha_b, gradient)
+    if lists.compiling_with_xla():
+        def body(logistics):
+            return lambda: _ranks_backward_body(upstream, scores, labels, mask, *args, logistics)
+        return tf.cond(_exp_is_exact(scores, mask, alpha_b), body(_LogisticsByExp),
+                       body(_LogisticsByTanh))
+    size = tf.shape(scores)[1]
+    pad = [[0, 0], [0, bucket_size(size) - size]]
+    padded = (tf.pad(upstream, pad), tf.pad(scores, pad),
+              None if labels is None else tf.pad(labels, pad), tf.pad(mask, pad))
+    grads, exact = _compiled_backward_by_exp(*padded, *args)
+    grads = tf.cond(exact, lambda: grads, lambda: _compiled_backward_by_tanh(*padded, *args))
+    return grads[:, :size]
 
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",

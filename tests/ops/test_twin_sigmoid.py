@@ -145,9 +145,10 @@ def test_rank_jacobian_equals_eq_17_18_in_numpy(gradient):
                                            (np.float32, 20.0), (np.float32, 200.0)])
 @pytest.mark.parametrize("xla", [False, True])
 def test_both_backward_forms_equal_eq_17_18_on_any_list_length(gradient, dtype, spread, xla):
-    # Spreads within _EXP_SPREAD_LIMIT take one exp per document, wider ones one
-    # tanh per pair; 37 and 130 documents are padded to the buckets 64 and 160
-    # (graph and eager mode) or to whole column blocks (XLA).
+    # Spreads within _EXP_SPREAD_LIMIT take one exp per document, wider ones (and,
+    # under XLA, lists up to XLA_TANH_MAX_LIST_SIZE) one tanh per pair; 37 and 130
+    # documents are padded to the buckets 64 and 160 (graph and eager mode) or to
+    # whole column blocks (XLA).
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
     alpha = 1.5
     for size in (7, 37, 130):

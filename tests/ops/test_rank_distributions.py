@@ -261,3 +261,30 @@ def test_xla_takes_the_chunked_loop_past_its_tree_size():
     oracle = np.stack([rank_binomial(v, 0.9, m) for v, m in zip(scores, mask)])
     np.testing.assert_allclose(float(xla[0]), (oracle[:, :, :10] * weights.numpy()).sum(),
                                rtol=1e-10)
+
+
+@pytest.mark.parametrize("topn", [None, 10])
+def test_tree_levels_compiled_by_xla_equal_the_oracle_and_graph_ops(monkeypatch, topn):
+    # 140 documents make a tree of 256 leaves, past COMPILED_LEVELS_MIN_LIST_SIZE:
+    # each level is an XLA program (outside XLA); below it, graph ops.
+    assert rd.COMPILED_LEVELS_MIN_LIST_SIZE <= 256
+    scores, mask = _lists(3, 140, seed=4)
+    ranks = 140 if topn is None else topn
+    weights = tf.constant(np.random.default_rng(5).normal(size=(3, 140, ranks)))
+
+    def probs_and_grad():
+        s = tf.constant(scores)
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            probs = rank_distributions(s, mask, sigma=0.7, topn=topn)
+            value = tf.reduce_sum(probs * weights)
+        return probs.numpy(), tape.gradient(value, s).numpy()
+
+    compiled = probs_and_grad()
+    want = np.stack([rank_binomial(s, 0.7, m) for s, m in zip(scores, mask)])[..., :ranks]
+    np.testing.assert_allclose(compiled[0], want, atol=1e-12)
+    monkeypatch.setattr(rd, "COMPILED_LEVELS_MIN_LIST_SIZE", 10**9)
+    graph_ops = probs_and_grad()
+    np.testing.assert_allclose(compiled[0], graph_ops[0], atol=1e-13)
+    np.testing.assert_allclose(compiled[1], graph_ops[1], rtol=1e-10, atol=1e-12)
+    assert (compiled[1][~mask] == 0).all()

@@ -184,14 +184,15 @@ def _pair_derivatives(logistics, labels_i, labels_j, alpha_b, gradient):
     q_{ij} = a / d` (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}` from the
     labels of the rows and columns (padded ones below every valid label)."""
     a, b, d = logistics
-    if gradient == "type1":  # Eq. 11
-        return alpha_b * a * b / tf.square(d)
+    if gradient != "type3":  # (a / d) (b / d): a b and d^2 can underflow, the ratios not
+        pair_grads = alpha_b * (a / d) * (b / d)  # Eq. 11
+    if gradient == "type1":
+        return pair_grads
     higher, lower = labels_i > labels_j, labels_i < labels_j  # u_ij = 1, u_ij = -1
     zero = tf.constant(0, a.dtype)
     if gradient == "type3":  # Eq. 21: 2a(1 - sigma_b) if u = 1, -2a sigma_b if u = -1
         return (2.0 * alpha_b) * tf.where(higher, a, tf.where(lower, -b, zero)) / d
-    pair_grads = alpha_b * a * b / tf.square(d)  # Eq. 20
-    return tf.where(higher, pair_grads, tf.where(lower, -pair_grads, zero))
+    return tf.where(higher, pair_grads, tf.where(lower, -pair_grads, zero))  # Eq. 20
 
 
 def _column_blocks(values: tf.Tensor, fill) -> tf.Tensor:

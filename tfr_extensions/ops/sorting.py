@@ -66,28 +66,27 @@ def _accelerator_visible() -> bool:
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
-def _invert_rows(permutations: tf.Tensor) -> tf.Tensor:
+def _invert_rows(permutations: tf.Tensor, scatter: bool = False) -> tf.Tensor:
     """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``.
 
     On CPU one ``invert_permutation`` over the rows laid end to end (4-8x
     faster than a ``scatter_nd``; int32, so B * L < 2^31). TF runs that op in
     host memory, so where a GPU or TPU is visible a device-side ``scatter_nd``
-    is used instead, and under XLA too (whose InvertPermutation kernel fails
-    on the permutations of the float64 two-sort path).
+    is used instead; so it is where ``scatter`` is set.
     """
     shape = tf.shape(permutations)
     offsets = tf.range(shape[0])[:, None] * shape[1]
     flat = tf.reshape(permutations + offsets, [-1])
-    if _accelerator_visible() or lists.compiling_with_xla():
+    if scatter or _accelerator_visible():
         inverse = tf.scatter_nd(flat[:, None], tf.range(tf.size(flat)), tf.shape(flat))
     else:
         inverse = tf.math.invert_permutation(flat)
     return tf.reshape(inverse, shape) - offsets
 
 
-def inverse_order(order: tf.Tensor) -> tf.Tensor:
+def inverse_order(order: tf.Tensor, scatter: bool = False) -> tf.Tensor:
     """1-based positions from a sort order: ``positions[b, order[b, k]] = k + 1``. O(L) per list."""
-    return _invert_rows(order) + 1
+    return _invert_rows(order, scatter) + 1
 
 
 def order_from_positions(positions: tf.Tensor) -> tf.Tensor:
@@ -125,7 +124,10 @@ def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
     ``tie_keys``, then the lower index; padded documents take the last positions."""
     if _counting_is_faster(scores):
         return _count_positions(scores, mask, tie_keys)
-    return inverse_order(sort_order(scores, mask, tie_keys))
+    # XLA's InvertPermutation fails ("Dynamic reshape") on the order of the
+    # float64 two-sort path: a scatter inverts that one.
+    scatter = scores.dtype == tf.float64 and lists.compiling_with_xla()
+    return inverse_order(sort_order(scores, mask, tie_keys), scatter)
 
 
 def sort_descending(values: tf.Tensor, mask: tf.Tensor,

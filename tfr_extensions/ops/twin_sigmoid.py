@@ -265,9 +265,14 @@ def bucket_size(size):
     doubling of the list length (per batch size), and pads at most 25% more
     documents past 128 (none at 32, 64, 128, 256, 512, 1024, ...).
 
-    >>> [int(bucket_size(n)) for n in (1, 32, 33, 100, 128, 129, 700, 1024, 1251)]
+    >>> [bucket_size(n) for n in (1, 32, 33, 100, 128, 129, 700, 1024, 1251)]
     [32, 32, 64, 128, 128, 160, 768, 1024, 1280]
+    >>> int(bucket_size(tf.constant(1251)))  # a tensor (unknown static size) too
+    1280
     """
+    if isinstance(size, int):  # a static size: no graph ops
+        step = max(1 << max(size.bit_length() - 3, 0), _BLOCK)
+        return -(-max(size, 1) // step) * step
     size = tf.maximum(tf.cast(size, tf.int32), 1)
     octave = tf.cast(tf.math.floor(tf.math.log(tf.cast(size, tf.float32)) / math.log(2.0)),
                      tf.int32)
@@ -298,13 +303,15 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
             return body(_LogisticsByTanh)()
         return tf.cond(_exp_is_exact(scores, mask, alpha_b), body(_LogisticsByExp),
                        body(_LogisticsByTanh))
-    size = tf.shape(scores)[1]
-    pad = [[0, 0], [0, bucket_size(size) - size]]
-    padded = (tf.pad(upstream, pad), tf.pad(scores, pad),
-              None if labels is None else tf.pad(labels, pad), tf.pad(mask, pad))
+    size = scores.shape[1] if scores.shape[1] is not None else tf.shape(scores)[1]
+    padding = bucket_size(size) - size
+    on_bucket = isinstance(padding, int) and padding == 0  # (known without graph ops)
+    padded = (upstream, scores, labels, mask)
+    if not on_bucket:
+        padded = tuple(None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in padded)
     grads, exact = _compiled_backward_by_exp(*padded, *args)
     grads = tf.cond(exact, lambda: grads, lambda: _compiled_backward_by_tanh(*padded, *args))
-    return grads[:, :size]
+    return grads if on_bucket else grads[:, :size]
 
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",

@@ -72,26 +72,44 @@ METRIC_FUNCTIONS = {
 }
 
 
+#: rules for lists without a relevant document (see ``tfr_extensions.evaluation``)
+NO_RELEVANT_RULES = ("exclude", "zero", "one")
+
+
 @tf.keras.utils.register_keras_serializable(package="tfr_extensions")
 class RankingMetric(tf.keras.metrics.Mean):
     """Mean of an exact per-list metric over the lists seen, for ``model.compile``.
 
-    Lists with no valid document are skipped; lists without relevant documents
-    count 0, as TF-Ranking's Keras metrics do. ``y_pred`` may be float16. A
-    ``[B, 1]`` sample weight weighs lists; a ``[B, L]`` one is averaged per list.
+    Lists with no valid document are skipped. Lists without a relevant document
+    follow ``no_relevant``: ``"zero"`` (default) counts them 0, as TF-Ranking's
+    Keras metrics do; ``"exclude"`` leaves them out of the mean (PT-Ranking,
+    and the default of :mod:`tfr_extensions.evaluation`); ``"one"`` counts them
+    1 (LightGBM, XGBoost). So the metric over a validation set equals
+    ``tfrx.evaluation.evaluate(..., no_relevant=rule)``'s mean. ``y_pred`` may
+    be float16. A ``[B, 1]`` sample weight weighs lists; a ``[B, L]`` one is
+    averaged per list.
 
     >>> m = RankingMetric("nerr", topn=10)
     >>> _ = m.update_state([[0., 1.]], [[0.2, 0.9]])
     >>> float(m.result())
     1.0
+    >>> m = RankingMetric("ndcg", no_relevant="exclude")
+    >>> _ = m.update_state([[0., 1.], [0., 0.]], [[0.2, 0.9], [0.5, 0.1]])
+    >>> float(m.result())  # the second list has no relevant document
+    1.0
     """
 
     def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
-                 name: Optional[str] = None, dtype=None, **kwargs):
+                 name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero",
+                 **kwargs):
         lists.validate_choice(metric, tuple(METRIC_FUNCTIONS), "metric")
+        lists.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
         self._metric = metric
         self._topn = lists.validate_topn(topn)
+        self._no_relevant = no_relevant
         default = f"{metric}_{topn}" if topn else metric
+        if no_relevant != "zero":
+            default += f"_{no_relevant}"
         super().__init__(name=name or default, dtype=dtype, **kwargs)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
@@ -102,6 +120,12 @@ class RankingMetric(tf.keras.metrics.Mean):
         values = METRIC_FUNCTIONS[self._metric](y_true, y_pred, self._topn)
         any_valid = tf.reduce_any(tf.greater_equal(tf.cast(y_true, tf.float32), 0.0), axis=-1)
         weights = tf.cast(any_valid, values.dtype)
+        if self._no_relevant != "zero":
+            relevant = has_relevant(y_true)
+            if self._no_relevant == "exclude":
+                weights *= tf.cast(relevant, values.dtype)
+            else:
+                values = tf.where(relevant, values, tf.ones_like(values))
         if sample_weight is not None:
             sample_weight = tf.cast(sample_weight, values.dtype)
             if sample_weight.shape.rank == 2:
@@ -111,5 +135,6 @@ class RankingMetric(tf.keras.metrics.Mean):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"metric": self._metric, "topn": self._topn})
+        config.update({"metric": self._metric, "topn": self._topn,
+                       "no_relevant": self._no_relevant})
         return config

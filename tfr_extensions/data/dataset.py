@@ -5,20 +5,31 @@ float32 [B, L])``; padded documents have label ``-1`` (TF-Ranking's padding),
 mask False and features 0. ``L`` is the longest list of the batch, or exactly
 ``list_size``.
 
-The dataset is built over *query indices* (``from_tensor_slices`` over Q
-integers); each element slices its rows out of the one features tensor with the
-query offsets, so it scales to millions of documents and lists of thousands
-without Python per document. Lists longer than ``list_size`` are shuffled, then
-truncated (as TF-Ranking's ELWC reader does with ``shuffle_examples``), with
-stateless randomness derived from ``seed``.
+How a batch is made (no Python and no ``map`` per query or per document):
+
+1. once, when the dataset is built, the features are laid out as a *table*
+   ``[N + 1, F]``: z-scored per query (:func:`query_zscore_rows`, vectorized
+   over blocks of queries) or copied raw, plus one last all-zero row that
+   every padded position points at (labels get a ``-1`` row);
+2. the dataset runs over *query positions*; they are shuffled and batched
+   first, then one small function turns a batch of ``B`` positions into its
+   ``[B, L]`` row indices (a random order within each list when ``list_size``
+   truncates) and gathers ``[B, L, F]`` features and ``[B, L]`` labels from
+   the tables, one ``tf.gather`` each.
+
+So a batch costs one gather, whatever the normalization, and it scales to
+millions of documents and lists of thousands. Lists longer than ``list_size``
+are shuffled, then truncated (as TF-Ranking's ELWC reader does with
+``shuffle_examples``), with stateless randomness derived from ``seed``. The
+z-score is the query's: over all its documents (the papers' "z-score at a
+query level"), also when ``list_size`` keeps only some of them.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.data.libsvm import LibSVMData
-from tfr_extensions.data.normalization import query_zscore
 
 NORMALIZATIONS = ("query_zscore", "none")
 PADDING_LABEL = -1.0  # TF-Ranking's label for padded documents
@@ -31,6 +42,21 @@ def _check_int(value, arg: str, minimum: int, allow_none: bool = False) -> Optio
         kind = f"None or an int >= {minimum}" if allow_none else f"an int >= {minimum}"
         raise ValueError(f"`{arg}` must be {kind}; got {value!r}.")
     return int(value)
+
+
+def check_options(list_size: Optional[int], batch_size: int, seed: int,
+                  normalization: str) -> Tuple[Optional[int], int, int]:
+    """Validated ``(list_size, batch_size, seed)`` of :func:`ranking_dataset`
+    (no TensorFlow work, so builders can check before a strategy exists).
+
+    Raises:
+      ValueError: naming the option and what it must be.
+    """
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
+                         f"got {normalization!r}.")
+    return (_check_int(list_size, "list_size", 1, allow_none=True),
+            _check_int(batch_size, "batch_size", 1), _check_int(seed, "seed", 0))
 
 
 def select_queries(data: LibSVMData, drop_no_relevant: bool = False,
@@ -67,19 +93,22 @@ def ranking_dataset(
     prefetch: bool = True,
     *,
     drop_remainder: bool = False,
+    feature_key: str = "features",
+    mask_key: str = "mask",
 ) -> tf.data.Dataset:
     """Batches of padded lists for Keras ranking models.
 
     Args:
       data: a :class:`LibSVMData` (from ``read_libsvm`` or ``synthetic``).
       list_size: None pads to the batch's longest list; an int pads or
-        truncates every list to exactly this many documents (lists longer than
-        it are shuffled first, seeded).
+        truncates every list to exactly this many documents (the documents of
+        each list are shuffled first, seeded, so a long list gives a random
+        subset).
       batch_size: lists per batch.
       shuffle: shuffle the queries (seeded, a new order every epoch). Use False
         for evaluation.
-      normalization: ``"query_zscore"`` (:func:`query_zscore` over each list's
-        valid documents, the seeds' protocol) or ``"none"`` (raw features; the
+      normalization: ``"query_zscore"`` (:func:`query_zscore_rows` over all
+        documents of each query, the papers' protocol) or ``"none"`` (raw features; the
         models normalize inside, so exported models take raw features).
       drop_no_relevant: drop queries without a document of label > 0
         (training only: evaluation must keep them).
@@ -87,9 +116,14 @@ def ranking_dataset(
       seed: the seed of query shuffling and of the shuffle before truncation.
       prefetch: ``prefetch(tf.data.AUTOTUNE)`` at the end.
       drop_remainder: drop the last, smaller batch.
+      feature_key, mask_key: the keys of the features and the mask in the
+        input dict (TF-Ranking pipelines name the mask ``"list_mask"``).
 
     Returns:
       A ``tf.data.Dataset`` of ``({"features": [B, L, F], "mask": [B, L]}, labels)``.
+
+    Raises:
+      ValueError: for a bad option, or when no query is left to serve.
 
     >>> from tfr_extensions.data.synthetic import synthetic
     >>> batch = next(iter(ranking_dataset(synthetic(num_queries=8, num_features=3),
@@ -97,50 +131,115 @@ def ranking_dataset(
     >>> batch[0]["features"].shape.as_list(), batch[1].shape.as_list()
     ([4, 10, 3], [4, 10])
     """
-    list_size = _check_int(list_size, "list_size", 1, allow_none=True)
-    batch_size = _check_int(batch_size, "batch_size", 1)
-    seed = _check_int(seed, "seed", 0)
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
-                         f"got {normalization!r}.")
+    list_size, batch_size, seed = check_options(list_size, batch_size, seed, normalization)
+    if feature_key == mask_key:
+        raise ValueError(f"`feature_key` and `mask_key` must differ; both are {feature_key!r}.")
     queries = select_queries(data, drop_no_relevant, min_list_size)
-    num_features = data.features.shape[1]
-    features = tf.convert_to_tensor(np.asarray(data.features, np.float32))
-    labels = tf.convert_to_tensor(np.asarray(data.labels, np.float32))
-    offsets = tf.convert_to_tensor(np.asarray(data.query_offsets, np.int64))
+    if queries.size == 0:
+        raise ValueError(
+            f"No query to serve: {data.num_queries} queries, none left after "
+            f"`drop_no_relevant={drop_no_relevant}` and `min_list_size={min_list_size}`.")
+    offsets = np.asarray(data.query_offsets, np.int64)
+    num_documents = data.num_documents
+    # Row indices are int32 where they fit (faster gathers), int64 beyond.
+    index_dtype = np.int32 if num_documents < 2**31 - 1 else np.int64
+    # [Q', 2]: first row and length of each served query, one gather per batch.
+    spans = tf.constant(np.stack([offsets[queries], offsets[queries + 1] - offsets[queries]],
+                                 axis=1).astype(index_dtype))
+    table = tf.convert_to_tensor(feature_table(data, normalization))
+    label_table = tf.convert_to_tensor(
+        np.append(np.asarray(data.labels, np.float32), np.float32(PADDING_LABEL)))
+    padding_row = tf.constant(num_documents, index_dtype)
 
-    def take_list(query, doc_seed):
-        start, end = offsets[query], offsets[query + 1]
-        list_features, list_labels = features[start:end], labels[start:end]
-        if list_size is not None:
-            # Shuffle, then truncate: a random subset when the list is too long.
-            keys = tf.random.stateless_uniform(tf.shape(list_labels), seed=doc_seed)
-            order = tf.argsort(keys, stable=True)[:list_size]
-            list_features = tf.gather(list_features, order)
-            list_labels = tf.gather(list_labels, order)
-        mask = tf.ones(tf.shape(list_labels), tf.bool)
-        return list_features, mask, list_labels
+    def make_batch(positions, batch_seed):
+        """``[B]`` query positions -> one padded batch."""
+        span = tf.gather(spans, positions)
+        start, length = span[:, :1], span[:, 1:]  # [B, 1] each; lengths >= 1
+        longest = tf.reduce_max(length)
+        column = tf.range(longest, dtype=length.dtype)[None, :]  # [1, W]
+        if list_size is None:
+            valid = column < length  # [B, W]
+            offset = column
+        else:
+            # A random order within each list (padding sorts last); the first
+            # list_size positions are kept.
+            keys = tf.random.stateless_uniform(
+                tf.stack([tf.size(positions), tf.cast(longest, tf.int32)]), seed=batch_seed)
+            keys = tf.where(column < length, keys, 2.0)
+            order = tf.cast(tf.argsort(keys, axis=1, stable=True)[:, :list_size], length.dtype)
+            order = tf.pad(order, [[0, 0], [0, list_size - tf.shape(order)[1]]])
+            offset = tf.ensure_shape(order, [None, list_size])
+            valid = tf.range(list_size, dtype=length.dtype)[None, :] < length
+        rows = tf.where(valid, start + offset, padding_row)  # [B, L]
+        return ({feature_key: tf.gather(table, rows), mask_key: valid},
+                tf.gather(label_table, rows))
 
-    dataset = tf.data.Dataset.from_tensor_slices(queries)
+    dataset = tf.data.Dataset.range(queries.size)
     if shuffle and queries.size:
         dataset = dataset.shuffle(queries.size, seed=seed, reshuffle_each_iteration=True)
-    # One stateless seed per element; new ones every epoch when shuffling.
-    doc_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=shuffle)
-    doc_seeds = doc_seeds.batch(2, drop_remainder=True)
-    dataset = tf.data.Dataset.zip((dataset, doc_seeds))
-    dataset = dataset.map(take_list, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    dataset = dataset.padded_batch(
-        batch_size,
-        padded_shapes=([list_size, num_features], [list_size], [list_size]),
-        padding_values=(0.0, False, PADDING_LABEL),
-        drop_remainder=drop_remainder)
-
-    def to_inputs(batch_features, mask, batch_labels):
-        if normalization == "query_zscore":
-            batch_features = query_zscore(batch_features, mask)
-        return {"features": batch_features, "mask": mask}, batch_labels
-
-    dataset = dataset.map(to_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    # One stateless seed per batch; new ones every epoch when shuffling.
+    batch_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=shuffle)
+    batch_seeds = batch_seeds.batch(2, drop_remainder=True)
+    dataset = tf.data.Dataset.zip((dataset, batch_seeds))
+    dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if prefetch:
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return dataset
+
+
+
+def feature_table(data: LibSVMData, normalization: str = "query_zscore",
+                  block_rows: int = 1 << 18) -> np.ndarray:
+    """float32 ``[N + 1, F]``: each row's features (z-scored per query, or raw),
+    then one all-zero row for padded positions.
+
+    >>> data = LibSVMData(np.array([[1., 5.], [3., 5.], [9., 9.]], np.float32),
+    ...                   np.zeros(3, np.float32), np.array([1, 1, 2]), np.array([0, 2, 3]))
+    >>> feature_table(data).tolist()
+    [[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    """
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
+                         f"got {normalization!r}.")
+    features = data.features
+    table = np.empty((data.num_documents + 1, data.num_features), np.float32)
+    table[-1] = 0.0
+    if normalization == "none":
+        table[:-1] = features
+        return table
+    offsets = np.asarray(data.query_offsets, np.int64)
+    first = 0
+    while first < data.num_queries:  # blocks of whole queries, about block_rows rows
+        last = int(np.searchsorted(offsets, offsets[first] + block_rows, side="right")) - 1
+        last = min(max(last, first + 1), data.num_queries)
+        rows = slice(offsets[first], offsets[last])
+        table[rows] = query_zscore_rows(features[rows], offsets[first:last + 1] - offsets[first])
+        first = last
+    return table
+
+
+def query_zscore_rows(features: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """:func:`query_zscore` of contiguous lists in NumPy: ``[n, F]`` rows grouped by
+    ``offsets`` (``[q + 1]``, from 0 to n) -> float32 ``[n, F]``.
+
+    The same formula (population standard deviation; a feature constant within
+    its list, decided exactly from its minimum and maximum, becomes 0),
+    computed in float64 with one ``reduceat`` per statistic.
+
+    >>> query_zscore_rows(np.array([[1., 5.], [3., 5.], [9., 9.]]), np.array([0, 2, 3])).tolist()
+    [[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]
+    """
+    features = np.asarray(features, np.float64)
+    sizes = np.diff(offsets)
+    starts = offsets[:-1][sizes > 0]  # reduceat needs non-empty segments
+    sizes = sizes[sizes > 0]
+    if features.shape[0] == 0:
+        return features.astype(np.float32)
+    mean = np.add.reduceat(features, starts, axis=0) / sizes[:, None]
+    centred = features - np.repeat(mean, sizes, axis=0)
+    std = np.sqrt(np.add.reduceat(np.square(centred), starts, axis=0) / sizes[:, None])
+    varies = ((np.maximum.reduceat(features, starts, axis=0)
+               > np.minimum.reduceat(features, starts, axis=0)) & (std > 0))
+    scale = np.repeat(np.where(varies, std, 1.0), sizes, axis=0)
+    return np.where(np.repeat(varies, sizes, axis=0), centred / scale, 0.0).astype(np.float32)

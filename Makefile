@@ -1,6 +1,20 @@
-# Everything runs inside .venv, created with Python 3.11 on first use.
+# Everything runs inside a virtualenv per stack, created with Python 3.11 on first use:
+#   make test                 the default stack tf215: .venv, TF 2.15 + TF-Ranking 0.5.5, numpy 1
+#   make test STACK=tf221     .venv-tf221: TF 2.21 + tf-keras 2.21 (Keras 2), numpy 2, no TF-Ranking
+# The versions are pinned by stacks/$(STACK).txt (pip constraints) and the setup.py extra $(STACK).
 PYTHON ?= python3.11
+STACK ?= tf215
+
+ifeq ($(STACK),tf215)
 VENV := .venv
+else ifeq ($(STACK),tf221)
+VENV := .venv-tf221
+# TF >= 2.16 maps tf.keras to Keras 3 unless told to use tf-keras (Keras 2).
+export TF_USE_LEGACY_KERAS := 1
+else
+$(error Unknown STACK '$(STACK)': use tf215 (default) or tf221)
+endif
+
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
@@ -8,10 +22,10 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): setup.py
+$(STAMP): setup.py stacks/$(STACK).txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c stacks/$(STACK).txt -e '.[$(STACK),test]'
 	touch $(STAMP)
 
 demo: setup
@@ -24,4 +38,4 @@ bench: setup
 	$(PY) -m benchmarks.loss_throughput
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf .venv .venv-tf221 build *.egg-info

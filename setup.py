@@ -1,5 +1,35 @@
-"""Installs `tfr_extensions` (the library) and `pipelines` (its command-line jobs)."""
+"""Installs `tfr_extensions` (the library) and `pipelines` (its command-line jobs).
+
+TensorFlow comes from one of two stack extras (pick exactly one):
+
+* ``tf215``: TensorFlow 2.15 with TF-Ranking 0.5.5 (which pins TF < 2.16), numpy 1;
+  ``pip install -e '.[tf215,test]' -c stacks/tf215.txt``.
+* ``tf221``: TensorFlow 2.21 with Keras 2 as tf-keras 2.21 (run with
+  ``TF_USE_LEGACY_KERAS=1``), numpy 2, no TF-Ranking;
+  ``pip install -e '.[tf221,test]' -c stacks/tf221.txt``.
+
+The ``stacks/*.txt`` constraint files pin the versions CI tests; ``make setup
+STACK=...`` uses them.
+"""
 from setuptools import find_packages, setup
+
+STACKS = {
+    "tf215": [
+        "tensorflow==2.15.*",
+        "tensorflow-ranking==0.5.5",
+        "tensorflow-serving-api==2.15.*",  # ExampleListWithContext / PredictRequest protos
+        "numpy<2",
+    ],
+    "tf221": [
+        # `tensorflow` only: tf-keras depends on it, so `tensorflow-cpu` as well
+        # would download a second TensorFlow wheel.
+        "tensorflow==2.21.*",
+        "tf-keras==2.21.*",
+        "tensorflow-serving-api==2.21.*",
+        "tensorboard==2.21.*",  # no longer a dependency of TensorFlow since 2.20
+        "numpy>=2",
+    ],
+}
 
 setup(
     name="tfr_extensions",
@@ -8,18 +38,16 @@ setup(
         "TF-Ranking extensions: twin-sigmoid direct metric optimization, SoftRank, "
         "WassRank, policy-gradient ranking, LETOR data and TF Serving export."
     ),
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.10,<3.14",
     packages=find_packages(include=["tfr_extensions", "tfr_extensions.*", "pipelines", "pipelines.*"]),
     install_requires=[
-        "tensorflow==2.15.*",
-        "tensorflow-ranking==0.5.5",
-        "tensorflow-serving-api==2.15.*",  # PredictRequest protos for the serving tests
-        "numpy<2",
+        "tensorflow>=2.15,<2.22",
+        "numpy",
         "pandas",
         "scipy",
         "matplotlib",
         "lightgbm",
         "scikit-learn",  # the LibSVM loader our reader is benchmarked and checked against
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={**STACKS, "test": ["pytest"]},
 )

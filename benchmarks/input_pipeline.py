@@ -6,7 +6,8 @@ Both input paths serve the same queries in one process:
   the arrays in memory, with ``normalization="query_zscore"`` and ``"none"``;
 * TF-Ranking: ``tfr.keras.pipeline.SimpleDatasetBuilder.build_train_dataset()``
   over the same queries written as ELWC TFRecords by ``tfrx.data.to_elwc``
-  (TF-Ranking parses the protos; it has no normalization option).
+  (TF-Ranking parses the protos; it has no normalization option); where
+  TF-Ranking does not import, the port of :mod:`benchmarks.peers`.
 
 Each path is timed as batches per second of a Python loop over the dataset
 (what ``model.fit`` sees), after a warm-up. The paths alternate in
@@ -33,9 +34,9 @@ import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 import tfr_extensions as tfrx
+from benchmarks import peers
 
 MQ2008_TRAIN = pathlib.Path(os.environ.get(
     "TFRX_DATA_DIR", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"),
@@ -58,19 +59,6 @@ def load(source: str) -> tfrx.data.LibSVMData:
         print(f"(MQ2008 not found at {MQ2008_TRAIN}: a synthetic set of its shape)")
         return tfrx.data.synthetic(num_queries=471, num_features=46, list_size=(5, 121))
     return tfrx.data.synthetic(num_queries=2000, num_features=136, list_size=(20, 220))
-
-
-def tfr_dataset(elwc_path: str, num_features: int, batch_size: int,
-                list_size: Optional[int]) -> tf.data.Dataset:
-    """TF-Ranking's stock dataset builder over our ELWC file (features + mask)."""
-    context_spec, example_spec = tfrx.data.elwc_feature_specs(num_features, qid_name=None)
-    label_spec = ("relevance", example_spec.pop("relevance"))
-    hparams = tfr.keras.pipeline.DatasetHparams(
-        train_input_pattern=elwc_path, valid_input_pattern=elwc_path,
-        train_batch_size=batch_size, valid_batch_size=batch_size, list_size=list_size)
-    builder = tfr.keras.pipeline.SimpleDatasetBuilder(
-        context_spec, example_spec, "mask", label_spec, hparams)
-    return builder.build_train_dataset()
 
 
 def ours_dataset(data, batch_size: int, list_size: Optional[int],
@@ -122,7 +110,7 @@ def run_case(name: str, data, workdir: str, batches: int, rounds: int,
     elwc = os.path.join(workdir, f"{source}.tfrecord")
     if not os.path.exists(elwc):
         tfrx.data.to_elwc(data, elwc)
-    theirs = tfr_dataset(elwc, data.num_features, batch_size, list_size)
+    theirs = peers.peer_elwc_dataset(elwc, data.num_features, batch_size, list_size)
     datasets = {
         "ours z-score": ours_dataset(data, batch_size, list_size, "query_zscore"),
         "ours none": ours_dataset(data, batch_size, list_size, "none"),
@@ -157,8 +145,8 @@ def main(argv: Optional[Iterable[str]] = None) -> None:
     parser.add_argument("--train", action="store_true", help="also time training steps")
     parser.add_argument("--steps", type=int, default=40, help="training steps per window")
     args = parser.parse_args(argv)
-    print(f"TensorFlow {tf.__version__}, TF-Ranking {tfr.__version__}, "
-          f"{os.cpu_count()} CPU cores")
+    print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores; peer: "
+          f"{peers.peer_source()}")
     loaded: Dict[str, tfrx.data.LibSVMData] = {}
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.cases:

@@ -1,7 +1,8 @@
 """Forward+backward throughput and peak memory of our losses against TF-Ranking's.
 
 Each case pairs one of our losses (built by registry name) with the TF-Ranking
-loss it competes with, and both run in this one process on the same random
+loss it competes with (TF-Ranking's own where it imports, else the port of
+:mod:`benchmarks.peers`; the first line says which), and both run in this one process on the same random
 batch, in graph mode (``tf.function``) and under XLA (``jit_compile=True``).
 Throughput is lists per second of ``loss + d loss / d scores``, the best of
 ``WINDOWS`` timing windows in which ours and the peer alternate; the ratio is
@@ -39,22 +40,17 @@ import os
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 import tfr_extensions as tfrx
+from benchmarks import peers
 
 # Batch size for each list size (issue 2): lists of 32 and 128 in batches of 64,
 # lists of 512 and 1024 in batches of 16.
 BATCH_FOR_SIZE = {32: 64, 128: 64, 512: 16, 1024: 16}
-
-PEERS: Dict[str, Callable[[], tf.keras.losses.Loss]] = {
-    "ApproxNDCG": lambda: tfr.keras.losses.ApproxNDCGLoss(),
-    "Softmax": lambda: tfr.keras.losses.SoftmaxLoss(),
-}
 
 # Timing windows per loss: ours and the peer alternate, and each keeps its best
 # window, so that load which comes and goes on a shared machine (the same case
@@ -87,7 +83,7 @@ def make_batch(list_size: int, seed: int = 0) -> Tuple[tf.Tensor, tf.Tensor]:
 
 def build_loss(which: str, case: str) -> tf.keras.losses.Loss:
     name, kwargs, peer = CASES[case]
-    return tfrx.losses.get(name, **kwargs) if which == "ours" else PEERS[peer]()
+    return tfrx.losses.get(name, **kwargs) if which == "ours" else peers.peer_loss(peer)
 
 
 def step_fn(loss: tf.keras.losses.Loss, xla: bool, steps: int = 1):
@@ -233,6 +229,7 @@ def main(argv=None) -> None:
     for mode in args.modes.split(","):
         if mode not in ("graph", "xla"):
             parser.error(f"unknown mode {mode!r}; choose graph and/or xla")
+    print(f"TensorFlow {tf.__version__}; peers: {peers.peer_source()}", flush=True)
     rows = run(cases, [int(s) for s in args.sizes.split(",")], args.modes.split(","),
                args.seconds, not args.no_memory, args.steps_per_call)
     if args.json:

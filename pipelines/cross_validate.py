@@ -73,6 +73,12 @@ class Method:
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
+    def needs_tf_ranking(self) -> bool:
+        """Whether the loss is one of TF-Ranking's (not available on the tf221 stack)."""
+        from tfr_extensions.losses import registry
+        return self.kind == "loss" and self.loss not in registry.tfrx_loss_names()
+
+    @property
     def players(self) -> Tuple[str, ...]:
         """Scorers evaluated from one training ("" = the only one)."""
         return ("generator", "discriminator") if self.kind == "irgan" else ("",)
@@ -151,6 +157,14 @@ def resolve_method(spec: str) -> Method:
                                overrides=overrides)
 
 
+def default_methods() -> Tuple[str, ...]:
+    """Every preset but ``lambdamart_seeds``; without TF-Ranking, also without
+    the presets of TF-Ranking's losses (LambdaRank, ListNet, ListMLE, ApproxNDCG)."""
+    from tfr_extensions import compat
+    return tuple(key for key, method in METHODS.items() if key != "lambdamart_seeds"
+                 and (compat.has_tf_ranking() or not method.needs_tf_ranking))
+
+
 @dataclasses.dataclass(frozen=True)
 class CVConfig:
     """Everything a comparison depends on (written as ``cv_config.json``)."""
@@ -158,7 +172,8 @@ class CVConfig:
     name: str = "mq2008"
     data: str = DEFAULT_DATA
     folds: Tuple[int, ...] = (1, 2, 3, 4, 5)
-    methods: Tuple[str, ...] = tuple(m for m in METHODS if m != "lambdamart_seeds")
+    #: () = :func:`default_methods`
+    methods: Tuple[str, ...] = ()
     #: (method pattern, parameter, values): fnmatch pattern over method keys
     grid: Tuple[Tuple[str, str, Tuple[Any, ...]], ...] = ()
     epochs: int = 30
@@ -175,8 +190,13 @@ class CVConfig:
     report_dir: str = os.path.join("docs", "results")
 
     def __post_init__(self):
+        from tfr_extensions import compat
+        if not self.methods:
+            object.__setattr__(self, "methods", default_methods())
         for m in self.methods:
-            resolve_method(m)
+            if resolve_method(m).needs_tf_ranking and not compat.has_tf_ranking():
+                raise ValueError(f"Method {m!r} trains a TF-Ranking loss, and TF-Ranking does not "
+                                 "import here (the tf221 stack has none); leave it out.")
         if not self.folds:
             raise ValueError("`folds` must name at least one fold; got ().")
         for arg in ("epochs", "batch_size", "lambdamart_rounds", "lambdamart_early_stopping"):

@@ -3,7 +3,9 @@
 1. splits ``tfrx.data.synthetic()`` into train / validation / test queries;
 2. prints validation and test nDCG@5 of the untrained ``R4.L`` scorer;
 3. trains ``R4.L`` with ``twin_ndcg_type3`` (this package) and with TF-Ranking's
-   ``approx_ndcg_loss`` through :func:`pipelines.train.run`;
+   ``approx_ndcg_loss`` through :func:`pipelines.train.run` (where TF-Ranking is
+   installed; without it, as on the tf221 stack, that row is left out and the
+   demo says so);
 4. trains LambdaMART through :func:`pipelines.lambdamart.run`;
 5. exports the twin-sigmoid model to ``saved_models/demo/1`` (TF Serving layout);
 6. prints a comparison table of test metrics.
@@ -23,6 +25,7 @@ import tensorflow as tf
 
 from pipelines import lambdamart
 from pipelines import train
+from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
 
@@ -64,8 +67,12 @@ def main(argv=None) -> pd.DataFrame:
           f"test nDCG@5 = {untrained['test']['ndcg@5']:.4f}")
 
     rows = {"untrained R4.L": untrained["test"]}
-    for label, loss in (("twin_ndcg_type3 (tfrx)", "twin_ndcg_type3"),
-                        ("approx_ndcg (TF-Ranking)", "approx_ndcg_loss")):
+    losses = {"twin_ndcg_type3 (tfrx)": "twin_ndcg_type3"}
+    if compat.has_tf_ranking():
+        losses["approx_ndcg (TF-Ranking)"] = "approx_ndcg_loss"
+    else:
+        print("TF-Ranking does not import here (tf221 stack): no approx_ndcg row.")
+    for label, loss in losses.items():
         config = train.TrainConfig(**{
             **base.to_json(), "name": f"demo_{loss}", "loss": loss,
             "output_dir": os.path.join(args.output_dir, loss),

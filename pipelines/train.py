@@ -22,7 +22,7 @@ uses ``model.save`` with the dataset builder's signatures. Overriding
 ``train_and_validate`` would leave little of them. We keep their structure and
 reuse their parts: strategies come from TF-Ranking's
 ``strategy_utils.get_strategy`` and non-chief outputs go to its
-``get_output_filepath``; model, loss, metrics and optimizer are built inside
+``get_output_filepath`` (as :mod:`tfr_extensions.compat`, so no TF-Ranking is needed); model, loss, metrics and optimizer are built inside
 the strategy scope (as ``ModelFitPipeline.train_and_validate`` does); the
 train set is our ``tfrx.data.ranking_dataset`` repeated with a fixed
 ``steps_per_epoch`` (so every worker of a multi-worker run takes the same
@@ -45,15 +45,15 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
-from tensorflow_ranking.python.keras import strategy_utils
 
 import tfr_extensions as tfrx
+from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
 from tfr_extensions import serving
 
-STRATEGIES = {"default": None, "mirrored": strategy_utils.MIRRORED_STRATEGY,
-              "multi_worker": strategy_utils.MWMS_STRATEGY}
+STRATEGIES = {"default": None, "mirrored": compat.MIRRORED_STRATEGY,
+              "multi_worker": compat.MWMS_STRATEGY}
 SYNTHETIC = "synthetic"
 #: query fractions of the synthetic default's train / validation / test splits
 SYNTHETIC_SPLIT = (0.6, 0.2, 0.2)
@@ -203,7 +203,7 @@ def build_model(config: TrainConfig, num_features: int) -> tf.keras.Model:
 
 def make_strategy(name: str) -> Optional[tf.distribute.Strategy]:
     """TF-Ranking's strategy factory under our short names (None = default)."""
-    return strategy_utils.get_strategy(STRATEGIES[name])
+    return compat.get_strategy(STRATEGIES[name])
 
 
 def is_chief(strategy: Optional[tf.distribute.Strategy]) -> bool:
@@ -230,7 +230,7 @@ def run(config: TrainConfig, splits: Optional[Splits] = None) -> TrainResult:
     chief = is_chief(strategy)
     output_dir = config.resolved_output_dir
     if not chief:  # TF-Ranking's per-worker scratch directory
-        output_dir = strategy_utils.get_output_filepath(output_dir, strategy)
+        output_dir = compat.get_output_filepath(output_dir, strategy)
     tf.io.gfile.makedirs(output_dir)
     with open(os.path.join(output_dir, "config.json"), "w") as f:
         json.dump(config.to_json(), f, indent=2)
@@ -239,7 +239,7 @@ def run(config: TrainConfig, splits: Optional[Splits] = None) -> TrainResult:
     if config.mixed_precision:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        with strategy_utils.strategy_scope(strategy):
+        with compat.strategy_scope(strategy):
             model = build_model(config, splits.num_features)
             dataset = train_dataset(config, splits.train)
             steps = _steps_per_epoch(config, dataset)

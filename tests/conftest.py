@@ -15,7 +15,7 @@ def shared_data_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("TFRX_DATA_DIR", root.parent / "shared" / "data"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def mq2008_dir() -> pathlib.Path:
     """MQ2008's folder; fails loudly (never skips) when the data is missing."""
     path = shared_data_dir() / "MQ2008"

@@ -3,9 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 from oracles_evaluation import ORACLES
+from stack import needs_tf_ranking, tfr
 from tfr_extensions import evaluation
 from tfr_extensions.data import LibSVMData
 
@@ -64,6 +64,7 @@ def test_no_relevant_conventions():
         assert result.summary["num_queries"] == 4
 
 
+@needs_tf_ranking
 def test_matches_tf_ranking_keras_metrics_under_zero_rule():
     data = grouped_lists([10, 10, 10, 10, 10, 10], seed=5, no_relevant=(2,))
     scores = np.random.default_rng(6).permutation(data.labels.size).astype(np.float32)  # distinct

@@ -17,13 +17,16 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_ranking as tfr
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
-import tfr_extensions as tfrx
-from tfr_extensions import evaluation
-from tfr_extensions import pipeline as tfrx_pipeline
+from stack import skip_module_without_tf_ranking, tfr
+
+skip_module_without_tf_ranking()
+
+import tfr_extensions as tfrx  # noqa: E402
+from tfr_extensions import evaluation  # noqa: E402
+from tfr_extensions import pipeline as tfrx_pipeline  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MULTI_WORKER_JOB = pathlib.Path(__file__).with_name("pipeline_worker_job.py")
@@ -49,18 +52,8 @@ SERVE_PREDICT_REQUEST = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def fold(request):
-    mq2008 = request.getfixturevalue("mq2008_dir")
-    return mq2008 / "Fold1"
-
-
-@pytest.fixture(scope="module")
-def mq2008_dir():  # module-scoped twin of the conftest fixture (fails loudly when missing)
-    from conftest import shared_data_dir
-    path = shared_data_dir() / "MQ2008"
-    if not (path / "Fold1" / "train.txt").is_file():
-        pytest.fail(f"MQ2008 not found at {path}: set TFRX_DATA_DIR or put shared/ beside the repo.")
-    return path
+def fold(mq2008_dir):
+    return mq2008_dir / "Fold1"
 
 
 @pytest.fixture(scope="module")
@@ -441,16 +434,3 @@ def test_univariate_scorer_scores_each_document_alone():
         tfrx_pipeline.UnivariateScorer("Q9")
     with pytest.raises(ValueError, match=r"Example features \['other'\] not among"):
         tfrx_pipeline.UnivariateScorer(feature_names=["other"])({}, {"features": features}, mask)
-
-
-def test_import_without_tf_ranking_says_why_and_what_instead():
-    code = ("import sys; sys.modules['tensorflow_ranking'] = None\n"
-            "try:\n    import tfr_extensions.pipeline\nexcept ImportError as e:\n"
-            "    print('MESSAGE', e)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, cwd=str(REPO),
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    message = proc.stdout.split("MESSAGE", 1)[1]
-    assert "needs tensorflow-ranking" in message
-    assert "pipelines.train" in message and "ranking_dataset" in message

@@ -1,5 +1,6 @@
-"""SavedModel export: every signature, loaded in a fresh TensorFlow-only process,
-gives the model's scores on raw features; PredictRequests match the signatures."""
+"""SavedModel export: every signature, loaded in a fresh TensorFlow-only process
+(of this stack and of the other one), gives the model's scores on raw features;
+PredictRequests match the signatures."""
 import base64
 import json
 import os
@@ -14,6 +15,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
+from stack import OTHER_STACK, other_stack_python
 from tfr_extensions import models
 from tfr_extensions import serving
 
@@ -73,20 +75,25 @@ def exported(tmp_path_factory):
     return model, path, features, mask, want
 
 
-def test_fresh_tensorflow_process_reproduces_scores(exported, tmp_path):
-    _, path, features, mask, want = exported
+def serve_in_fresh_process(path, features, python=sys.executable, env=None) -> dict:
+    """Every signature's outputs, from LOADER run by ``python`` (TensorFlow only)."""
     inputs = {
         "elwc": [base64.b64encode(elwc(features[i, :n])).decode() for i, n in enumerate(LENGTHS)],
         "examples": [base64.b64encode(example(v).SerializeToString()).decode()
                      for v in features[0, :LENGTHS[0]]],
         "features": features.tolist(), "lengths": list(LENGTHS)}
-    inputs_path = tmp_path / "inputs.json"
-    inputs_path.write_text(json.dumps(inputs))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-c", LOADER, path, str(inputs_path)], env=env,
-                          capture_output=True, text=True, timeout=240, cwd=str(tmp_path))
+    inputs_path = os.path.join(os.path.dirname(path), "inputs.json")
+    with open(inputs_path, "w") as f:
+        json.dump(inputs, f)
+    env = env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([python, "-c", LOADER, path, inputs_path], env=env,
+                          capture_output=True, text=True, timeout=240,
+                          cwd=os.path.dirname(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    return json.loads(proc.stdout.split("RESULT", 1)[1])
+
+
+def assert_serves(out, mask, want):
     assert out["foreign_modules"] == []
     assert out["signatures"] == sorted(serving.SIGNATURE_KEYS)
     for key in ("serving_default", "predict", "predict_dense"):
@@ -94,6 +101,50 @@ def test_fresh_tensorflow_process_reproduces_scores(exported, tmp_path):
         np.testing.assert_allclose(got[mask], want[mask], rtol=1e-5, atol=1e-5, err_msg=key)
     # regress: the request's tf.Examples form one list (here the first query)
     np.testing.assert_allclose(out["regress"], want[0, :LENGTHS[0]], rtol=1e-5, atol=1e-5)
+
+
+def test_fresh_tensorflow_process_reproduces_scores(exported):
+    _, path, features, mask, want = exported
+    assert_serves(serve_in_fresh_process(path, features), mask, want)
+
+
+def test_the_other_stack_serves_a_model_exported_on_this_one(exported):
+    _, path, features, mask, want = exported
+    python, env = other_stack_python()
+    assert_serves(serve_in_fresh_process(path, features, python, env), mask, want)
+
+
+# Runs on the other stack: builds and exports a scorer, prints its scores.
+EXPORTER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    from tfr_extensions import models, serving
+    path, features_path, lengths = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    features = np.load(features_path)
+    mask = np.arange(features.shape[1])[None] < np.array(lengths)[:, None]
+    tf.keras.utils.set_random_seed(7)
+    model = models.scorer("CE4.L", features.shape[2], hidden_units=8)
+    model.get_layer("batch_norm_0").moving_mean.assign(np.linspace(-1, 1, 8, dtype=np.float32))
+    scores = model({"features": features, "mask": mask}, training=False).numpy()
+    serving.export(model, path)
+    print("RESULT" + json.dumps({"scores": scores.tolist(), "tf": tf.__version__}))
+""")
+
+
+def test_this_stack_serves_a_model_exported_on_the_other_one(exported, tmp_path):
+    _, _, features, mask, _ = exported
+    python, env = other_stack_python()
+    np.save(tmp_path / "features.npy", features)
+    path = str(tmp_path / "other" / "1")
+    proc = subprocess.run([python, "-c", EXPORTER, path, str(tmp_path / "features.npy"),
+                           json.dumps(list(LENGTHS))], env=env, capture_output=True,
+                          text=True, timeout=240, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    exported_there = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert exported_there["tf"].startswith("2.15." if OTHER_STACK == "tf215" else "2.21.")
+    assert_serves(serve_in_fresh_process(path, features), mask,
+                  np.asarray(exported_there["scores"]))
 
 
 def test_predict_requests_match_signature_specs(exported):

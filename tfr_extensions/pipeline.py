@@ -53,16 +53,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-try:
-    import tensorflow_ranking as tfr
-except ImportError as error:  # TF >= 2.16 has no tf.estimator, which TF-Ranking imports
-    raise ImportError(
-        "tfr_extensions.pipeline extends TF-Ranking's pipeline classes and needs "
-        "tensorflow-ranking (0.5.5, with TensorFlow 2.15: the `tf215` stack), which failed to "
-        f"import: {error}. Without TF-Ranking, train with `python -m pipelines.train` or with "
-        "Keras `fit` on `tfr_extensions.data.ranking_dataset`; every loss, metric, model and "
-        "`tfr_extensions.serving` export works without it.") from error
-
+from tfr_extensions import compat
 from tfr_extensions import losses as tfrx_losses
 from tfr_extensions import metrics as tfrx_metrics
 from tfr_extensions import models as tfrx_models
@@ -70,6 +61,12 @@ from tfr_extensions.data import dataset as tfrx_dataset
 from tfr_extensions.data import elwc as tfrx_elwc
 from tfr_extensions.data.libsvm import LibSVMData, read_libsvm
 from tfr_extensions.data.normalization import query_zscore
+
+tfr = compat.require_tf_ranking(
+    "tfr_extensions.pipeline (TF-Ranking's pipeline classes)",
+    instead="Without TF-Ranking, train with `python -m pipelines.train` or with Keras `fit` on "
+            "`tfr_extensions.data.ranking_dataset`; every loss, metric, model and "
+            "`tfr_extensions.serving` export works without it.")
 
 DataSource = Union[str, os.PathLike, LibSVMData]
 

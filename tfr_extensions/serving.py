@@ -10,9 +10,11 @@ normalization is a layer of the model:
   query each, every document carrying its feature vector as a float list
   ``features`` of length F. Output ``outputs``: float32 ``[B, L]`` with L the
   longest list of the batch (entries beyond a list's length are meaningless).
-  This is TF-Ranking's own ``Signatures.predict_tf_function``
-  (``tensorflow_ranking/python/keras/saved_model.py``), which fits our model:
-  it parses ELWC into ``{"features": [B, L, F], "mask": [B, L]}`` and calls it.
+  This is TF-Ranking's ``Signatures.predict_tf_function``
+  (``tensorflow_ranking/python/keras/saved_model.py``) as
+  :func:`tfr_extensions.compat.elwc_predict_function` (so export needs no
+  TF-Ranking): it parses ELWC into ``{"features": [B, L, F], "mask": [B, L]}``
+  and calls the model.
 * ``tensorflow/serving/regress``: a batch of serialized ``tf.Example``
   (input ``inputs``, string ``[N]``), each a document with ``features``.
   Output ``outputs``: float32 ``[N]``. Unlike TF-Ranking's regress signature,
@@ -41,7 +43,8 @@ import os
 from typing import Dict, Optional
 
 import tensorflow as tf
-from tensorflow_ranking.python.keras import saved_model as tfr_saved_model
+
+from tfr_extensions import compat
 
 PREDICT = tf.saved_model.PREDICT_METHOD_NAME      # "tensorflow/serving/predict"
 REGRESS = tf.saved_model.REGRESS_METHOD_NAME      # "tensorflow/serving/regress"
@@ -80,9 +83,9 @@ class _ServingModule(tf.Module):
         num_features = self._num_features
         spec = feature_spec(num_features, self._feature_name)
         elwc_model = _RenamedInputs(self._score, self._feature_name, self._mask_name)
-        predict = tfr_saved_model.Signatures(
+        predict = compat.elwc_predict_function(
             elwc_model, context_feature_spec={}, example_feature_spec=spec,
-            mask_feature_name=self._mask_name).predict_tf_function()
+            mask_feature_name=self._mask_name)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
         def regress(serialized_examples):

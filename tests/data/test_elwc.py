@@ -1,10 +1,13 @@
-"""to_elwc: the records parse back through TF-Ranking's own ELWC readers unchanged."""
+"""to_elwc: the records parse back through TF-Ranking's own ELWC readers
+unchanged (tf215), and through ours (:func:`tfr_extensions.compat.parse_elwc`,
+both stacks)."""
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 from oracles_data import pad_lists
+from stack import needs_tf_ranking, tfr
+from tfr_extensions import compat
 from tfr_extensions.data import elwc_feature_specs, synthetic, to_elwc
 
 
@@ -21,6 +24,7 @@ def data():
     return synthetic(num_queries=9, num_features=5, seed=2, list_size=(1, 12))
 
 
+@needs_tf_ranking
 def test_round_trip_through_build_ranking_dataset(tmp_path, data):
     path = tmp_path / "data.tfrecord"
     assert to_elwc(data, path) == 9
@@ -36,13 +40,18 @@ def test_round_trip_through_build_ranking_dataset(tmp_path, data):
     np.testing.assert_array_equal(batch["query_id"].numpy()[:, 0], data.query_ids)
 
 
-def test_round_trip_through_make_parsing_fn_with_custom_names(tmp_path, data):
+@pytest.mark.parametrize("parser", [pytest.param("tf_ranking", marks=needs_tf_ranking), "ours"])
+def test_round_trip_through_make_parsing_fn_with_custom_names(tmp_path, data, parser):
     path = tmp_path / "data.tfrecord.gz"
     to_elwc(data, path, feature_name="x", label_name="y", qid_name=None, compression="GZIP")
     context_spec, example_spec = elwc_feature_specs(5, "x", "y", qid_name=None)
     assert context_spec == {}
-    parse = tfr.data.make_parsing_fn(tfr.data.ELWC, context_feature_spec=context_spec,
-                                     example_feature_spec=example_spec)
+    if parser == "ours":
+        def parse(serialized):
+            return compat.parse_elwc(serialized, context_spec, example_spec)
+    else:
+        parse = tfr.data.make_parsing_fn(tfr.data.ELWC, context_feature_spec=context_spec,
+                                         example_feature_spec=example_spec)
     records = tf.data.TFRecordDataset(str(path), compression_type="GZIP").batch(9)
     parsed = parse(next(iter(records)))
     features, labels = _expected(data)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_prob, softmax
+from stack import needs_tf_ranking
 from tfr_extensions.losses import policy_gradient
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import plackett_luce as pl
@@ -201,6 +202,7 @@ def test_bad_arguments_raise_value_error(cls, kwargs, arg):
         cls(**kwargs)
 
 
+@needs_tf_ranking
 def test_list_mle_optimizes_ideal_rankings_unlike_sampled_ones():
     """The contrast of Section 4.1 / Figure 1: TF-Ranking's ListMLE (through
     ``tfrx.losses.get``) is minus the PL log-likelihood (Eq. 3 = Eq. 12) of the

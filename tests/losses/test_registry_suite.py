@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from loss_modes import value_and_grad
+from stack import needs_tf_ranking, tfr
 from tfr_extensions.losses import registry
 
 NAMES = sorted({inspect.signature(cls.__init__).parameters["name"].default
@@ -42,13 +43,26 @@ def test_every_class_is_reachable_by_its_class_name_and_default_name():
     for name in NAMES:
         cls = registry._NAMES[name][0]
         assert registry._NAMES[cls.__name__][0] is cls
+    with pytest.raises(ValueError, match="Known losses: .*twin_ndcg_type3"):
+        tfrx.losses.get("no_such_loss")
+
+
+@needs_tf_ranking
+def test_tf_ranking_names_are_known_where_it_imports():
     with pytest.raises(ValueError, match="Known losses: .*twin_ndcg_type3.*approx_ndcg_loss"):
         tfrx.losses.get("no_such_loss")
     assert type(tfrx.losses.get("list_mle_loss")).__name__ == "ListMLELoss"
 
 
+@pytest.mark.skipif(tfr is not None, reason="TF-Ranking imports on this stack")
+def test_without_tf_ranking_its_names_are_unknown_and_the_error_says_why():
+    assert registry.tfr_loss_names() == () and registry.names() == registry.tfrx_loss_names()
+    with pytest.raises(ValueError, match="approx_ndcg_loss.*need tensorflow-ranking"):
+        tfrx.losses.get("approx_ndcg_loss")
+
+
+@needs_tf_ranking
 def test_tf_ranking_lambda_weights_by_name_give_lambdarank():
-    import tensorflow_ranking as tfr
     by_name = tfrx.losses.get("pairwise_logistic_loss", lambda_weight="ndcg_v2")
     by_object = tfrx.losses.get("pairwise_logistic_loss",
                                 lambda_weight=tfr.keras.losses.NDCGLambdaWeightV2())

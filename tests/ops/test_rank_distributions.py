@@ -227,8 +227,9 @@ def test_distributions_of_selected_columns_equal_those_rows(method):
 
 
 def test_extreme_scores_and_padding_stay_finite_with_zero_gradient():
-    """Padded documents take the score dtype.min / 4: no inf - inf anywhere,
-    and neither they nor pairs many sigma apart get a gradient or a NaN."""
+    """Padded documents take the scaled score -2 * scaled_score_bound: no
+    inf - inf anywhere, and neither they nor pairs many sigma apart get a
+    gradient or a NaN."""
     scores = tf.constant([[1e30, -1e30, 0.0, 5.0], [2.0, 1.0, 0.0, -1.0]], tf.float32)
     mask = tf.constant([[True, True, True, False], [True, False, True, False]])
     with tf.GradientTape() as tape:
@@ -288,3 +289,133 @@ def test_tree_levels_compiled_by_xla_equal_the_oracle_and_graph_ops(monkeypatch,
     np.testing.assert_allclose(compiled[0], graph_ops[0], atol=1e-13)
     np.testing.assert_allclose(compiled[1], graph_ops[1], rtol=1e-10, atol=1e-12)
     assert (compiled[1][~mask] == 0).all()
+
+
+_ERF = tf.math.erf
+
+
+def _erf_nan_past_sqrt_float64_max(x):
+    """float64 ``erf`` as TF 2.21 computes it: NaN once |x| >= 2^512 (it squares
+    x); float32 unchanged. Lets TF 2.15 catch what only 2.21 shows."""
+    if x.dtype != tf.float64:
+        return _ERF(x)
+    return tf.where(tf.abs(x) < 2.0 ** 512, _ERF(x), tf.constant(np.nan, tf.float64))
+
+
+def test_the_erf_emulation_is_nan_exactly_where_tf_2_21_is():
+    x = tf.constant([1e150, 1.3e154, 1.35e154, 1e200, -1e200], tf.float64)
+    got = _erf_nan_past_sqrt_float64_max(x).numpy()
+    np.testing.assert_array_equal(got[:2], [1.0, 1.0])
+    assert np.isnan(got[2:]).all()
+
+
+# Float64 scores at +-1e200 (and 1e308, next to float64 max) with padding: every
+# erf argument stays below 2^512, so nothing is NaN with TF 2.21's erf; the
+# distributions equal the oracle's (scipy's erfc has no such limit).
+HUGE_SCORES = np.array([[1e200, -1e200, 0.0, 3.0, 1e200, 0.5],
+                        [-1e308, 2.0, 1e200, 0.0, 0.0, 0.0]])
+HUGE_MASK = np.array([[True, True, True, True, False, True],
+                      [True, True, True, False, False, False]])
+
+
+@pytest.mark.parametrize("method,topn,loop,columns", [
+    ("exact", None, False, False), ("exact", 3, False, False), ("exact", 3, True, False),
+    ("exact", None, True, False), ("normal", 3, False, False), ("exact", 2, False, True),
+    ("normal", None, False, True)])
+def test_float64_scores_at_1e200_with_padding_are_finite_and_exact(monkeypatch, method, topn,
+                                                                   loop, columns):
+    monkeypatch.setattr(tf.math, "erf", _erf_nan_past_sqrt_float64_max)
+    if loop:  # the while loop over chunks instead of the product tree
+        monkeypatch.setattr(rd, "MAX_TREE_LIST_SIZE", 2)
+    scores = tf.constant(HUGE_SCORES)
+    mask = tf.constant(HUGE_MASK)
+    picked = np.array([[3, 0, 4], [1, 0, 2]])
+    ranks = 6 if topn is None else topn
+    weights = tf.constant(np.random.default_rng(3).normal(size=(2, 3 if columns else 6, ranks)))
+
+    def probs_and_grad(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            if columns:
+                probs = rd.distributions_of(s, mask, 0.8, topn, method, tf.constant(picked))
+            else:
+                probs = rank_distributions(s, mask, sigma=0.8, topn=topn, method=method)
+            value = tf.reduce_sum(probs * weights)
+        return probs, tape.gradient(value, s)
+
+    probs, grad = tf.function(probs_and_grad)(scores)
+    probs, grad = probs.numpy(), grad.numpy()
+    assert np.isfinite(probs).all() and np.isfinite(grad).all()
+    if method == "exact":
+        oracle = np.stack([rank_binomial(s, 0.8, m) for s, m in zip(HUGE_SCORES, HUGE_MASK)])
+        if columns:
+            oracle = np.take_along_axis(oracle, picked[:, :, None], axis=1)
+        np.testing.assert_allclose(probs, oracle[..., :ranks], atol=1e-12)
+    else:  # the normal approximation: valid rows sum to 1 (over all ranks)
+        rows = probs.sum(-1)
+        valid = HUGE_MASK if not columns else np.take_along_axis(HUGE_MASK, picked, axis=1)
+        if topn is None:
+            np.testing.assert_allclose(rows[valid], 1.0, atol=1e-12)
+        assert (rows[~valid] == 0).all()
+    # Scores 1e200 apart or more get no gradient (the exact one underflows to 0);
+    # nor does padding.
+    assert (grad[HUGE_MASK == False] == 0).all()  # noqa: E712
+    assert grad[0, 0] == grad[0, 1] == 0.0 and grad[1, 0] == grad[1, 2] == 0.0
+
+
+def test_softndcg_at_1e200_equals_softndcg_at_1e3():
+    """Scores 1e200 apart win with probability exactly 1, as scores 1e3 apart
+    do (erf saturates past 6): SoftNDCG's value and gradient agree exactly, and
+    neither is NaN with TF 2.21's float64 erf."""
+    labels = tf.constant([[2.0, 0.0, 1.0, 1.0, -1.0], [0.0, 1.0, 3.0, -1.0, -1.0]], tf.float64)
+
+    def value_and_grad(loss, scores):
+        scores = tf.constant(scores)
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            value = loss(labels, scores)
+        return value.numpy(), tape.gradient(value, scores).numpy()
+
+    huge = np.array([[1e200, -1e200, 0.0, 3.0, 1e200], [-1e200, 2.0, 1e200, 0.0, 0.0]])
+    moderate = np.where(np.abs(huge) > 1e100, np.sign(huge) * 1e3, huge)
+    for method in ("exact", "normal"):
+        loss = tfrx.losses.get("softndcg", topn=3, method=method)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tf.math, "erf", _erf_nan_past_sqrt_float64_max)
+            got = value_and_grad(loss, huge)
+        want = value_and_grad(loss, moderate)
+        assert np.isfinite(got[0]) and np.isfinite(got[1]).all()
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_infinite_and_huge_float32_scores_clamp_to_the_bound():
+    """Scaled scores beyond the bound clamp to it: +-inf and +-3e38 rank like
+    any score far above / below the rest."""
+    scores = tf.constant([[np.inf, -np.inf, 0.0, 3e38, -3e38]], tf.float32)
+    probs = rank_distributions(scores, sigma=1e-3).numpy()[0]
+    assert np.isfinite(probs).all()
+    np.testing.assert_array_equal(probs[2], np.eye(5)[2])  # 0 is third of five
+    # beyond the bound, distinct scores tie: +inf and 3e38 share ranks 0 and 1
+    np.testing.assert_allclose(probs[[0, 3]][:, :2], 0.5)
+    assert rd.scaled_score_bound(tf.float32) == np.finfo(np.float32).max / 4
+
+
+@pytest.mark.parametrize("dtype,scale", [(tf.float32, 1e30), (tf.float64, 1e100)])
+def test_huge_scores_in_a_graph_keep_pairs_i_i_neutral(dtype, scale):
+    """Inside tf.function (every training step), Grappler may reassociate
+    ``(s_i - s_j) + z0`` into ``s_i - (s_j - z0)``, which loses z0 at huge
+    scores and gave pairs i == j pi = 1/2; z0 is selected instead."""
+    scores = np.array([[scale, -scale, 0.0, 3.0], [1.0, scale, 2.0, 0.0]])
+    mask = np.array([[True, True, True, False], [True, True, True, True]])
+    oracle = np.stack([rank_binomial(s, 1e-3, m) for s, m in zip(scores, mask)])
+    for method, columns in (("exact", None), ("normal", None), ("exact", [[0, 1], [1, 3]])):
+        def probs(s):
+            if columns is None:
+                return rank_distributions(s, mask, sigma=1e-3, method=method)
+            return rd.distributions_of(s, tf.constant(mask), 1e-3, None, method,
+                                       tf.constant(columns))
+        got = tf.function(probs)(tf.constant(scores, dtype)).numpy()
+        want = oracle if columns is None else np.take_along_axis(
+            oracle, np.array(columns)[:, :, None], axis=1)
+        np.testing.assert_allclose(got, want, atol=1e-6)

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from pipelines import train
+from stack import needs_tf_ranking
 
 
 def test_flags_build_the_config():
@@ -37,9 +38,13 @@ def test_config_validation():
         train.load_splits("/nonexistent/folder")
 
 
-def test_build_loss_ours_and_tf_ranking_with_arguments():
+def test_build_loss_ours_with_arguments():
     ours = train.build_loss("twin_ndcg_type3", {"topn": 10}, seed=7)
     assert ours.get_config()["topn"] == 10 and ours.get_config()["seed"] == 7
+
+
+@needs_tf_ranking
+def test_build_loss_tf_ranking_with_arguments():
     theirs = train.build_loss("approx_ndcg_loss", {"temperature": 0.5}, seed=7)
     assert theirs.get_config()["temperature"] == 0.5
 

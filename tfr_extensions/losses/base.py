@@ -22,8 +22,7 @@ Conventions shared by all losses (written once here, not in each class):
 from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
-from tensorflow_ranking.python import utils as tfr_utils
-
+from tfr_extensions import compat
 from tfr_extensions.ops import lists
 
 
@@ -71,7 +70,7 @@ class RankingLoss(tf.keras.losses.Loss):
 
     def _to_dense(self, y_true, y_pred, sample_weight):
         if self._ragged or isinstance(y_true, tf.RaggedTensor):
-            y_true, y_pred, sample_weight, _ = tfr_utils.ragged_to_dense(
+            y_true, y_pred, sample_weight, _ = compat.ragged_to_dense(
                 y_true, y_pred, sample_weight)
         return y_true, y_pred, sample_weight
 

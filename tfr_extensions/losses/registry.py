@@ -4,13 +4,15 @@ A class decorated with :func:`register` is known under its class name, under its
 default ``name`` (the snake_case key users type), and under each key of its
 ``PRESETS`` (e.g. ``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg",
 gradient="type3")``). It is also registered as Keras-serializable.
-:func:`get` falls back to ``tfr.keras.losses.get`` for TF-Ranking's names.
+:func:`get` falls back to ``tfr.keras.losses.get`` for TF-Ranking's names where
+TF-Ranking imports (the ``tf215`` stack); without it only our names exist.
 """
 import inspect
 from typing import Any, Dict, Tuple, Type
 
 import tensorflow as tf
-import tensorflow_ranking as tfr
+
+from tfr_extensions import compat
 
 _CLASSES: Dict[str, type] = {}
 _NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}
@@ -32,7 +34,11 @@ def register(cls: Type) -> Type:
 
 
 def tfr_loss_names() -> Tuple[str, ...]:
-    """TF-Ranking's loss keys (``tfr.keras.losses.RankingLossKey``)."""
+    """TF-Ranking's loss keys (``tfr.keras.losses.RankingLossKey``); empty
+    without TF-Ranking."""
+    tfr = compat.tf_ranking()
+    if tfr is None:
+        return ()
     keys = tfr.keras.losses.RankingLossKey
     return tuple(sorted(v for k, v in vars(keys).items()
                         if k.isupper() and isinstance(v, str)))
@@ -58,28 +64,34 @@ def _lambda_weight(value):
     if value not in LAMBDA_WEIGHTS:
         raise ValueError(f"`lambda_weight` must be one of {sorted(LAMBDA_WEIGHTS)} or a "
                          f"TF-Ranking lambda weight; got {value!r}.")
-    return getattr(tfr.keras.losses, LAMBDA_WEIGHTS[value])()
+    return getattr(compat.tf_ranking().keras.losses, LAMBDA_WEIGHTS[value])()
+
+
+def tfrx_loss_names() -> Tuple[str, ...]:
+    """Our loss names (class names, default names, presets), sorted."""
+    return tuple(sorted(_NAMES))
 
 
 def names() -> Tuple[str, ...]:
-    """Every name :func:`get` accepts: ours, then TF-Ranking's."""
-    return tuple(sorted(_NAMES)) + tfr_loss_names()
+    """Every name :func:`get` accepts: ours, then TF-Ranking's (where it imports)."""
+    return tfrx_loss_names() + tfr_loss_names()
 
 
 def get(name: str, **kwargs) -> tf.keras.losses.Loss:
     """A loss instance by name.
 
     Our names (class names, default names, presets such as ``twin_ap_type2``)
-    build our classes, with ``kwargs`` overriding the preset; any other name goes
-    to ``tfr.keras.losses.get(name, **kwargs)``, where ``lambda_weight`` may be
-    a name from :data:`LAMBDA_WEIGHTS` (LambdaRank is
+    build our classes, with ``kwargs`` overriding the preset. Where TF-Ranking
+    imports, its names go to ``tfr.keras.losses.get(name, **kwargs)``, where
+    ``lambda_weight`` may be a name from :data:`LAMBDA_WEIGHTS` (LambdaRank is
     ``get("pairwise_logistic_loss", lambda_weight="ndcg_v2")``).
 
     >>> get("twin_ndcg_type3", topn=10).get_config()["gradient"]
     'type3'
 
     Raises:
-      ValueError: for an unknown name, listing the known names.
+      ValueError: for an unknown name, listing the known names (and saying
+        when TF-Ranking's names are missing because it does not import).
     """
     if name in _NAMES:
         cls, preset = _NAMES[name]
@@ -87,5 +99,8 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
     if name in tfr_loss_names():
         if "lambda_weight" in kwargs:
             kwargs = {**kwargs, "lambda_weight": _lambda_weight(kwargs["lambda_weight"])}
-        return tfr.keras.losses.get(name, **kwargs)
-    raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.")
+        return compat.tf_ranking().keras.losses.get(name, **kwargs)
+    missing = "" if compat.has_tf_ranking() else (
+        " TF-Ranking's loss names (approx_ndcg_loss, softmax_loss, ...) need tensorflow-ranking, "
+        "which does not import here.")
+    raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.{missing}")

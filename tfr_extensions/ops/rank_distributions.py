@@ -69,11 +69,19 @@ and whose rank columns sum to 1.
 Numerics: :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))` with one
 vectorized ``erf`` per pair, accurate to a unit of 1.0 (what sums of
 products of probabilities need); the recursion only multiplies and adds
-numbers in [0, 1], so it cannot overflow, and its gradient is bounded. Padded
-documents take no rank (their row is 0) and the score ``dtype.min / 4``, so
-they beat nobody (:math:`\pi = 0`) and get exactly zero gradient; pairs
-``i == j`` get ``NEUTRAL_Z``. Scaled scores :math:`s / 2\sigma` must be finite and below
-``dtype.max / 4`` in magnitude.
+numbers in [0, 1], so it cannot overflow, and its gradient is bounded. The
+scaled scores :math:`s / 2\sigma` are clamped to :math:`\pm b`, :math:`b` =
+:func:`scaled_score_bound` (``dtype.max / 4`` in float32, :math:`2^{509}
+\approx 1.7 \times 10^{153}` in float64); padded documents take no rank (their
+row is 0) and the scaled score :math:`-2b`, so they beat nobody (:math:`\pi =
+0`) and get exactly zero gradient; pairs ``i == j`` get ``NEUTRAL_Z``. Every
+argument of ``erf`` is then below :math:`3b` in magnitude: finite, and in
+float64 below :math:`2^{512} = \sqrt{\text{float64 max}}`, past which TF
+2.21's float64 ``erf`` (which squares its argument) returns NaN. The clamp
+changes nothing below :math:`b`: it only makes distinct valid scores beyond
+:math:`\pm b` tie (:math:`\pi = 1/2` between them, where the exact value
+is 0 or 1), and gives them zero gradient, as the exact one is. Infinite scores
+clamp to :math:`\pm b` too.
 """
 import math
 from typing import List, Optional
@@ -103,15 +111,33 @@ XLA_MAX_TREE_LIST_SIZE = 64
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
 AUTO_EXACT_MAX_LIST_SIZE = 128
 
-# z added to the pairs i == j: erf(-100) is -1, so the factor is exactly
+# z of the pairs i == j: erf(-100) is -1, so the factor is exactly
 # (lose, win) = (1, 0) and its gradient exactly 0. Padding of the product
-# tree is a factor with win = 0.
+# tree is a factor with win = 0. It is selected, not added to s_i - s_i = 0:
+# graph optimizers may reassociate (s_i - s_j) + z0 into s_i - (s_j - z0),
+# which loses z0 once |s| passes about 1e9 (float32) or 1e18 (float64).
 NEUTRAL_Z = -100.0
+
+# Largest float64 scaled score: 3 * 2^509 < 2^512 = sqrt(float64 max), the
+# largest argument TF 2.21's float64 erf takes without returning NaN.
+_MAX_SCALED_SCORE_FLOAT64 = 2.0 ** 509
 
 # Variance floor (in squared ranks) of the normal approximation: below it the
 # Rank-Binomial is a point mass to within 1e-3 ranks (|mu - round(mu)| <= 2 v),
 # and the floor keeps d sqrt(v) / dv finite.
 _MIN_RANK_VARIANCE = 1e-6
+
+
+def scaled_score_bound(dtype: tf.DType) -> float:
+    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma`:
+    ``min(dtype.max / 4, 2 ** 509)``. Valid documents' scaled scores are clamped
+    to :math:`[-b, b]` and padded ones take :math:`-2b`, so every difference
+    stays below :math:`3b`: finite, and a valid argument of float64 ``erf``.
+
+    >>> scaled_score_bound(tf.float64) == 2.0 ** 509, scaled_score_bound(tf.float32) > 8e37
+    (True, True)
+    """
+    return min(float(dtype.max) / 4, _MAX_SCALED_SCORE_FLOAT64)
 
 
 def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
@@ -126,28 +152,35 @@ def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
     which is what sums of products of probabilities need.
 
     Pairs that do not count get :math:`\pi = 0` exactly, with exactly zero
-    gradient, without any ``[L, B, L]`` mask: padded documents take the finite
-    scaled score ``dtype.min / 4`` (so they beat nobody, and no difference is
-    ``inf - inf``), and ``i == j`` gets ``NEUTRAL_Z`` added. The gradient is
+    gradient, without any ``[L, B, L]`` mask: valid scaled scores are clamped
+    to :math:`\pm b` (:func:`scaled_score_bound`) and padded documents take
+    :math:`-2b` (so they beat nobody, and every :math:`|z_{ij}| < 3b`: no
+    ``inf - inf``, no float64 ``erf`` argument past :math:`2^{512}`), and
+    ``i == j`` takes ``NEUTRAL_Z`` (one select, where an addition would do
+    as many passes). The bounds are taken on ``[B, L]``, not on ``[L, B, K]``.
+    The gradient is
     written by hand, :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi`
     reduced straight onto the two scores, and recomputes z instead of keeping
     it: this op then holds no ``[L, B, K]`` tensor for the backward pass.
     """
     dtype = scores.dtype
-    scaled = scores * tf.constant(0.5 / sigma, dtype)
-    scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(dtype.min / 4, dtype)))
+    bound = scaled_score_bound(dtype)
+    scaled = tf.clip_by_value(scores * tf.constant(0.5 / sigma, dtype), -bound, bound)
+    scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(-2.0 * bound, dtype)))
     size = tf.shape(scores)[1]
     losers = scaled if columns is None else tf.gather(scaled, columns, batch_dims=1)
 
     @tf.custom_gradient
     def win(winners, losers):
         def differences():  # (built again in the backward pass, none of it kept)
+            documents = tf.range(size)
             if columns is None:
-                same = tf.eye(size, dtype=dtype)[:, None, :]  # [L, 1, L]
+                same = tf.equal(documents[:, None, None], documents[None, None, :])  # [L, 1, L]
             else:
-                same = tf.one_hot(columns, size, axis=0, dtype=dtype)  # [L, B, K]
-            return (tf.transpose(winners)[:, :, None] - losers[None, :, :]
-                    + tf.constant(NEUTRAL_Z, dtype) * same)
+                same = tf.equal(documents[:, None, None],
+                                tf.cast(columns, documents.dtype)[None, :, :])  # [L, B, K]
+            return tf.where(same, tf.constant(NEUTRAL_Z, dtype),
+                            tf.transpose(winners)[:, :, None] - losers[None, :, :])
 
         def grad(upstream):
             with tf.control_dependencies([upstream]):  # recompute z only now

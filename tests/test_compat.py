@@ -1,0 +1,216 @@
+"""`tfr_extensions.compat`: the package without TF-Ranking, the Keras check, and
+our versions of TF-Ranking's pieces checked against TF-Ranking where it imports."""
+import os
+import pathlib
+import subprocess
+import sys
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import input_pb2
+
+from stack import needs_tf_ranking, tfr
+from tfr_extensions import compat
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, cwd=str(REPO),
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env))
+
+
+# --------------------------------------------------------------------------- without TF-Ranking
+
+WITHOUT_TF_RANKING = """
+import sys
+sys.modules["tensorflow_ranking"] = None  # as where it is missing or cannot import
+import numpy as np
+import tfr_extensions as tfrx
+from tfr_extensions import compat
+assert not compat.has_tf_ranking()
+loss = tfrx.losses.get("twin_ndcg_type3", seed=0)
+print("LOSS", float(loss([[2.0, 0.0, 1.0]], [[0.1, 0.5, 0.3]])))
+print("NAMES", tfrx.losses.names() == tfrx.losses.registry.tfrx_loss_names())
+try:
+    tfrx.pipeline
+except ImportError as error:
+    print("PIPELINE", error)
+print("MODULES", sorted(m for m, module in sys.modules.items()
+                        if m.startswith("tensorflow_ranking") and module is not None))
+"""
+
+
+def test_the_package_works_without_tf_ranking_and_pipeline_says_why_and_what_instead():
+    proc = run_python(WITHOUT_TF_RANKING)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines()
+                 if line.split(" ", 1)[0] in ("LOSS", "NAMES", "PIPELINE", "MODULES"))
+    # minus nDCG: gains (3, 0, 1) ranked 3rd, 1st, 2nd
+    dcg, ideal = 1 / np.log2(3) + 3 / np.log2(4), 3 + 1 / np.log2(3)
+    assert float(lines["LOSS"]) == pytest.approx(-dcg / ideal, rel=1e-6)
+    assert lines["NAMES"] == "True"
+    message = lines["PIPELINE"]
+    assert "tfr_extensions.pipeline" in message and "needs tensorflow-ranking" in message
+    assert "pipelines.train" in message and "ranking_dataset" in message
+    assert lines["MODULES"] == "[]"
+
+
+def test_importing_the_package_does_not_import_tf_ranking():
+    proc = run_python("import sys, tfr_extensions, pipelines.train, pipelines.cross_validate\n"
+                      "print(sorted(m for m in sys.modules if m.startswith('tensorflow_ranking')))")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --------------------------------------------------------------------------- Keras
+
+
+def test_keras_package_is_keras_2_on_either_stack():
+    package, version = compat.keras_package()
+    assert version.startswith("2.")
+    assert package == ("keras" if tf.__version__.startswith("2.15.") else "tf_keras")
+    compat.check_keras()
+
+
+@pytest.mark.skipif(tf.__version__.startswith("2.15."),
+                    reason="TF 2.15 always has Keras 2 as tf.keras: no Keras 3 to find")
+def test_keras_3_as_tf_keras_is_a_clear_import_error():
+    proc = run_python("import tfr_extensions", TF_USE_LEGACY_KERAS="0")
+    assert proc.returncode != 0
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("ImportError: tfr_extensions needs Keras 2 as tf.keras, but found "
+                              "keras 3.")
+    assert "TF_USE_LEGACY_KERAS='0'" in message
+    assert f"pip install 'tf-keras=={'.'.join(tf.__version__.split('.')[:2])}.*'" in message
+    assert "TF_USE_LEGACY_KERAS=1" in message
+
+
+# --------------------------------------------------------------------------- ours vs TF-Ranking's
+
+
+@needs_tf_ranking
+def test_ragged_to_dense_equals_tf_ranking():
+    from tensorflow_ranking.python import utils as tfr_utils
+    labels = tf.ragged.constant([[1.0, 0.0, 2.0], [3.0], [0.0, 1.0]])
+    scores = tf.ragged.constant([[0.1, 0.2, 0.3], [0.4], [0.5, 0.6]])
+    for weights in (None, tf.constant([[1.0], [2.0], [3.0]]),
+                    tf.ragged.constant([[1.0, 2.0, 3.0], [4.0], [5.0, 6.0]])):
+        ours = compat.ragged_to_dense(labels, scores, weights)
+        theirs = tfr_utils.ragged_to_dense(labels, scores, weights)
+        for a, b in zip(ours, theirs):
+            if a is None:
+                assert b is None
+            else:
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(TypeError, match="`labels` must be a tf.RaggedTensor"):
+        compat.ragged_to_dense(tf.zeros([2, 2]), None)
+
+
+@needs_tf_ranking
+def test_approx_ranks_equal_tf_ranking():
+    from tensorflow_ranking.python import losses_impl
+    logits = tf.random.stateless_normal([4, 9], seed=[1, 2]) * 5
+    np.testing.assert_allclose(compat.approx_ranks(logits).numpy(),
+                               losses_impl.approx_ranks(logits).numpy(), rtol=1e-6)
+
+
+def _example(**features) -> tf.train.Example:
+    feature = {}
+    for name, value in features.items():
+        if isinstance(value[0], int):
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+        else:
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def _elwcs():
+    """Three lists of 3, 1 and 4 examples; one without a context; ragged "terms"."""
+    rng = np.random.default_rng(0)
+    records = []
+    for query, size in enumerate((3, 1, 4)):
+        elwc = input_pb2.ExampleListWithContext()
+        if query != 1:
+            elwc.context.CopyFrom(_example(query_length=[query + 2]))
+        for _ in range(size):
+            terms = [int(t) for t in rng.integers(0, 9, size=rng.integers(1, 4))]
+            elwc.examples.add().CopyFrom(_example(x=list(rng.normal(size=2)), terms=terms))
+        records.append(elwc.SerializeToString())
+    return tf.constant(records)
+
+
+CONTEXT_SPEC = {"query_length": tf.io.FixedLenFeature([1], tf.int64, default_value=[0])}
+EXAMPLE_SPEC = {"x": tf.io.FixedLenFeature([2], tf.float32, default_value=[-1.0, -1.0]),
+                "terms": tf.io.VarLenFeature(tf.int64)}
+
+
+def _dense(value):
+    return tf.sparse.to_dense(value).numpy() if isinstance(value, tf.SparseTensor) else value.numpy()
+
+
+@needs_tf_ranking
+@pytest.mark.parametrize("list_size", [None, 2, 6])
+def test_parse_elwc_equals_tf_ranking(list_size):
+    serialized = _elwcs()
+    kwargs = dict(list_size=list_size, example_feature_spec=EXAMPLE_SPEC,
+                  mask_feature_name="mask", size_feature_name="size")
+    # TF-Ranking fails on an ELWC without a context when a context spec is given,
+    # so it parses the two lists with a context; ours parses the third as defaults.
+    with_context = tf.gather(serialized, [0, 2])
+    theirs = tfr.data.parse_from_example_list(with_context, context_feature_spec=CONTEXT_SPEC,
+                                              **kwargs)
+    ours = compat.parse_elwc(with_context, CONTEXT_SPEC, **kwargs)
+    assert sorted(ours) == sorted(theirs)
+    for name in theirs:
+        np.testing.assert_array_equal(_dense(ours[name]), _dense(theirs[name]), err_msg=name)
+    all_three = compat.parse_elwc(serialized, CONTEXT_SPEC, **kwargs)
+    assert all_three["query_length"].numpy()[:, 0].tolist() == [2, 0, 4]
+    assert all_three["size"].numpy().tolist() == [3, 1, 4]
+
+
+@needs_tf_ranking
+def test_elwc_predict_function_equals_tf_ranking_signature():
+    spec = {"x": EXAMPLE_SPEC["x"]}
+
+    class Model(tf.keras.Model):
+        def call(self, inputs, training=False):
+            weights = tf.constant([2.0, -1.0])
+            scores = tf.reduce_sum(inputs["x"] * weights, axis=-1)
+            return tf.where(inputs["mask"], scores, 0.0)
+
+    model = Model()
+    ours = compat.elwc_predict_function(model, {}, spec, "mask")
+    theirs = tfr.keras.saved_model.Signatures(
+        model, context_feature_spec={}, example_feature_spec=spec,
+        mask_feature_name="mask").predict_tf_function()
+    serialized = _elwcs()
+    np.testing.assert_array_equal(ours(serialized)["outputs"].numpy(),
+                                  theirs(serialized)["outputs"].numpy())
+
+
+@needs_tf_ranking
+def test_strategy_helpers_equal_tf_ranking():
+    from tensorflow_ranking.python.keras import strategy_utils
+    assert (compat.MIRRORED_STRATEGY, compat.MWMS_STRATEGY) == (
+        strategy_utils.MIRRORED_STRATEGY, strategy_utils.MWMS_STRATEGY)
+    assert compat.get_strategy(None) is None
+    assert isinstance(compat.get_strategy("MirroredStrategy"), tf.distribute.MirroredStrategy)
+    with pytest.raises(ValueError, match="`strategy` must be None or one of"):
+        compat.get_strategy("TPUStrategy")
+    assert compat.get_output_filepath("out", None) == strategy_utils.get_output_filepath("out", None)
+
+
+@needs_tf_ranking
+@pytest.mark.parametrize("task_type,task_id", [("chief", 0), ("worker", 0), ("worker", 2),
+                                               (None, None)])
+def test_output_filepath_per_worker_equals_tf_ranking(tmp_path, task_type, task_id):
+    from tensorflow_ranking.python.keras import strategy_utils
+    strategy = mock.Mock(spec=tf.distribute.MultiWorkerMirroredStrategy)
+    strategy.cluster_resolver.task_type = task_type
+    strategy.cluster_resolver.task_id = task_id
+    assert (compat.get_output_filepath(str(tmp_path), strategy)
+            == strategy_utils.get_output_filepath(str(tmp_path), strategy))

@@ -200,3 +200,55 @@ def test_export_refuses_to_overwrite_and_validates(exported):
         serving.export(model, path)
     with pytest.raises(ValueError, match="num_features"):
         serving.export(tf.keras.Sequential(), path + "_other")
+
+
+@pytest.mark.parametrize("features_shape,lengths,message", [
+    ((3, 5, F + 1), [5, 3, 1], r"`features` must be float32 \[batch, list_size, 4\]; got shape"),
+    ((3, 5), [5, 3, 1], r"`features` must be float32 \[batch, list_size, 4\]; got shape"),
+    ((3, 5, F), [5, 3], r"`list_lengths` must be int32 \[batch\], one length per list"),
+    ((3, 5, F), [[5, 3, 1]], r"`list_lengths` must be int32 \[batch\], one length per list"),
+    ((3, 5, F), [6, 3, 1], r"`list_lengths` must be in \[0, list_size\]"),
+    ((3, 5, F), [5, -1, 1], r"`list_lengths` must be in \[0, list_size\]"),
+])
+def test_predict_dense_rejects_bad_shapes_naming_the_input(exported, features_shape, lengths,
+                                                           message):
+    _, path, *_ = exported
+    signature = tf.saved_model.load(path).signatures["predict_dense"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="predict_dense: " + message):
+        signature(features=tf.ones(features_shape), list_lengths=tf.constant(lengths, tf.int32))
+
+
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_document_scores_nan_and_no_other_score_moves(exported, bad_value):
+    """The policy of every signature: the document is scored NaN, and the others
+    get exactly the scores of their list without it."""
+    model, path, features, mask, want = exported
+    loaded = tf.saved_model.load(path)
+    bad = features.copy()
+    bad[0, 2, 1] = bad_value  # list 0 (5 documents), document 2
+    keep = [0, 1, 3, 4]
+    without = np.zeros_like(features[:1])
+    without[0, :4] = features[0, keep]
+    expected = model({"features": without, "mask": np.arange(5)[None] < 4},
+                     training=False).numpy()[0, :4]
+    dense = loaded.signatures["predict_dense"](
+        features=tf.constant(bad), list_lengths=tf.constant(LENGTHS, tf.int32))["scores"].numpy()
+    elwcs = tf.constant([elwc(bad[i, :n]) for i, n in enumerate(LENGTHS)])
+    predict = loaded.signatures["tensorflow/serving/predict"](inputs=elwcs)["outputs"].numpy()
+    for scores in (dense, predict):
+        assert np.isnan(scores[0, 2])
+        np.testing.assert_allclose(scores[0, keep], expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(scores[1:][mask[1:]], want[1:][mask[1:]], rtol=1e-5, atol=1e-6)
+
+
+def test_garbage_bytes_fail_with_a_clear_error(exported):
+    _, path, *_ = exported
+    loaded = tf.saved_model.load(path)
+    garbage = tf.constant([b"\x0a\xff\xff\xff\xff\x0fnot a proto"])
+    for name in ("tensorflow/serving/predict", "serving_default"):
+        with pytest.raises((tf.errors.DataLossError, tf.errors.InvalidArgumentError),
+                           match="parse_inputs_as_ExampleListWithContext"):
+            loaded.signatures[name](inputs=garbage)
+    # (TensorFlow's message quotes the bytes: ASCII here, which Python's client can decode)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Could not parse example input"):
+        loaded.signatures["tensorflow/serving/regress"](inputs=tf.constant([b"\x0anot a proto"]))

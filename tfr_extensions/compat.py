@@ -214,7 +214,8 @@ def split_elwc(serialized: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     sizes, (context, examples) = tf.io.decode_proto(
         tf.convert_to_tensor(serialized, tf.string),
         message_type=f"{_ELWC_PACKAGE}.{_ELWC_MESSAGE}", field_names=["context", "examples"],
-        output_types=[tf.string, tf.string], descriptor_source=_elwc_descriptor_source())
+        output_types=[tf.string, tf.string], descriptor_source=_elwc_descriptor_source(),
+        name="parse_inputs_as_ExampleListWithContext")  # named: the node a bad input fails at
     return context, examples, sizes[..., 1]
 
 

@@ -26,7 +26,20 @@ normalization is a layer of the model:
   predict signature).
 * ``predict_dense``: for REST/JSON clients, ``features`` float32 ``[B, L, F]``
   and ``list_lengths`` int32 ``[B]``; output ``scores`` float32 ``[B, L]``
-  (entries at or beyond ``list_lengths`` are meaningless).
+  (entries at or beyond ``list_lengths`` are meaningless). Inputs are checked
+  in the graph, so TF Serving (which feeds tensors without checking their
+  shapes against the signature) answers a bad request with an
+  ``INVALID_ARGUMENT`` that names the input and the expected shape: ``features``
+  must have rank 3 and F features, ``list_lengths`` one length in ``[0, L]``
+  per list.
+
+Bad inputs, every signature: a document with a NaN or infinite feature is
+scored NaN, and only it: it takes no part in its list's normalization, so the
+other documents get exactly the scores they would get without it
+(:func:`tfr_extensions.data.query_zscore`). Bytes that are not a serialized
+``ExampleListWithContext`` (``tf.Example``) fail with ``INVALID_ARGUMENT`` or
+``DATA_LOSS`` at the node ``parse_inputs_as_ExampleListWithContext``
+(TensorFlow's own ``Could not parse example input`` for ``tf.Example``).
 
 Loading needs nothing but TensorFlow: ``tf.saved_model.load(path).signatures[...]``.
 A REST client of TF Serving posts raw features to ``predict_dense``, e.g. two
@@ -94,10 +107,13 @@ class _ServingModule(tf.Module):
             mask = tf.ones(tf.shape(features)[:2], tf.bool)
             return {tf.saved_model.REGRESS_OUTPUTS: self._score(features, mask)[0]}
 
+        # Shapes are left open here and checked in the graph (TF Serving does not
+        # check fed shapes against the signature: a wrong F failed inside a MatMul).
         @tf.function(input_signature=[
-            tf.TensorSpec([None, None, num_features], tf.float32, name="features"),
-            tf.TensorSpec([None], tf.int32, name="list_lengths")])
+            tf.TensorSpec(None, tf.float32, name="features"),
+            tf.TensorSpec(None, tf.int32, name="list_lengths")])
         def predict_dense(features, list_lengths):
+            features, list_lengths = check_dense_inputs(features, list_lengths, num_features)
             mask = tf.sequence_mask(list_lengths, tf.shape(features)[1])
             return {"scores": self._score(features, mask)}
 
@@ -105,6 +121,38 @@ class _ServingModule(tf.Module):
         return {DEFAULT: predict_fn, PREDICT: predict_fn,
                 REGRESS: regress.get_concrete_function(),
                 PREDICT_DENSE: predict_dense.get_concrete_function()}
+
+
+def check_dense_inputs(features: tf.Tensor, list_lengths: tf.Tensor,
+                       num_features: int):
+    """``predict_dense``'s inputs, checked: ``features`` ``[B, L, F]`` and
+    ``list_lengths`` ``[B]`` with values in ``[0, L]``; else an
+    ``InvalidArgumentError`` that names the input, the expected shape and the
+    shape (or values) it got.
+
+    Every check is safe to run on any input (dimensions are read from shapes
+    padded with -1), so whichever fails first names a real problem.
+    """
+    shape, lengths_shape = tf.shape(features), tf.shape(list_lengths)
+    batch, list_size, width = tf.unstack(
+        tf.concat([shape, -tf.ones([3], tf.int32)], axis=0)[:3], num=3)
+    checks = [
+        tf.debugging.Assert(
+            tf.logical_and(tf.equal(tf.size(shape), 3), tf.equal(width, num_features)),
+            [f"predict_dense: `features` must be float32 [batch, list_size, {num_features}]; "
+             "got shape", shape]),
+        tf.debugging.Assert(
+            tf.reduce_all(tf.equal(lengths_shape, tf.reshape(batch, [1]))),
+            ["predict_dense: `list_lengths` must be int32 [batch], one length per list of "
+             "`features`; got shape", lengths_shape, "and `features` of shape", shape]),
+        tf.debugging.Assert(
+            tf.reduce_all(tf.logical_and(list_lengths >= 0, list_lengths <= list_size)),
+            ["predict_dense: `list_lengths` must be in [0, list_size] with list_size =",
+             list_size, "(dimension 1 of `features`); got", list_lengths]),
+    ]
+    with tf.control_dependencies(checks):
+        return (tf.ensure_shape(tf.identity(features), [None, None, num_features]),
+                tf.ensure_shape(tf.identity(list_lengths), [None]))
 
 
 class _RenamedInputs:

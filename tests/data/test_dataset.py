@@ -173,3 +173,32 @@ def test_query_zscore_half_precision_and_missing_mask():
     np.testing.assert_allclose(out.numpy()[0, :, 0], [-1.0, 1.0])
     with pytest.raises(ValueError, match="`features` must have shape"):
         query_zscore(tf.zeros([2, 3]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_query_zscore_scores_a_non_finite_document_nan_and_leaves_the_list_as_without_it(bad):
+    rng = np.random.default_rng(2)
+    features = rng.normal(size=(2, 5, 3))
+    features[0, 1, 2] = bad
+    mask = np.array([[True] * 5, [True, True, True, False, False]])
+    mask_bad_padding = mask.copy()
+    features[1, 4, 0] = bad  # a padded document's features are ignored, NaN or not
+    out = query_zscore(tf.constant(features), tf.constant(mask_bad_padding)).numpy()
+    assert np.isnan(out[0, 1]).all()
+    np.testing.assert_allclose(out[0, [0, 2, 3, 4]], zscore_list(features[0, [0, 2, 3, 4]]),
+                               atol=1e-12)
+    np.testing.assert_allclose(out[1, :3], zscore_list(features[1, :3]), atol=1e-12)
+    assert not out[1, 3:].any()
+
+
+def test_non_finite_features_or_labels_are_refused_when_batching():
+    data = synthetic(num_queries=4, num_features=3, seed=1)
+    features, labels = data.features.copy(), data.labels.copy()
+    features[5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"The features of document 5 \(query id \d+\) are not "
+                                         r"finite: \[.*nan.*\]"):
+        ranking_dataset(LibSVMData(features, data.labels, data.qids, data.query_offsets))
+    labels[7] = np.inf
+    with pytest.raises(ValueError, match=r"The label of document 7 \(query id \d+\) is not "
+                                         r"finite: inf"):
+        ranking_dataset(LibSVMData(data.features, labels, data.qids, data.query_offsets))

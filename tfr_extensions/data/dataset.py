@@ -123,7 +123,8 @@ def ranking_dataset(
       A ``tf.data.Dataset`` of ``({"features": [B, L, F], "mask": [B, L]}, labels)``.
 
     Raises:
-      ValueError: for a bad option, or when no query is left to serve.
+      ValueError: for a bad option, when no query is left to serve, or when a
+        feature or label is NaN or infinite (naming the first such document).
 
     >>> from tfr_extensions.data.synthetic import synthetic
     >>> batch = next(iter(ranking_dataset(synthetic(num_queries=8, num_features=3),
@@ -146,6 +147,7 @@ def ranking_dataset(
     # [Q', 2]: first row and length of each served query, one gather per batch.
     spans = tf.constant(np.stack([offsets[queries], offsets[queries + 1] - offsets[queries]],
                                  axis=1).astype(index_dtype))
+    check_finite(data)
     table = tf.convert_to_tensor(feature_table(data, normalization))
     label_table = tf.convert_to_tensor(
         np.append(np.asarray(data.labels, np.float32), np.float32(PADDING_LABEL)))
@@ -187,6 +189,29 @@ def ranking_dataset(
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return dataset
 
+
+
+def check_finite(data: LibSVMData, block_rows: int = 1 << 18) -> None:
+    """Raises ``ValueError`` at the first document whose features or label are
+    NaN or infinite (in blocks of rows: no full-size temporary).
+
+    >>> bad = LibSVMData(np.array([[1.0], [np.inf]], np.float32), np.zeros(2, np.float32),
+    ...                  np.array([4, 4]), np.array([0, 2]))
+    >>> check_finite(bad)
+    Traceback (most recent call last):
+    ...
+    ValueError: The features of document 1 (query id 4) are not finite: [inf]; fix or drop it before batching.
+    """
+    for what, values in (("label", np.asarray(data.labels)[:, None]), ("features", data.features)):
+        for first in range(0, data.num_documents, block_rows):
+            finite = np.isfinite(values[first:first + block_rows]).all(axis=1)
+            if not finite.all():
+                row = first + int(np.argmin(finite))
+                shown = values[row] if what == "features" else values[row, 0]
+                raise ValueError(
+                    f"The {what} of document {row} (query id {data.qids[row]}) "
+                    f"{'are' if what == 'features' else 'is'} not finite: {shown}; fix or drop "
+                    "it before batching.")
 
 
 def feature_table(data: LibSVMData, normalization: str = "query_zscore",

@@ -12,6 +12,11 @@ a query level"; PT-Ranking does it with scikit-learn's ``StandardScaler``):
 over the ``n_q`` valid documents ``d`` of list ``q`` (population standard
 deviation, ``ddof=0``). A feature that is constant within a list becomes 0
 (StandardScaler's convention), and padded documents stay 0.
+
+Non-finite features (served data; training data is checked when it is read or
+batched): a valid document with a NaN or infinite feature takes no part in its
+list's statistics and gets NaN in every feature, so a model scores it NaN while
+every other document of the list gets exactly what it would get without it.
 """
 import tensorflow as tf
 
@@ -24,7 +29,9 @@ def query_zscore(features, mask=None) -> tf.Tensor:
     minimum and maximum, not from a rounded standard deviation, so a constant
     feature gives exactly 0 rather than +-1 from rounding noise. The division is
     masked in its argument (the denominator is 1 where the result is not used),
-    so all-padding lists and constant features give 0 with zero gradient.
+    so all-padding lists and constant features give 0 with zero gradient. A
+    valid document with a non-finite feature is left out of its list's
+    statistics and comes out as NaN in every feature (see the module docstring).
 
     Args:
       features: float ``[batch, list_size, num_features]``.
@@ -38,6 +45,8 @@ def query_zscore(features, mask=None) -> tf.Tensor:
     >>> features = tf.constant([[[1.0, 5.0], [3.0, 5.0], [9.0, 9.0]]])
     >>> query_zscore(features, tf.constant([[True, True, False]])).numpy().tolist()
     [[[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]]
+    >>> query_zscore([[[1.0, 5.0], [3.0, 5.0], [float("nan"), 9.0]]]).numpy().tolist()
+    [[[-1.0, 0.0], [1.0, 0.0], [nan, nan]]]
     """
     features = tf.convert_to_tensor(features)
     dtype = tf.float64 if features.dtype == tf.float64 else tf.float32
@@ -47,7 +56,9 @@ def query_zscore(features, mask=None) -> tf.Tensor:
             f"`features` must have shape [batch, list_size, num_features]; got {features.shape}.")
     if mask is None:
         mask = tf.ones(tf.shape(features)[:2], tf.bool)
-    valid = tf.cast(mask, tf.bool)[..., tf.newaxis]  # [B, L, 1]
+    present = tf.cast(mask, tf.bool)[..., tf.newaxis]  # [B, L, 1]
+    finite = tf.reduce_all(tf.math.is_finite(features), axis=-1, keepdims=True)
+    valid = tf.logical_and(present, finite)  # the documents the statistics are over
     weights = tf.cast(valid, dtype)
     count = tf.reduce_sum(weights, axis=1, keepdims=True)  # [B, 1, 1]
     safe_count = tf.maximum(count, 1.0)  # all-padding lists: sums are 0 anyway
@@ -64,4 +75,6 @@ def query_zscore(features, mask=None) -> tf.Tensor:
                              axis=1, keepdims=True)
     varies = tf.logical_and(largest > smallest, std > 0)  # [B, 1, F]
     scale = tf.where(varies, std, tf.ones_like(std))
-    return tf.where(tf.logical_and(valid, varies), centred / scale, zeros)
+    normalized = tf.where(tf.logical_and(valid, varies), centred / scale, zeros)
+    return tf.where(tf.logical_and(present, tf.logical_not(finite)),
+                    tf.constant(float("nan"), dtype), normalized)

@@ -6,6 +6,7 @@
 """
 from tfr_extensions.data.dataset import ranking_dataset, select_queries
 from tfr_extensions.data.elwc import elwc_feature_specs, to_elwc
-from tfr_extensions.data.libsvm import LibSVMData, default_cache_dir, group_by_query, read_libsvm
+from tfr_extensions.data.libsvm import (LibSVMData, default_cache_dir, group_by_query, read_libsvm,
+                                        write_libsvm)
 from tfr_extensions.data.normalization import query_zscore
-from tfr_extensions.data.synthetic import synthetic, write_libsvm
+from tfr_extensions.data.synthetic import synthetic

@@ -8,14 +8,29 @@ Two parsers read a block of whole lines and return the same :class:`Chunk`:
   becomes ``-2:<label> qid:<id> <index>:<value> ...``: the ``-2`` marks labels
   (no real feature index is negative), ``qid`` parses as NaN in column 0, so the
   structure "label, qid, features*" per line is checked by comparing positions.
-  Any irregularity (a malformed token, a duplicate index, a non-finite value,
-  odd whitespace) makes it return ``None``; it never guesses.
+  Lines of a file whose queries come from a group file (``qids=False``,
+  LightGBM / XGBoost style) have no ``qid:`` token: the structure is then
+  "label, features*" and a NaN in column 0 (a stray ``qid:``) is irregular.
+  Any irregularity (a malformed token, a duplicate index, a value that is not a
+  finite float32, an index above the limit, a NUL byte, odd whitespace) makes
+  it return ``None``; it never guesses.
 * ``parse_slow`` is a plain per-token Python parser, the reference. It raises a
   ``ValueError`` naming file, line and token at the first problem.
 
 ``parse_block`` tries the fast parser, and on ``None`` splits the block in
 pieces and retries, so only a small piece around a problem goes through the
 slow parser (which then raises the precise error, or parses the piece).
+
+``parse_group_sizes`` reads a group file (one positive document count per
+line), vectorized when regular, with a per-line pass only to name a bad line.
+
+    >>> chunk = parse_fast(b"2 qid:7 1:0.5 2:1\\n0 qid:7 1:3 2:0\\n", b"0.0", None)
+    >>> chunk.labels.tolist(), chunk.qids.tolist(), chunk.dense.tolist()
+    ([2.0, 0.0], [7, 7], [[0.5, 1.0], [3.0, 0.0]])
+    >>> parse_fast(b"1 3:2 1:1\\n", b"0.0", None, qids=False).index.tolist()
+    [3, 1]
+    >>> parse_group_sizes(b"2\\n1\\n", "rank.train.query").tolist()
+    [2, 1]
 """
 import csv
 import io
@@ -31,6 +46,9 @@ import pandas as pd
 _LABEL_MARK = -2.0
 _MAX_EXACT_INT = 2.0**53  # query ids beyond this are not exact in float64
 _MAX_INDEX = 2**31 - 1  # feature indices beyond this are surely typos (dense output)
+# A float64 x rounds to a finite float32 iff |x| < 2**128 - 2**103 (the midpoint
+# between float32's largest value and 2**128, which rounds to even: inf).
+_F32_LIMIT = 2.0**128 - 2.0**103
 _SLOW_BLOCK_BYTES = 1 << 16  # below this size a failing block goes to parse_slow
 _SPLIT_PIECES = 16
 
@@ -43,6 +61,10 @@ _FLOAT = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 _NON_FINITE = re.compile(rb"[+-]?(?:inf|infinity|nan)\Z", re.IGNORECASE)
 _DOCID = re.compile(rb"docid\s*=\s*(\S+)")
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
+_BOM = b"\xef\xbb\xbf"
+# A regular group file: one count per line (at most 15 digits: exact in int64 and float64).
+_GROUP_FILE = re.compile(rb"(?:[ \t]*[0-9]{1,15}[ \t]*\r?\n)*(?:[ \t]*[0-9]{1,15}[ \t]*\r?)?")
+_DIGITS = re.compile(rb"[0-9]+")
 
 
 class Chunk(NamedTuple):
@@ -50,7 +72,8 @@ class Chunk(NamedTuple):
 
     Entries are sparse triplets ``(doc, index, value)``, or, for blocks whose
     every line lists features ``1..k`` in order (the usual dense LETOR file),
-    ``dense`` ``[n, k]`` with empty triplets.
+    ``dense`` ``[n, k]`` with empty triplets. ``qids`` are 0 for lines without
+    ``qid:`` (``qids=False``: the group file gives the queries).
     """
 
     labels: np.ndarray  # float64 [n]
@@ -74,12 +97,20 @@ def _empty_chunk() -> Chunk:
     return Chunk(empty_f, empty_i, empty_i, empty_i, empty_f)
 
 
+def _index_limit(num_features: Optional[int], max_features: Optional[int]) -> int:
+    """The largest accepted feature index: num_features, else max_features."""
+    if num_features is not None:
+        return num_features
+    return _MAX_INDEX if max_features is None else max_features
+
+
 # --------------------------------------------------------------------------- fast
 
 
 def _normalize(text: bytes, null_token: bytes, lines: bool) -> Optional[bytes]:
     """Strips comments and NULLs, tabs and CRs; with ``lines``, also leading spaces
-    and blank lines. None if a NULL is misplaced.
+    and blank lines. None if a NULL is misplaced or a NUL byte is left (pandas
+    would end the number there: ``1:0.\\x0012`` would read as 0).
 
     The checks use ``in`` on single bytes (memchr speed): multi-byte searches
     cost as much as parsing on large blocks, so line clean-up only runs after a
@@ -87,6 +118,8 @@ def _normalize(text: bytes, null_token: bytes, lines: bool) -> Optional[bytes]:
     """
     if b"#" in text:
         text = _COMMENT.sub(b"", text)
+    if b"\x00" in text:
+        return None
     if b"N" in text and b"NULL" in text:
         if b"qid:NULL" in text:
             return None
@@ -114,10 +147,22 @@ def _read_pairs(body: bytes):
     return frame[0].to_numpy(), frame[1].to_numpy()
 
 
-def _valid_labels_and_qids(labels: np.ndarray, qids: np.ndarray) -> Optional[np.ndarray]:
-    """int64 qids if labels are finite and >= 0 and qids exact integers, else None."""
-    if not (np.isfinite(labels).all() and (labels >= 0).all()):
-        return None
+def _finite_float32(values: np.ndarray) -> bool:
+    """Every value rounds to a finite float32 (NaN, inf and 1e39 do not).
+
+    Two reductions without temporaries (as fast as ``np.isfinite``); a NaN makes
+    ``max`` NaN, which fails the comparison.
+    """
+    return not values.size or bool(values.max() < _F32_LIMIT and values.min() > -_F32_LIMIT)
+
+
+def _valid_labels(labels: np.ndarray) -> bool:
+    """Labels are >= 0 and finite in float32 (a NaN fails both comparisons)."""
+    return not labels.size or bool(labels.min() >= 0 and labels.max() < _F32_LIMIT)
+
+
+def _valid_qids(qids: np.ndarray) -> Optional[np.ndarray]:
+    """int64 qids if all are exact integers, else None."""
     if not (np.abs(qids) <= _MAX_EXACT_INT).all():
         return None
     qid_ints = qids.astype(np.int64)
@@ -127,13 +172,11 @@ def _valid_labels_and_qids(labels: np.ndarray, qids: np.ndarray) -> Optional[np.
 
 
 def _valid_entries(index: np.ndarray, value: np.ndarray, counts: np.ndarray,
-                   num_features: Optional[int]) -> bool:
-    """Indices in [1, num_features], unique within each line; values finite."""
+                   limit: int) -> bool:
+    """Indices in [1, limit], unique within each line; values finite in float32."""
     if not index.size:
         return True
-    if not np.isfinite(value).all() or index.min() < 1:
-        return False
-    if index.max() > (_MAX_INDEX if num_features is None else num_features):
+    if not _finite_float32(value) or index.min() < 1 or index.max() > limit:
         return False
     steps = np.diff(index)
     line_starts = np.cumsum(counts)[:-1]
@@ -144,24 +187,30 @@ def _valid_entries(index: np.ndarray, value: np.ndarray, counts: np.ndarray,
     return not (key[1:] == key[:-1]).any()
 
 
-def _regular_rows(first: np.ndarray, second: np.ndarray, num_lines: int) -> Optional[np.ndarray]:
-    """``[n, k + 2]`` view of ``second`` when every line is ``label qid 1:.. k:..``."""
+def _regular_rows(first: np.ndarray, second: np.ndarray, num_lines: int,
+                  lead: int) -> Optional[np.ndarray]:
+    """``[n, k + lead]`` view of ``second`` when every line is ``label [qid] 1:.. k:..``
+    (``lead`` is 2 with a qid row, 1 without)."""
     width = first.size // num_lines
-    if width < 2 or width * num_lines != first.size:
+    if width < lead or width * num_lines != first.size:
         return None
     rows = first.reshape(num_lines, width)
-    if not ((rows[:, 0] == _LABEL_MARK).all() and np.isnan(rows[:, 1]).all()
-            and (rows[:, 2:] == np.arange(1, width - 1)).all()):
+    if not ((rows[:, 0] == _LABEL_MARK).all() and (lead == 1 or np.isnan(rows[:, 1]).all())
+            and (rows[:, lead:] == np.arange(1, width - lead + 1)).all()):
         return None
     return second.reshape(num_lines, width)
 
 
 def parse_fast(text: bytes, null_token: bytes, num_features: Optional[int],
-               lines: bool = False) -> Optional[Chunk]:
+               lines: bool = False, *, qids: bool = True,
+               max_features: Optional[int] = None) -> Optional[Chunk]:
     """Vectorized parse of whole lines (ending in newline); None if irregular.
 
     Without ``lines``, blank lines and leading spaces make it fail (cheaply);
-    with it they are removed first.
+    with it they are removed first. ``qids=False`` reads lines without
+    ``qid:`` (``<label> <index>:<value> ...``; the chunk's qids are 0).
+    Indices above ``num_features`` (or, when it is None, ``max_features``,
+    default 2**31 - 1) are irregular.
     """
     text = _normalize(text, null_token, lines)
     if text is None:
@@ -174,35 +223,45 @@ def parse_fast(text: bytes, null_token: bytes, num_features: Optional[int],
     if pairs is None:
         return None
     first, second = pairs
-    regular = _regular_rows(first, second, num_lines)
+    limit = _index_limit(num_features, max_features)
+    lead = 2 if qids else 1  # rows before a line's features: label [, qid]
+    regular = _regular_rows(first, second, num_lines, lead)
     if regular is not None:  # the common dense case: no masks, no triplets
-        qids = _valid_labels_and_qids(regular[:, 0], regular[:, 1])
-        values = regular[:, 2:]
-        if (qids is None or not np.isfinite(values).all()
-                or (num_features is not None and values.shape[1] > num_features)):
+        labels, values = regular[:, 0], regular[:, lead:]
+        qid_ints = _valid_qids(regular[:, 1]) if qids else np.zeros(num_lines, np.int64)
+        if (qid_ints is None or not _valid_labels(labels) or not _finite_float32(values)
+                or values.shape[1] > limit):
             return None
         empty = np.zeros(0, np.int64)
-        return Chunk(regular[:, 0], qids, empty, empty, np.zeros(0), dense=values)
+        return Chunk(labels, qid_ints, empty, empty, np.zeros(0), dense=values)
     label_rows = np.flatnonzero(first == _LABEL_MARK)
-    qid_rows = np.flatnonzero(np.isnan(first))
-    if (label_rows.size != num_lines or qid_rows.size != num_lines or label_rows[0] != 0
-            or not np.array_equal(qid_rows, label_rows + 1)):
+    if label_rows.size != num_lines or label_rows[0] != 0:
         return None
-    qids = _valid_labels_and_qids(second[label_rows], second[qid_rows])
-    if qids is None:
-        return None
-    # Feature rows lie between a document's qid row and the next label row.
-    counts = np.diff(np.append(label_rows, first.size)) - 2
     is_feature = np.ones(first.size, bool)
     is_feature[label_rows] = False
-    is_feature[qid_rows] = False
+    if qids:
+        qid_rows = np.flatnonzero(np.isnan(first))
+        if qid_rows.size != num_lines or not np.array_equal(qid_rows, label_rows + 1):
+            return None
+        qid_ints = _valid_qids(second[qid_rows])
+        if qid_ints is None:
+            return None
+        is_feature[qid_rows] = False
+    else:
+        if np.isnan(first).any():  # a 'qid:' token: the slow parser names it
+            return None
+        qid_ints = np.zeros(num_lines, np.int64)
+    labels = second[label_rows]
+    if not _valid_labels(labels):
+        return None
+    # Feature rows lie between a document's label (or qid) row and the next label row.
+    counts = np.diff(np.append(label_rows, first.size)) - lead
     index_f, value = first[is_feature], second[is_feature]
     with np.errstate(invalid="ignore"):  # inf or 1e20 casts to garbage, caught below
         index = index_f.astype(np.int64)
-    if not np.array_equal(index, index_f) or not _valid_entries(index, value, counts,
-                                                                 num_features):
+    if not np.array_equal(index, index_f) or not _valid_entries(index, value, counts, limit):
         return None
-    return Chunk(second[label_rows], qids, np.repeat(np.arange(num_lines), counts), index, value)
+    return Chunk(labels, qid_ints, np.repeat(np.arange(num_lines), counts), index, value)
 
 
 # --------------------------------------------------------------------------- slow
@@ -221,23 +280,39 @@ class _LineError(Exception):
         self.reason, self.token = reason, token
 
 
-def _parse_tokens(tokens: List[bytes], null_value: float, num_features: Optional[int]):
-    """(label, qid, indices, values) of one line's tokens, or raises _LineError."""
-    label = _number(tokens[0])
+def _parse_label(token: bytes) -> float:
+    label = _number(token)
     if label is None:
-        raise _LineError("invalid label", tokens[0])
+        raise _LineError("invalid label", token)
     if not math.isfinite(label):
-        raise _LineError("non-finite label", tokens[0])
+        raise _LineError("non-finite label", token)
     if label < 0:
-        raise _LineError("negative label", tokens[0])
-    if len(tokens) < 2 or not tokens[1].startswith(b"qid:"):
-        raise _LineError("expected 'qid:<id>' after the label", tokens[min(1, len(tokens) - 1)])
-    qid = _number(tokens[1][4:])
-    if qid is None or not math.isfinite(qid) or qid != int(qid) or abs(qid) > _MAX_EXACT_INT:
-        raise _LineError("query id must be an integer", tokens[1])
+        raise _LineError("negative label", token)
+    if label >= _F32_LIMIT:
+        raise _LineError("label overflows float32", token)
+    return label
+
+
+def _parse_tokens(tokens: List[bytes], null_value: float, num_features: Optional[int],
+                  max_features: Optional[int], qids: bool, hint: str):
+    """(label, qid, indices, values) of one line's tokens, or raises _LineError."""
+    label = _parse_label(tokens[0])
+    if qids:
+        if len(tokens) < 2 or not tokens[1].startswith(b"qid:"):
+            raise _LineError("expected 'qid:<id>' after the label" + hint,
+                             tokens[min(1, len(tokens) - 1)])
+        qid = _number(tokens[1][4:])
+        if (qid is None or not math.isfinite(qid) or qid != int(qid)
+                or abs(qid) > _MAX_EXACT_INT):
+            raise _LineError("query id must be an integer", tokens[1])
+        qid, feature_tokens = int(qid), tokens[2:]
+    else:
+        qid, feature_tokens = 0, tokens[1:]
     indices, values = [], []
     seen = set()
-    for token in tokens[2:]:
+    for token in feature_tokens:
+        if not qids and token.startswith(b"qid:"):
+            raise _LineError("unexpected 'qid:' token" + hint, token)
         index_text, colon, value_text = token.partition(b":")
         if not colon or b":" in value_text:
             raise _LineError("expected '<index>:<value>'", token)
@@ -246,10 +321,15 @@ def _parse_tokens(tokens: List[bytes], null_value: float, num_features: Optional
             raise _LineError("feature index must be a positive integer (indices are 1-based)",
                              token)
         index = int(index)
-        if index > _MAX_INDEX:
+        if num_features is not None:
+            if index > num_features:
+                raise _LineError(f"feature index exceeds num_features={num_features}", token)
+        elif max_features is not None:
+            if index > max_features:
+                raise _LineError(f"feature index exceeds max_features={max_features} (pass a "
+                                 f"larger max_features if the index is real)", token)
+        elif index > _MAX_INDEX:
             raise _LineError(f"feature index exceeds {_MAX_INDEX}", token)
-        if num_features is not None and index > num_features:
-            raise _LineError(f"feature index exceeds num_features={num_features}", token)
         if index in seen:
             raise _LineError("duplicate feature index", token)
         seen.add(index)
@@ -258,31 +338,40 @@ def _parse_tokens(tokens: List[bytes], null_value: float, num_features: Optional
             raise _LineError("invalid feature value", token)
         if not math.isfinite(value):
             raise _LineError("non-finite feature value", token)
+        if abs(value) >= _F32_LIMIT:
+            raise _LineError("feature value overflows float32", token)
         indices.append(index)
         values.append(value)
-    return label, int(qid), indices, values
+    return label, qid, indices, values
 
 
 def parse_slow(text: bytes, first_line: int, path: str, null_value: float,
-               num_features: Optional[int]) -> Chunk:
-    """Token-by-token parse; raises ValueError(``path:line: reason: 'token'``)."""
-    labels, qids, docs, indices, values = [], [], [], [], []
+               num_features: Optional[int], *, qids: bool = True,
+               max_features: Optional[int] = None, hint: str = "") -> Chunk:
+    """Token-by-token parse; raises ValueError(``path:line: reason: 'token'``).
+
+    ``hint`` is appended to the reasons about ``qid:`` (a missing one with
+    ``qids=True``, a stray one with ``qids=False``): the caller says there which
+    group file it used or looked for.
+    """
+    labels, qid_list, docs, indices, values = [], [], [], [], []
     for offset, line in enumerate(text.split(b"\n")):
         tokens = line.split(b"#", 1)[0].split()
         if not tokens:
             continue
         try:
-            label, qid, line_indices, line_values = _parse_tokens(tokens, null_value, num_features)
+            label, qid, line_indices, line_values = _parse_tokens(
+                tokens, null_value, num_features, max_features, qids, hint)
         except _LineError as error:
             token = error.token.decode("utf-8", errors="replace")
             raise ValueError(
                 f"{path}:{first_line + offset}: {error.reason}: {token!r}") from None
         docs.extend([len(labels)] * len(line_indices))
         labels.append(label)
-        qids.append(qid)
+        qid_list.append(qid)
         indices.extend(line_indices)
         values.extend(line_values)
-    return Chunk(np.asarray(labels, np.float64), np.asarray(qids, np.int64),
+    return Chunk(np.asarray(labels, np.float64), np.asarray(qid_list, np.int64),
                  np.asarray(docs, np.int64), np.asarray(indices, np.int64),
                  np.asarray(values, np.float64))
 
@@ -303,7 +392,8 @@ def _split_lines(text: bytes, pieces: int) -> List[bytes]:
 
 
 def parse_block(text: bytes, first_line: int, path: str, null_value: float,
-                num_features: Optional[int], clean_lines: bool = False):
+                num_features: Optional[int], clean_lines: bool = False, *,
+                qids: bool = True, max_features: Optional[int] = None, hint: str = ""):
     """``(chunks, line count, clean_lines)`` of a block of whole lines.
 
     Chunks come in file order, fast where possible. A block that fails is
@@ -311,22 +401,25 @@ def parse_block(text: bytes, first_line: int, path: str, null_value: float,
     only small pieces around a problem go through parse_slow. The returned
     ``clean_lines`` tells the caller to clean up first in the next block (a file
     with blank lines has them everywhere), saving a failed attempt per block.
+    ``qids``, ``max_features`` and ``hint`` are passed to both parsers.
     """
     null_token = repr(float(null_value)).encode()
+    options = dict(qids=qids, max_features=max_features)
     if not clean_lines:
-        chunk = parse_fast(text, null_token, num_features)
+        chunk = parse_fast(text, null_token, num_features, **options)
         if chunk is not None:  # no blank lines were removed: one document per line
             return [chunk], chunk.labels.size, False
     num_lines = text.count(b"\n")
-    chunk = parse_fast(text, null_token, num_features, lines=True)
+    chunk = parse_fast(text, null_token, num_features, lines=True, **options)
     if chunk is not None:
         return [chunk], num_lines, True
     if len(text) <= _SLOW_BLOCK_BYTES:
-        return [parse_slow(text, first_line, path, null_value, num_features)], num_lines, False
+        return [parse_slow(text, first_line, path, null_value, num_features, hint=hint,
+                           **options)], num_lines, False
     chunks = []
     for piece in _split_lines(text, _SPLIT_PIECES):
         piece_chunks, piece_lines, _ = parse_block(piece, first_line, path, null_value,
-                                                   num_features)
+                                                   num_features, hint=hint, **options)
         chunks.extend(piece_chunks)
         first_line += piece_lines
     return chunks, num_lines, False
@@ -341,3 +434,42 @@ def docids_of_block(text: bytes) -> List[str]:
             match = _DOCID.search(comment)
             docids.append(match.group(1).decode("utf-8", errors="replace") if match else "")
     return docids
+
+
+# --------------------------------------------------------------------------- group files
+
+
+def parse_group_sizes(text: bytes, path: str) -> np.ndarray:
+    """int64 ``[Q]``: the documents per query of a LightGBM ``.query`` / XGBoost
+    ``.group`` file, in order.
+
+    One positive integer per line; blank lines, spaces, tabs, CRLF and a UTF-8
+    BOM are accepted. A regular file is checked with one regular expression and
+    converted in C; otherwise a per-line pass raises
+    ``ValueError("<path>:<line>: <reason>: '<text>'")`` for the first bad line
+    (a zero, negative or non-integer count, or several numbers on one line).
+    """
+    if text.startswith(_BOM):
+        text = text[len(_BOM):]
+    if _GROUP_FILE.fullmatch(text):
+        sizes = np.array(text.split()).astype(np.int64) if text.strip() else np.zeros(0, np.int64)
+        zeros = np.flatnonzero(sizes == 0)
+        if not zeros.size:
+            return sizes
+        # A regular file has one count per line: the first zero is on line zeros[0] + 1.
+        raise ValueError(f"{path}:{zeros[0] + 1}: query size must be a positive integer: "
+                         f"{text.split()[zeros[0]].decode()!r}")
+    sizes = []
+    for number, line in enumerate(text.split(b"\n"), 1):
+        tokens = line.split()
+        if not tokens:
+            continue
+        shown = line.strip().decode("utf-8", errors="replace")
+        if len(tokens) > 1:
+            raise ValueError(f"{path}:{number}: expected one query size per line: {shown!r}")
+        if not _DIGITS.fullmatch(tokens[0]) or int(tokens[0]) == 0:
+            raise ValueError(f"{path}:{number}: query size must be a positive integer: {shown!r}")
+        if int(tokens[0]) > _MAX_EXACT_INT:
+            raise ValueError(f"{path}:{number}: query size exceeds 2**53: {shown!r}")
+        sizes.append(int(tokens[0]))
+    return np.asarray(sizes, np.int64)

@@ -1,4 +1,4 @@
-"""The embedded default dataset, and writing LETOR files.
+"""The embedded default dataset.
 
 :func:`synthetic` draws a deterministic LETOR-like dataset: per-query feature
 shifts and scales (so query-level normalization matters), a learnable but noisy
@@ -6,12 +6,10 @@ relevance signal (linear part plus one interaction), graded labels 0..4 with the
 label skew of MSLR-WEB30K (about 51% / 33% / 13% / 2% / 1%), and a fraction of
 queries without any relevant document (as MQ2008 has).
 
-:func:`write_libsvm` writes any :class:`~tfr_extensions.data.LibSVMData` as a
-LETOR text file that :func:`~tfr_extensions.data.read_libsvm` reads back
-exactly (float32 values are written with 9 significant digits).
+:func:`tfr_extensions.data.write_libsvm` writes it (or any
+:class:`~tfr_extensions.data.LibSVMData`) as a LETOR file.
 """
-import os
-from typing import Tuple, Union
+from typing import Tuple
 
 import numpy as np
 
@@ -87,34 +85,3 @@ def synthetic(
     features[:, counts] = np.round(np.exp(features[:, counts] / 2.0))
     return LibSVMData(features.astype(np.float32), labels,
                       np.arange(1, num_queries + 1, dtype=np.int64)[query_of_doc], offsets)
-
-
-def write_libsvm(data: LibSVMData, path: Union[str, os.PathLike], *, sparse: bool = False,
-                 rows_per_write: int = 4096) -> None:
-    """Writes ``data`` as a LETOR file: ``<label> qid:<id> 1:<v> ... [#docid = X]``.
-
-    Args:
-      data: the documents (written in their order).
-      path: the output file (overwritten).
-      sparse: omit zero features (LibSVM's sparse form).
-      rows_per_write: lines formatted per write call.
-    """
-    features = np.asarray(data.features, np.float32)
-    num_features = features.shape[1]
-    row_format = "%.9g qid:%d" + "".join(f" {j}:%.9g" for j in range(1, num_features + 1))
-    docids = data.docids
-    with open(path, "w", encoding="utf-8") as handle:
-        for start in range(0, features.shape[0], rows_per_write):
-            lines = []
-            for row in range(start, min(start + rows_per_write, features.shape[0])):
-                label, qid = float(data.labels[row]), int(data.qids[row])
-                values = features[row].tolist()
-                if sparse:
-                    line = f"{label:.9g} qid:{qid}" + "".join(
-                        f" {j + 1}:{v:.9g}" for j, v in enumerate(values) if v != 0)
-                else:
-                    line = row_format % (label, qid, *values)
-                if docids is not None:
-                    line += f" #docid = {docids[row]}"
-                lines.append(line + "\n")
-            handle.write("".join(lines))

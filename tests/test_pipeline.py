@@ -373,6 +373,20 @@ def test_builder_yields_tf_ranking_format_from_paths_and_data(fold, libsvm_build
         .numpy()[:, :5])
 
 
+def test_builder_reads_group_file_layout_beside_the_data(libsvm_builder, tmp_path):
+    """LightGBM's layout (no qid:, counts in <file>.query) through the builder."""
+    valid = libsvm_builder.valid_data
+    for part, data in (("train", libsvm_builder.train_data), ("vali", valid)):
+        tfrx.data.write_libsvm(data, tmp_path / f"{part}.txt", group_file=".query")
+    assert "qid:" not in (tmp_path / "vali.txt").read_text()
+    builder = tfrx_pipeline.LibSVMDatasetBuilder(tmp_path / "train.txt", tmp_path / "vali.txt",
+                                                 valid_batch_size=64)
+    np.testing.assert_array_equal(builder.valid_data.query_offsets, valid.query_offsets)
+    ours, theirs = (next(iter(b.build_valid_dataset())) for b in (builder, libsvm_builder))
+    np.testing.assert_array_equal(ours[1].numpy(), theirs[1].numpy())
+    np.testing.assert_array_equal(ours[0]["features"].numpy(), theirs[0]["features"].numpy())
+
+
 def test_builder_zscore_signatures_take_raw_features(libsvm_builder, tmp_path):
     """With normalization="query_zscore", the predict signature z-scores each served
     list as the dataset did, so the SavedModel takes raw features."""

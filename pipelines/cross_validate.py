@@ -24,9 +24,14 @@ query of exactly one fold), give the report:
 
 Runs live in ``<output-dir>/<method>/<config>/fold<k>/`` (``config.json``,
 ``results.json``, ``vali_per_query*.csv``, ``test_per_query*.csv``) and end
-with a ``done.json`` marker: a second invocation skips finished runs, so an
-interrupted comparison resumes where it stopped, and the report can be
-rebuilt alone with ``--report-only``.
+with a ``done.json`` marker that records the run's identity
+(:func:`run_identity`: the method preset, the grid point and the run's whole
+resolved training config, e.g. its epochs, seed and learning rate). A second
+invocation skips the runs whose marker matches, so an interrupted comparison
+resumes where it stopped, and retrains those whose settings changed; the
+report (also rebuilt alone with ``--report-only``) uses only runs whose
+identity matches the command's. Files are written atomically and every JSON is
+strict (a metric mean over no query is ``null``).
 
 Neural runs use :func:`pipelines.train.train_dataset` and
 :class:`pipelines.train.TrainConfig` but their own short ``fit`` loop rather
@@ -253,12 +258,10 @@ def _player_suffix(player: str) -> str:
 
 
 # ----------------------------------------------------------------------------- training
-def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
-                 cv: CVConfig) -> Dict[str, Any]:
-    """Trains one (method, grid point, fold); writes the run folder; returns its summary."""
-    import tensorflow as tf
+def neural_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: str,
+                  cv: CVConfig):
+    """The :class:`pipelines.train.TrainConfig` of one neural (method, grid point, fold)."""
     from pipelines import train as train_pipeline
-    from tfr_extensions import evaluation, models
 
     point = {**method.overrides, **point}
     fields = {k: v for k, v in point.items() if k in NEURAL_GRID_FIELDS}
@@ -268,7 +271,7 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
     if unknown:
         raise ValueError(f"`grid` parameters of {method.key} must be in {NEURAL_GRID_FIELDS} or "
                          f"'loss.<arg>'; got {unknown}.")
-    config = train_pipeline.TrainConfig(**{
+    return train_pipeline.TrainConfig(**{
         "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
         "loss": method.loss or f"irgan_{method.irgan_mode}",
         "loss_args": loss_args if method.kind == "loss" else {"mode": method.irgan_mode},
@@ -276,10 +279,20 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
         "learning_rate": cv.learning_rate, "l2": cv.l2, "seed": cv.seed,
         "output_dir": out_dir, "no_relevant": cv.no_relevant, "tensorboard": False,
         "verbose": 0, **fields})
+
+
+def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
+                 cv: CVConfig) -> Dict[str, Any]:
+    """Trains one (method, grid point, fold); writes the run folder; returns its summary."""
+    import tensorflow as tf
+    from pipelines import train as train_pipeline
+    from tfr_extensions import evaluation, models
+
+    config = neural_config(method, point, fold, out_dir, cv)
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump({"method": dataclasses.asdict(method), "grid_point": dict(point),
-                   "train_config": config.to_json()}, f, indent=2)
+    train_pipeline.write_json(os.path.join(out_dir, "config.json"), {
+        "method": dataclasses.asdict(method), "grid_point": {**method.overrides, **point},
+        "train_config": config.to_json()})
 
     tf.keras.utils.set_random_seed(config.seed)
     num_features = splits.num_features
@@ -310,7 +323,8 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
         for player, scorer_model in players.items()}
     start = time.perf_counter()
     history = model.fit(dataset.repeat(), epochs=config.epochs, steps_per_epoch=steps,
-                        callbacks=list(callbacks.values()), verbose=0)
+                        callbacks=[train_pipeline.StopOnNonFiniteLoss(), *callbacks.values()],
+                        verbose=0)
     train_seconds = time.perf_counter() - start
 
     summary = {"kind": method.kind, "train_seconds": train_seconds,
@@ -321,34 +335,50 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
         results = {}
         for part, data in (("vali", splits.vali), ("test", splits.test)):
             result = evaluation.evaluate_model(scorer_model, data, no_relevant=config.no_relevant)
-            result.per_query.to_csv(
+            train_pipeline.write_atomically(
                 os.path.join(out_dir, f"{part}_per_query{_player_suffix(player)}.csv"),
-                index=False)
-            results[part] = result.summary
+                lambda temp, frame=result.per_query: frame.to_csv(temp, index=False))
+            results[part] = evaluation.json_summary(result.summary)
         summary["players"][player] = {
             "best_epoch": callback.best_epoch, "validation": results["vali"],
             "test": results["test"],
-            "curves": {"vali_ndcg@5": callback.values, "test_ndcg@5": callback.curves["test"]}}
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+            "curves": {"vali_ndcg@5": _json_curve(callback.values),
+                       "test_ndcg@5": _json_curve(callback.curves["test"])}}
+    train_pipeline.write_json(os.path.join(out_dir, "results.json"), summary)
     return summary
+
+
+def _json_curve(values: Sequence[float]) -> List[Optional[float]]:
+    """A metric curve for strict JSON: a mean over no query (NaN) as None."""
+    from tfr_extensions import evaluation
+    return [evaluation.json_metric(float(v)) for v in values]
+
+
+def lambdamart_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: str,
+                      cv: CVConfig):
+    """The :class:`pipelines.lambdamart.LambdaMARTConfig` of one LambdaMART
+    (method, grid point, fold)."""
+    from pipelines import lambdamart
+
+    point = {**method.overrides, **point}
+    fields = {k: v for k, v in point.items() if k in LAMBDAMART_GRID_FIELDS}
+    params = {k: v for k, v in point.items() if k not in LAMBDAMART_GRID_FIELDS}
+    return lambdamart.LambdaMARTConfig(**{
+        "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
+        "preset": cv.lambdamart_preset, "params": params, "num_boost_round": cv.lambdamart_rounds,
+        "early_stopping_rounds": cv.lambdamart_early_stopping, "seed": cv.seed,
+        "num_threads": cv.num_threads, "output_dir": out_dir, "no_relevant": cv.no_relevant,
+        **fields})
 
 
 def train_lambdamart(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
                      cv: CVConfig) -> Dict[str, Any]:
     """:func:`pipelines.lambdamart.run` plus an nDCG@5 curve over the boosting iterations."""
     from pipelines import lambdamart
+    from pipelines import train as train_pipeline
     from tfr_extensions import evaluation
 
-    point = {**method.overrides, **point}
-    fields = {k: v for k, v in point.items() if k in LAMBDAMART_GRID_FIELDS}
-    params = {k: v for k, v in point.items() if k not in LAMBDAMART_GRID_FIELDS}
-    config = lambdamart.LambdaMARTConfig(**{
-        "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
-        "preset": cv.lambdamart_preset, "params": params, "num_boost_round": cv.lambdamart_rounds,
-        "early_stopping_rounds": cv.lambdamart_early_stopping, "seed": cv.seed,
-        "num_threads": cv.num_threads, "output_dir": out_dir, "no_relevant": cv.no_relevant,
-        **fields})
+    config = lambdamart_config(method, point, fold, out_dir, cv)
     start = time.perf_counter()
     result = lambdamart.run(config, splits=splits)
     train_seconds = time.perf_counter() - start
@@ -359,17 +389,17 @@ def train_lambdamart(method: Method, point: Mapping[str, Any], fold: int, splits
     curves = {"iterations": [int(i) for i in iterations]}
     for part, data in (("train", splits.train), ("vali", splits.vali), ("test", splits.test)):
         features = np.asarray(data.features, np.float32)
-        curves[f"{part}_ndcg@5"] = [float(evaluation.evaluate(
+        curves[f"{part}_ndcg@5"] = _json_curve([evaluation.evaluate(
             data.labels, result.booster.predict(features, num_iteration=int(i)),
             data.query_offsets, topns=(5,), metrics=("ndcg",),
-            no_relevant=cv.no_relevant).summary[SELECTION_METRIC]) for i in iterations]
+            no_relevant=cv.no_relevant).summary[SELECTION_METRIC] for i in iterations])
     summary = {"kind": "lambdamart", "train_seconds": train_seconds, "history": {},
                "preset": result.preset, "num_trees": trees,
                "players": {"": {"best_epoch": result.best_iteration,
-                                "validation": result.validation.summary,
-                                "test": result.test.summary, "curves": curves}}}
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+                                "validation": evaluation.json_summary(result.validation.summary),
+                                "test": evaluation.json_summary(result.test.summary),
+                                "curves": curves}}}
+    train_pipeline.write_json(os.path.join(out_dir, "results.json"), summary)
     return summary
 
 
@@ -383,38 +413,90 @@ def plan(cv: CVConfig) -> List[Tuple[Method, Dict[str, Any], int]]:
             for point in grid_points(cv, resolve_method(m))]
 
 
-def run_all(cv: CVConfig, log=print) -> Dict[str, int]:
-    """Trains every run of :func:`plan` that has no ``done.json``; returns counts."""
+def run_identity(cv: CVConfig, method: Method, point: Mapping[str, Any],
+                 fold: int) -> Dict[str, Any]:
+    """What a finished run must match to be skipped or reported: the method preset, the
+    grid point (with the preset's overrides) and the run's whole resolved config
+    (:func:`neural_config` / :func:`lambdamart_config`) but its folder, as JSON."""
+    make = lambdamart_config if method.kind == "lambdamart" else neural_config
+    config = dataclasses.asdict(make(method, point, fold, "", cv))
+    config.pop("output_dir")
+    identity = {"method": dataclasses.asdict(method),
+                "grid_point": {**method.overrides, **point}, "config": config}
+    return json.loads(json.dumps(identity, allow_nan=False))
+
+
+def _flat(value: Any, prefix: str = "") -> Dict[str, Any]:
+    """``{"config": {"epochs": 3}}`` -> ``{"config.epochs": 3}``."""
+    if not isinstance(value, dict) or not value:
+        return {prefix: value}
+    out: Dict[str, Any] = {}
+    for key, item in value.items():
+        out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def run_status(path: str, identity: Mapping[str, Any]) -> Tuple[str, List[str]]:
+    """``("done", [])`` when ``path`` holds a finished run of ``identity``;
+    ``("changed", differences)`` when it holds one of another identity (or a marker
+    without one, from an older version); ``("new", [])`` otherwise."""
     from pipelines import train as train_pipeline
+    try:
+        done = train_pipeline.read_json(os.path.join(path, "done.json"))
+    except train_pipeline.OutputDirError:
+        return "changed", ["done.json is not valid JSON"]
+    if done is None:
+        return "new", []
+    stored = done.get("identity") if isinstance(done, dict) else None
+    if stored is None:
+        return "changed", ["done.json records no identity"]
+    differences = train_pipeline.config_differences(_flat(stored), _flat(dict(identity)))
+    return ("changed", differences) if differences else ("done", [])
+
+
+def run_all(cv: CVConfig, log=print) -> Dict[str, int]:
+    """Trains every run of :func:`plan` without a ``done.json`` of its identity
+    (:func:`run_identity`): new runs, and runs whose settings changed; returns counts."""
+    from pipelines import train as train_pipeline
+    from tfr_extensions import evaluation
 
     runs = plan(cv)
     os.makedirs(cv.resolved_output_dir, exist_ok=True)
-    with open(os.path.join(cv.resolved_output_dir, "cv_config.json"), "w") as f:
-        json.dump(dataclasses.asdict(cv), f, indent=2)
+    train_pipeline.write_json(os.path.join(cv.resolved_output_dir, "cv_config.json"),
+                              dataclasses.asdict(cv))
     counts = {"trained": 0, "skipped": 0}
     splits_cache: Dict[int, Any] = {}
     start = time.perf_counter()
     for i, (method, point, fold) in enumerate(runs, 1):
         out = run_dir(cv, method.key, point, fold)
         tag = f"[{i}/{len(runs)}] {method.key} {config_name(point)} fold{fold}"
-        if os.path.isfile(os.path.join(out, "done.json")):
+        identity = run_identity(cv, method, point, fold)
+        status, differences = run_status(out, identity)
+        if status == "done":
             counts["skipped"] += 1
             log(f"{tag}: done before, skipped")
             continue
+        if status == "changed":
+            log(f"{tag}: settings changed ({'; '.join(differences[:3])}), retraining")
+            os.remove(os.path.join(out, "done.json"))  # first: a killed retrain is not done
         if fold not in splits_cache:
             splits_cache.clear()
             splits_cache[fold] = train_pipeline.load_splits(cv.data, fold, cv.seed)
+            evaluation.check_evaluable(splits_cache[fold].vali, cv.no_relevant,
+                                       what=f"fold {fold} validation")
         run_start = time.perf_counter()
         trainer = train_lambdamart if method.kind == "lambdamart" else train_neural
         summary = trainer(method, point, fold, splits_cache[fold], out, cv)
         seconds = time.perf_counter() - run_start
-        with open(os.path.join(out, "done.json"), "w") as f:
-            json.dump({"seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                     time.gmtime())}, f)
+        train_pipeline.write_json(os.path.join(out, "done.json"), {
+            "identity": identity, "seconds": seconds,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         counts["trained"] += 1
         scores = "  ".join(
-            f"{p or 'model'}: best {s['best_epoch']}, vali {s['validation'][SELECTION_METRIC]:.4f}"
-            f", test {s['test'][SELECTION_METRIC]:.4f}" for p, s in summary["players"].items())
+            f"{p or 'model'}: best {s['best_epoch']}, vali "
+            f"{train_pipeline.format_mean(s['validation'][SELECTION_METRIC])}, test "
+            f"{train_pipeline.format_mean(s['test'][SELECTION_METRIC])}"
+            for p, s in summary["players"].items())
         log(f"{tag}: {seconds:.1f} s  {scores}  (elapsed {time.perf_counter() - start:.0f} s)")
     return counts
 
@@ -434,15 +516,17 @@ class Row:
     seconds: float
 
 
-def _load_run(path: str) -> Optional[Dict[str, Any]]:
-    if not os.path.isfile(os.path.join(path, "done.json")):
+def _load_run(path: str, identity: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The results of the finished run in ``path`` if its identity is ``identity``."""
+    if run_status(path, identity)[0] != "done":
         return None
     with open(os.path.join(path, "results.json")) as f:
         return json.load(f)
 
 
 def collect_rows(cv: CVConfig) -> List[Row]:
-    """Per method and player: per fold the grid point with the best validation nDCG@5."""
+    """Per method and player: per fold the grid point with the best validation nDCG@5,
+    among the finished runs whose identity matches ``cv`` (:func:`run_identity`)."""
     rows = []
     for key in cv.methods:
         method = resolve_method(key)
@@ -453,12 +537,12 @@ def collect_rows(cv: CVConfig) -> List[Row]:
                 best = None
                 for point in points:
                     path = run_dir(cv, key, point, fold)
-                    results = _load_run(path)
+                    results = _load_run(path, run_identity(cv, method, point, fold))
                     if results is None:
                         continue
                     seconds += results["train_seconds"]
                     value = results["players"][player]["validation"][SELECTION_METRIC]
-                    if best is None or value > best[0]:
+                    if value is not None and (best is None or value > best[0]):
                         best = (value, path, config_name(point))
                 if best is None:
                     continue
@@ -585,8 +669,8 @@ def plot_curves(row: Row, path: str) -> Optional[str]:
         left.set_ylabel("training loss")
         x = list(range(1, len(curves["vali_ndcg@5"]) + 1))
         right.set_xlabel("epoch")
-    right.plot(x, curves["vali_ndcg@5"], label="validation")
-    right.plot(x, curves["test_ndcg@5"], label="test")
+    for name, label in (("vali_ndcg@5", "validation"), ("test_ndcg@5", "test")):
+        right.plot(x, [np.nan if v is None else v for v in curves[name]], label=label)
     right.set_ylabel("nDCG@5")
     right.legend(fontsize=7)
     fold = min(row.selected)
@@ -602,7 +686,8 @@ def write_report(cv: CVConfig, wall_seconds: Optional[float] = None,
     """The Markdown table, the CSV and the curve PNGs from the finished runs."""
     rows = collect_rows(cv)
     if not rows:
-        raise ValueError(f"no finished runs under {cv.resolved_output_dir}.")
+        raise ValueError(f"no finished runs of these settings under {cv.resolved_output_dir} "
+                         "(runs of other settings are not reported: train them first).")
     table = comparison_table(rows)
     os.makedirs(cv.report_dir, exist_ok=True)
     csv_path = os.path.join(cv.report_dir, f"{cv.name}.csv")

@@ -11,7 +11,8 @@
 6. prints a comparison table of test metrics.
 
 All numbers are per-query means over the test queries that have a relevant
-document (``no_relevant="exclude"``). Run outputs go to ``runs/demo/<method>``.
+document (``no_relevant="exclude"``). Run outputs go to ``runs/demo/<method>``
+(replaced at every demo: the runs are trained with ``overwrite=True``).
 
     python -m pipelines.demo [--epochs 20] [--export-dir saved_models/demo/1]
 """
@@ -78,7 +79,7 @@ def main(argv=None) -> pd.DataFrame:
             "output_dir": os.path.join(args.output_dir, loss),
             "export_dir": args.export_dir if loss == "twin_ndcg_type3" else None})
         print(f"\n== {label}: {config.scorer}, {config.epochs} epochs ==")
-        result = train.run(config, splits=splits)
+        result = train.run(config, splits=splits, overwrite=True)  # a demo trains afresh
         print(f"best epoch {result.best_epoch}; test: {train.format_summary(result.test.summary)}")
         if result.export_dir:
             print(f"exported SavedModel to {result.export_dir}")

@@ -26,7 +26,6 @@ sampled_ndcg, ranking_ndcg``) and ``sampled_ranking_quality.png``.
 import argparse
 import csv
 import dataclasses
-import json
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -38,6 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfr_extensions as tfrx  # noqa: E402
+from pipelines import train as train_pipeline  # noqa: E402
 
 METHODS = {"ExptUtility": "expected_utility", "MDPRank": "mdprank"}
 REFERENCE = "ListMLE"
@@ -134,8 +134,8 @@ def run(config: QualityConfig) -> List[Dict]:
 
 def write_outputs(config: QualityConfig, rows: Sequence[Dict]) -> None:
     os.makedirs(config.output_dir, exist_ok=True)
-    with open(os.path.join(config.output_dir, "config.json"), "w") as f:
-        json.dump(dataclasses.asdict(config), f, indent=2)
+    train_pipeline.write_json(os.path.join(config.output_dir, "config.json"),
+                              dataclasses.asdict(config))
     with open(os.path.join(config.output_dir, CSV_NAME), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["method", "epoch", "sampled_ndcg", "ranking_ndcg"])
         writer.writeheader()

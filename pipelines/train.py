@@ -6,10 +6,27 @@
 
 Outputs under ``--output-dir`` (default ``runs/<name>``, ignored by git):
 ``config.json`` (the resolved :class:`TrainConfig`), ``results.json`` (history,
-best epoch, validation/test means and the no-relevant rule used),
-``vali_per_query.csv`` / ``test_per_query.csv`` (one row per query, for
-significance tests), ``logs/`` (TensorBoard) and, with ``--export-dir``, a TF
-Serving SavedModel (:func:`tfr_extensions.serving.export`).
+best epoch, validation/test means and the no-relevant rule used; a mean over no
+query is ``null``), ``vali_per_query.csv`` / ``test_per_query.csv`` (one row per
+query, for significance tests), ``logs/`` (TensorBoard), with ``--export-dir`` a
+TF Serving SavedModel (:func:`tfr_extensions.serving.export`), and last
+``done.json``, the completion marker (the finish time and the config). Every
+file is written atomically (a temporary file, then a rename) and every JSON is
+strict (no ``NaN``).
+
+Resuming: during training ``backup/`` holds Keras's ``BackupAndRestore``
+checkpoint of the last finished epoch (model, optimizer, epoch) extended with
+what else the rest of the run depends on: the loss's variables (the step
+counter a randomized loss folds into its seed) and the best-epoch callback's
+state (:class:`TrainingBackup`), plus the per-epoch logs (``history.json``). A
+rerun with the same config (all fields but ``verbose``) resumes from it, with
+the training stream advanced past the finished epochs, and gives the results of
+an uninterrupted run; ``backup/`` is deleted once ``done.json`` is written. A
+rerun over a finished run of the same config does nothing (the CLI prints the
+stored results); over a run of another config, finished or not, it refuses,
+naming the fields that differ, unless ``--overwrite`` is given, which deletes
+the old outputs first. A NaN or infinite training loss stops the run with an
+error naming the epoch (exit status 1, no ``done.json``).
 
 How it is built, and why Keras ``fit`` directly rather than TF-Ranking's
 ``ModelFitPipeline``/``SimplePipeline``: those classes hard-wire what we need
@@ -39,9 +56,11 @@ import argparse
 import dataclasses
 import inspect
 import json
+import math
 import os
+import shutil
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -57,6 +76,28 @@ STRATEGIES = {"default": None, "mirrored": compat.MIRRORED_STRATEGY,
 SYNTHETIC = "synthetic"
 #: query fractions of the synthetic default's train / validation / test splits
 SYNTHETIC_SPLIT = (0.6, 0.2, 0.2)
+CONFIG_FILE = "config.json"
+RESULTS_FILE = "results.json"
+DONE_FILE = "done.json"             # the completion marker, written last
+BACKUP_DIR = "backup"               # BackupAndRestore's checkpoint and history.json
+HISTORY_FILE = "history.json"       # per-epoch logs, beside the checkpoint
+#: what a run writes in its output dir (all of it is deleted by --overwrite)
+OUTPUT_FILES = (CONFIG_FILE, RESULTS_FILE, "vali_per_query.csv", "test_per_query.csv", DONE_FILE)
+OUTPUT_DIRS = ("logs", BACKUP_DIR)
+#: TrainConfig fields that do not change a run's results (not compared on a rerun)
+NOT_IDENTITY_FIELDS = ("verbose",)
+
+
+class OutputDirError(ValueError):
+    """The output directory holds a run of another config (or unreadable outputs)."""
+
+
+class FinishedRunError(OutputDirError):
+    """The output directory holds a finished run of this very config."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +179,8 @@ class TrainResult:
     test: evaluation.Evaluation
     output_dir: str
     export_dir: Optional[str]
-    train_seconds: float
+    train_seconds: float               # the epochs' wall time, over all invocations
+    resumed_from_epoch: int = 0        # epochs restored from the backup (0: a fresh start)
 
 
 def split_queries(data, fractions: Sequence[float], seed: int = 0) -> list:
@@ -221,19 +263,298 @@ def is_chief(strategy: Optional[tf.distribute.Strategy]) -> bool:
     return task_type == "worker" and task_id == 0 and not has_chief
 
 
-def run(config: TrainConfig, splits: Optional[Splits] = None) -> TrainResult:
-    """Trains, restores the best validation epoch, evaluates, writes outputs."""
+# ----------------------------------------------------------------------------- files
+def write_atomically(path: str, write: Callable[[str], None]) -> None:
+    """``write(temp_path)``, then the temporary file renamed to ``path`` (``os.replace``):
+    a reader, or a run killed meanwhile, sees the old file or the new one, never a part."""
+    temp = f"{path}.tmp-{os.getpid()}"
+    try:
+        write(temp)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+
+
+def write_json(path: str, value: Any) -> None:
+    """``value`` as strict JSON (``allow_nan=False``: a NaN or inf raises a ValueError
+    rather than writing a bare ``NaN``), atomically (:func:`write_atomically`)."""
+    text = json.dumps(value, indent=2, allow_nan=False) + "\n"
+
+    def write(temp):
+        with open(temp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    write_atomically(path, write)
+
+
+def read_json(path: str) -> Optional[Any]:
+    """The JSON in ``path``; None when the file does not exist; OutputDirError when it
+    is not JSON."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as error:
+        raise OutputDirError(f"{path} is not valid JSON ({error}); pass --overwrite to "
+                             "replace the run in its folder.") from error
+
+
+# ----------------------------------------------------------------------------- run identity
+def run_identity(config: Any) -> Dict[str, Any]:
+    """What a rerun must match to resume (or be a finished run of the same thing): the
+    JSON form of the resolved config (a :class:`TrainConfig` or its ``config.json``
+    dict) without :data:`NOT_IDENTITY_FIELDS`."""
+    config = config.to_json() if isinstance(config, TrainConfig) else dict(config)
+    return {k: v for k, v in json.loads(json.dumps(config, allow_nan=False)).items()
+            if k not in NOT_IDENTITY_FIELDS}
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> List[str]:
+    """``["epochs: 3 -> 5", ...]`` for the fields of two :func:`run_identity` dicts that
+    differ, in the order of ``new`` (then fields only ``old`` has)."""
+    missing = "<absent>"
+    keys = list(new) + [k for k in old if k not in new]
+    return [f"{k}: {old.get(k, missing)!r} -> {new.get(k, missing)!r}"
+            for k in keys if old.get(k, missing) != new.get(k, missing)]
+
+
+def check_output_dir(config: TrainConfig) -> None:
+    """Raises unless ``config``'s output dir is new, or holds an unfinished run of
+    the same identity (which is then resumed).
+
+    Raises:
+      FinishedRunError: a finished run (``done.json``) of the same identity.
+      OutputDirError: a run of another identity, finished or not (the error names
+        the first fields that differ and ``--overwrite``), or outputs without a config.
+    """
+    run_dir = config.resolved_output_dir
+    done = read_json(os.path.join(run_dir, DONE_FILE))
+    stored = done.get("config") if isinstance(done, dict) else read_json(
+        os.path.join(run_dir, CONFIG_FILE))
+    if stored is None:
+        leftovers = [name for name in OUTPUT_FILES + OUTPUT_DIRS
+                     if os.path.exists(os.path.join(run_dir, name))]
+        if leftovers:
+            raise OutputDirError(f"{run_dir} holds {leftovers} but no {CONFIG_FILE}: outputs of "
+                                 "an unknown run. Pass --overwrite to replace them, or choose "
+                                 "another --output-dir.")
+        return
+    differences = config_differences(run_identity(stored), run_identity(config))
+    state = "a finished" if done is not None else "an unfinished"
+    if differences:
+        shown = "; ".join(differences[:3]) + (
+            f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
+        raise OutputDirError(
+            f"{run_dir} holds {state} run of another config ({shown}). Pass --overwrite "
+            "to delete its outputs and train this config there, or choose another --output-dir.")
+    if done is not None:
+        raise FinishedRunError(
+            f"{run_dir} holds a finished run of this config ({DONE_FILE}: "
+            f"{done.get('finished', '?')}); its results are in {RESULTS_FILE}. Pass "
+            "--overwrite to train it again.")
+
+
+def clear_outputs(folder: str) -> None:
+    """Deletes what a run writes in ``folder`` (:data:`OUTPUT_FILES`, :data:`OUTPUT_DIRS`),
+    the completion marker first; anything else in the folder stays."""
+    for name in (DONE_FILE,) + OUTPUT_FILES + OUTPUT_DIRS:
+        path = os.path.join(folder, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def sync_workers(strategy: Optional[tf.distribute.Strategy]) -> None:
+    """A barrier: returns once every worker of a multi-worker run has called it (an
+    all-reduce across the workers); nothing to wait for otherwise."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        ones = strategy.run(lambda: tf.constant(1.0))
+        strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None).numpy()
+
+
+def prepare_output_dir(config: TrainConfig, output_dir: str,
+                       strategy: Optional[tf.distribute.Strategy], overwrite: bool) -> None:
+    """Checks the run's folder (:func:`check_output_dir`; with ``overwrite`` the chief
+    clears it instead), then writes ``config.json`` in ``output_dir``.
+
+    In a multi-worker run every worker checks the chief's folder, and nobody writes
+    before all have (:func:`sync_workers`), so all refuse or proceed alike; a
+    non-chief worker starts its own scratch ``output_dir`` afresh.
+    """
+    chief = is_chief(strategy)
+    if not overwrite:
+        check_output_dir(config)
+    sync_workers(strategy)
+    if chief and overwrite:
+        clear_outputs(config.resolved_output_dir)
+    if not chief:
+        clear_outputs(output_dir)
+    tf.io.gfile.makedirs(output_dir)
+    write_json(os.path.join(output_dir, CONFIG_FILE), config.to_json())
+
+
+# ----------------------------------------------------------------------------- callbacks
+class StopOnNonFiniteLoss(tf.keras.callbacks.Callback):
+    """Raises :class:`NonFiniteLossError` at the end of the first batch whose loss (every
+    log whose name ends in ``loss``: Keras's running mean of the epoch) is NaN or
+    infinite, naming the epoch and the batch. Put it first: nothing after that batch
+    runs (no evaluation of NaN weights, no backup of them)."""
+
+    def __init__(self):
+        super().__init__()
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        for key, value in (logs or {}).items():
+            if key.endswith("loss") and not math.isfinite(float(value)):
+                steps = (getattr(self, "params", None) or {}).get("steps")
+                raise NonFiniteLossError(
+                    f"The training {key} is {float(value)} in epoch {self._epoch + 1} (batch "
+                    f"{batch + 1}{f' of {steps}' if steps else ''}): training stopped. Lower "
+                    "the learning rate, or look for NaN/inf in the features or labels.")
+
+
+def loss_state(loss: tf.keras.losses.Loss) -> tf.Module:
+    """The loss's ``tf.Variable`` attributes (a randomized loss's step counter, see
+    ``StepSeeded`` in :mod:`tfr_extensions.losses.base`) as a ``tf.Module``, so that a
+    checkpoint holds them (Keras checkpoints a model without its loss)."""
+    module = tf.Module(name="loss_state")
+    attributes = getattr(loss, "__dict__", {})
+    module.loss_variables = {name: value for name, value in sorted(attributes.items())
+                             if isinstance(value, tf.Variable)}
+    return module
+
+
+class TrainingBackup(tf.keras.callbacks.BackupAndRestore):
+    """Keras's ``BackupAndRestore`` (every worker restores from ``backup_dir``'s
+    checkpoint in ``on_train_begin``; the chief writes it after each epoch), plus what
+    else a resumed run needs to equal an uninterrupted one.
+
+    * ``state``: name -> a trackable (or a function returning one, called in
+      ``on_train_begin``), added to the same checkpoint, so saved and restored
+      atomically with the model and optimizer: the loss's variables, the
+      best-epoch callback's state.
+    * ``history``: the logs and wall time of each epoch, kept in
+      ``<backup_dir>/history.json`` by the chief (``write_history``) before the
+      checkpoint is written, so that it holds at least the checkpoint's epochs;
+      ``on_train_begin`` keeps its first ``initial_epoch`` entries.
+
+    ``initial_epoch`` is the number of epochs of the checkpoint (:func:`backed_up_epochs`,
+    read by the caller before ``fit`` to advance the training stream); ``fit`` must
+    start there, which the first epoch checks. The checkpoint stays after training
+    (``delete_checkpoint=False``): the caller deletes it once its outputs are written.
+    """
+
+    def __init__(self, backup_dir: str, initial_epoch: int,
+                 state: Mapping[str, Any], write_history: bool = True):
+        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
+        self.initial_epoch = int(initial_epoch)
+        self._state = dict(state)
+        self._write_history = write_history
+        self.history: List[Dict[str, Any]] = []
+        self._epoch_start = 0.0
+        self._checked_start = False
+
+    @property
+    def history_path(self) -> str:
+        return os.path.join(self.backup_dir, HISTORY_FILE)
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)  # Keras restores its checkpoint (if any) here
+        extra = tf.Module(name="tfrx_training_state")
+        for name, trackable in self._state.items():
+            setattr(extra, name, trackable() if callable(trackable) else trackable)
+        training_state = getattr(self, "_training_state", None)
+        if training_state is None:
+            raise RuntimeError("Keras's BackupAndRestore kept no `_training_state` in "
+                               "on_train_begin: this Keras version is not supported.")
+        # deferred restoration: attaching restores the new part from the checkpoint read
+        training_state.read_checkpoint_manager.checkpoint.tfrx_state = extra
+        self.history = []
+        if self._write_history:
+            os.makedirs(self.backup_dir, exist_ok=True)
+        if self.initial_epoch:
+            stored = (read_json(self.history_path) or {}).get("epochs", [])
+            if len(stored) < self.initial_epoch:
+                raise RuntimeError(
+                    f"{self.history_path} has {len(stored)} epochs, fewer than the "
+                    f"{self.initial_epoch} of the checkpoint beside it: pass --overwrite "
+                    "to start this run afresh.")
+            self.history = stored[:self.initial_epoch]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._checked_start:
+            self._checked_start = True
+            if epoch != self.initial_epoch:
+                raise RuntimeError(f"fit resumed at epoch {epoch + 1}, but the training "
+                                   f"stream was advanced to epoch {self.initial_epoch + 1}.")
+        self._epoch_start = time.perf_counter()
+        super().on_epoch_begin(epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.history.append({"logs": {k: float(v) for k, v in (logs or {}).items()},
+                             "seconds": time.perf_counter() - self._epoch_start})
+        if self._write_history:
+            write_json(self.history_path, {"epochs": self.history})
+        super().on_epoch_end(epoch, logs)  # the checkpoint
+
+    def history_by_key(self) -> Dict[str, List[float]]:
+        """Keras's ``History.history`` layout (key -> one value per epoch, None where an
+        epoch lacks the key), over all epochs, those restored included."""
+        keys = list(dict.fromkeys(k for entry in self.history for k in entry["logs"]))
+        return {k: [entry["logs"].get(k) for entry in self.history] for k in keys}
+
+
+def backed_up_epochs(backup_dir: str) -> int:
+    """How many epochs the ``BackupAndRestore`` checkpoint under ``backup_dir`` holds
+    (0: none). Keras keeps it in ``<backup_dir>/chief`` with the last finished epoch's
+    index as ``ckpt_saved_epoch``."""
+    path = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
+    if path is None:
+        return 0
+    return int(tf.train.load_variable(path, "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")) + 1
+
+
+# ----------------------------------------------------------------------------- run
+def check_splits(splits: Splits, no_relevant: str) -> None:
+    """ValueError for an empty split, or a validation set whose metric cannot be
+    computed under ``no_relevant`` (it picks the best epoch)."""
+    for name, data in (("training", splits.train), ("validation", splits.vali),
+                       ("test", splits.test)):
+        if data.num_queries == 0:
+            raise ValueError(f"The {name} set has no query.")
+    evaluation.check_evaluable(splits.vali, no_relevant, what="validation")
+
+
+def run(config: TrainConfig, splits: Optional[Splits] = None, *,
+        overwrite: bool = False) -> TrainResult:
+    """Trains (resuming from a backup of the same config), restores the best validation
+    epoch, evaluates, writes outputs and then the completion marker.
+
+    Raises:
+      FinishedRunError, OutputDirError: see :func:`check_output_dir` (not with
+        ``overwrite``, which deletes the old outputs first).
+      NonFiniteLossError: the training loss became NaN or infinite.
+      ValueError: bad data (:func:`check_splits`) or config.
+    """
     strategy = make_strategy(config.strategy)  # first: collectives need a fresh context
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
     tf.keras.utils.set_random_seed(config.seed)
     splits = splits or load_splits(config.data, config.fold, config.seed)
+    check_splits(splits, config.no_relevant)
     chief = is_chief(strategy)
     output_dir = config.resolved_output_dir
     if not chief:  # TF-Ranking's per-worker scratch directory
         output_dir = compat.get_output_filepath(output_dir, strategy)
-    tf.io.gfile.makedirs(output_dir)
-    with open(os.path.join(output_dir, "config.json"), "w") as f:
-        json.dump(config.to_json(), f, indent=2)
+    prepare_output_dir(config, output_dir, strategy, overwrite)
+    backup_dir = os.path.join(config.resolved_output_dir, BACKUP_DIR)  # the chief's, for all
 
     previous_policy = tf.keras.mixed_precision.global_policy()
     if config.mixed_precision:
@@ -243,15 +564,18 @@ def run(config: TrainConfig, splits: Optional[Splits] = None) -> TrainResult:
             model = build_model(config, splits.num_features)
             dataset = train_dataset(config, splits.train)
             steps = _steps_per_epoch(config, dataset)
+            done = backed_up_epochs(backup_dir)  # after the model: workers are in step here
             best = evaluation.BestEpochCallback(splits.vali, config.validation_metric,
                                                 config.no_relevant)
-            callbacks = [best]
+            backup = TrainingBackup(backup_dir, done, write_history=chief, state={
+                "loss": loss_state(model.loss), "best_epoch": best.state})
+            callbacks = [StopOnNonFiniteLoss(), best]
             if config.tensorboard:
                 callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")))
-            start = time.perf_counter()
-            history = model.fit(dataset.repeat(), epochs=config.epochs, steps_per_epoch=steps,
-                                callbacks=callbacks, verbose=config.verbose)
-            train_seconds = time.perf_counter() - start
+            callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
+            # the stream of an uninterrupted run, past the epochs restored from the backup
+            model.fit(dataset.repeat().skip(done * steps), epochs=config.epochs,
+                      steps_per_epoch=steps, callbacks=callbacks, verbose=config.verbose)
     finally:
         tf.keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -261,12 +585,17 @@ def run(config: TrainConfig, splits: Optional[Splits] = None) -> TrainResult:
     if config.export_dir and chief:
         export_dir = serving.export(model, config.export_dir, overwrite=True,
                                     metadata={"train_config": config.to_json()})
-    result = TrainResult(config=config, model=model,
-                         history={k: [float(v) for v in vs] for k, vs in history.history.items()},
+    result = TrainResult(config=config, model=model, history=backup.history_by_key(),
                          best_epoch=best.best_epoch, validation=validation, test=test,
                          output_dir=output_dir, export_dir=export_dir,
-                         train_seconds=train_seconds)
+                         train_seconds=sum(entry["seconds"] for entry in backup.history),
+                         resumed_from_epoch=done)
     write_outputs(result)
+    write_json(os.path.join(output_dir, DONE_FILE), {
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": config.to_json()})
+    if chief:
+        shutil.rmtree(backup_dir, ignore_errors=True)
     return result
 
 
@@ -275,22 +604,24 @@ def write_outputs(result: TrainResult) -> None:
     write_evaluations(result.output_dir, result.validation, result.test, {
         "config": result.config.to_json(), "best_epoch": result.best_epoch,
         "history": result.history, "train_seconds": result.train_seconds,
-        "export_dir": result.export_dir})
+        "resumed_from_epoch": result.resumed_from_epoch, "export_dir": result.export_dir})
 
 
 def write_evaluations(output_dir: str, validation, test, summary: Dict[str, Any]) -> None:
     """``vali_per_query.csv`` and ``test_per_query.csv`` from the two
     :class:`tfr_extensions.evaluation` results, and ``results.json``:
-    ``summary`` plus their summaries under ``"validation"`` and ``"test"``."""
-    validation.per_query.to_csv(os.path.join(output_dir, "vali_per_query.csv"), index=False)
-    test.per_query.to_csv(os.path.join(output_dir, "test_per_query.csv"), index=False)
-    summary = dict(summary, validation=validation.summary, test=test.summary)
-    with open(os.path.join(output_dir, "results.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    ``summary`` plus their summaries under ``"validation"`` and ``"test"`` (a mean
+    over no query as null). Each file is written atomically; the JSON is strict."""
+    for name, result in (("vali_per_query.csv", validation), ("test_per_query.csv", test)):
+        write_atomically(os.path.join(output_dir, name),
+                         lambda temp, frame=result.per_query: frame.to_csv(temp, index=False))
+    summary = dict(summary, validation=evaluation.json_summary(validation.summary),
+                   test=evaluation.json_summary(test.summary))
+    write_json(os.path.join(output_dir, RESULTS_FILE), summary)
 
 
-def parse_args(argv=None) -> TrainConfig:
-    """Flags -> :class:`TrainConfig` (only ``main`` calls this)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: :class:`TrainConfig`'s fields, and ``--overwrite``."""
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.train", description=__doc__.split("\n\n")[0],
@@ -329,21 +660,55 @@ def parse_args(argv=None) -> TrainConfig:
     parser.add_argument("--jit-compile", action="store_true")
     parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false")
     parser.add_argument("--verbose", type=int, default=defaults.verbose)
-    return TrainConfig(**vars(parser.parse_args(argv)))
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the outputs of another run (another config, or a "
+                             "finished one) in the output dir and train afresh")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The :class:`TrainConfig` of parsed flags (all but ``--overwrite``)."""
+    return TrainConfig(**{k: v for k, v in vars(args).items() if k != "overwrite"})
+
+
+def parse_args(argv=None) -> TrainConfig:
+    """Flags -> :class:`TrainConfig`."""
+    return config_from_args(build_parser().parse_args(argv))
 
 
 def format_summary(summary: Mapping[str, Any], columns=("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10",
                                                       "map@10", "nerr@10")) -> str:
     """One line: the chosen means and the no-relevant rule."""
-    values = "  ".join(f"{c}={summary[c]:.4f}" for c in columns if c in summary)
+    values = "  ".join(f"{c}={format_mean(summary[c])}" for c in columns if c in summary)
     return f"{values}  ({summary['num_counted']}/{summary['num_queries']} queries, " \
            f"no_relevant={summary['no_relevant']})"
 
 
+def format_mean(value: Optional[float]) -> str:
+    """A mean to 4 decimals; ``n/a`` for a mean over no query (None or NaN)."""
+    return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
+
+
 def main(argv=None) -> None:
-    config = parse_args(argv)
-    result = run(config)
-    print(f"best epoch {result.best_epoch}; outputs in {result.output_dir}")
+    """Runs :func:`run` from flags. Exit status 1 with a one-line error for an output
+    dir of another run (without ``--overwrite``) or a non-finite loss; a finished run
+    of the same config prints its stored results and exits 0."""
+    args = build_parser().parse_args(argv)
+    config = config_from_args(args)
+    try:
+        result = run(config, overwrite=args.overwrite)
+    except FinishedRunError as finished:
+        print(finished)
+        stored = read_json(os.path.join(config.resolved_output_dir, RESULTS_FILE)) or {}
+        for part in ("validation", "test"):
+            if part in stored:
+                print(f"{part + ':':<11} {format_summary(stored[part])}")
+        return
+    except (OutputDirError, NonFiniteLossError) as error:
+        raise SystemExit(f"pipelines.train: error: {error}") from error
+    resumed = f" (resumed after epoch {result.resumed_from_epoch})" \
+        if result.resumed_from_epoch else ""
+    print(f"best epoch {result.best_epoch}{resumed}; outputs in {result.output_dir}")
     print("validation:", format_summary(result.validation.summary))
     print("test:      ", format_summary(result.test.summary))
 

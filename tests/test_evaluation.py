@@ -1,4 +1,6 @@
 """Per-query evaluation: NumPy oracle, TF-Ranking cross-check, conventions, batching."""
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -166,3 +168,87 @@ def test_per_query_frame_writes_csv(tmp_path):
     back = pd.read_csv(path)
     assert list(back.columns[:3]) == ["qid", "num_docs", "has_relevant"]
     assert back["ndcg@10"].tolist() == [1.0, 1.0]
+
+
+def relevance_by_sign(data):
+    """``data`` with label 2 where feature 0 > 0, else 0: ``[[1], [0]]`` ranks it perfectly."""
+    return LibSVMData(data.features, np.where(data.features[:, 0] > 0, 2.0, 0.0)
+                      .astype(np.float32), data.qids, data.query_offsets)
+
+
+def run_epochs(callback, model, kernels, first_epoch=0):
+    """Epochs ``first_epoch, ...`` of a fake fit: the kernel of each epoch, then epoch end."""
+    for epoch, w in enumerate(kernels, first_epoch):
+        callback.on_epoch_begin(epoch)
+        model.dense.kernel.assign([w, [0.0]])
+        callback.on_epoch_end(epoch, {})
+
+
+def test_best_epoch_state_survives_a_checkpoint_restore(tmp_path):
+    data = relevance_by_sign(grouped_lists([8, 9, 10], seed=8, num_features=2))
+    model = LinearScorer(2)
+    callback = evaluation.BestEpochCallback(data, "ndcg@5", curve_data={"test": data})
+    callback.set_model(model)
+    callback.set_params({"epochs": 4})
+    checkpoint = tf.train.Checkpoint(model=model, best=callback.state())
+    callback.on_train_begin()
+    run_epochs(callback, model, [[-1.0], [1.0]])          # epoch 2 is perfect
+    path = checkpoint.write(str(tmp_path / "ckpt"))       # the backup after epoch 2
+    want_values = list(callback.values)
+
+    # a new process: fresh model and callback, the checkpoint restored, then epochs 3-4
+    model = LinearScorer(2)
+    model.dense.kernel.assign([[5.0], [5.0]])
+    resumed = evaluation.BestEpochCallback(data, "ndcg@5", curve_data={"test": data})
+    resumed.set_model(model)
+    resumed.set_params({"epochs": 4})
+    resumed.on_train_begin()
+    tf.train.Checkpoint(model=model, best=resumed.state()).read(path).assert_consumed()
+    run_epochs(resumed, model, [[-1.0], [-0.5]], first_epoch=2)   # both worse
+    resumed.on_train_end()
+    assert resumed.values[:2] == want_values and len(resumed.values) == 4
+    assert resumed.curves["test"][:2] == want_values
+    assert resumed.best_epoch == 2 and resumed.best_value == pytest.approx(1.0)
+    # the best weights come from the checkpoint: epoch 2's, not any epoch of this process
+    np.testing.assert_array_equal(model.dense.kernel.numpy(), [[1.0], [0.0]])
+    state = resumed.state()
+    assert int(state.num_epochs.numpy()) == 4 and int(state.best_epoch.numpy()) == 2
+
+
+def test_best_epoch_state_bounds_its_epochs():
+    data = relevance_by_sign(grouped_lists([8, 9], seed=8, num_features=2))
+    model = LinearScorer(2)
+    callback = evaluation.BestEpochCallback(data, "ndcg@5")
+    callback.set_model(model)
+    with pytest.raises(ValueError, match="capacity"):
+        callback.state()  # outside fit: no `epochs` param
+    callback.state(capacity=1)
+    run_epochs(callback, model, [[1.0]])
+    with pytest.raises(ValueError, match="holds 1 epochs"):
+        run_epochs(callback, model, [[1.0]], first_epoch=1)
+
+
+def test_validation_set_without_a_countable_query_is_an_error():
+    data = grouped_lists([4, 5], seed=10, no_relevant=(0, 1))
+    with pytest.raises(ValueError, match="no query with a relevant document"):
+        evaluation.BestEpochCallback(data, "ndcg@5")
+    assert evaluation.num_countable_queries(data, "exclude") == 0
+    assert evaluation.num_countable_queries(data, "zero") == 2
+    evaluation.BestEpochCallback(data, "ndcg@5", no_relevant="zero")  # counts them as 0
+    empty = LibSVMData(np.zeros((0, 3), np.float32), np.zeros(0, np.float32),
+                       np.zeros(0, np.int64), np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="test set has no query"):
+        evaluation.check_evaluable(empty, "one", what="test")
+
+
+def test_json_summary_writes_a_mean_over_no_query_as_null():
+    data = grouped_lists([4, 5], seed=10, no_relevant=(0, 1))
+    summary = evaluation.evaluate(data.labels, data.labels, data.query_offsets,
+                                  topns=(5,), metrics=("ndcg",)).summary
+    assert np.isnan(summary["ndcg@5"]) and summary["num_counted"] == 0
+    strict = evaluation.json_summary(summary)
+    assert strict == {"no_relevant": "exclude", "num_queries": 2, "num_counted": 0,
+                      "ndcg@5": None}
+    assert json.loads(json.dumps(strict, allow_nan=False)) == strict
+    assert evaluation.json_metric(np.float32(0.5)) == 0.5
+    assert evaluation.json_metric(float("inf")) is None

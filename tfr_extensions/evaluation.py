@@ -21,6 +21,12 @@ summary records it:
 queries (lists of thousands of documents included), and :func:`evaluate_model`
 chains the two.
 
+A mean over no counted query (an empty set, or only lists without a relevant
+document under ``"exclude"``) is NaN in a summary; :func:`json_summary` writes
+it as ``None`` (JSON null), never as a bare ``NaN``. :func:`check_evaluable`
+rejects such a set where a number is needed (the validation set that picks the
+best epoch).
+
 >>> result = evaluate([0., 1., 2., 0., 0.], [3., 2., 1., 1., 0.], [0, 3, 5],
 ...                   topns=(3,), metrics=("ndcg",))
 >>> round(result.summary["ndcg@3"], 4), result.summary["num_counted"]
@@ -152,6 +158,45 @@ def summarize(per_query: pd.DataFrame, no_relevant: str) -> Dict[str, Any]:
     return summary
 
 
+def json_metric(value: Any) -> Any:
+    """``value`` for strict JSON: a non-finite float (a mean over no query) as None."""
+    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        return None
+    return value
+
+
+def json_summary(summary: Dict[str, Any]) -> Dict[str, Any]:
+    """A :func:`summarize` result for strict JSON: NaN means (no query counted) become
+    None (JSON null); counts and the rule are unchanged."""
+    return {key: json_metric(value) for key, value in summary.items()}
+
+
+def num_countable_queries(data, no_relevant: str = "exclude") -> int:
+    """How many queries of ``data`` (a ``LibSVMData``) a mean under ``no_relevant``
+    counts: all of them, or under ``"exclude"`` those with a document of label > 0."""
+    if no_relevant not in NO_RELEVANT_RULES:
+        raise ValueError(f"`no_relevant` must be one of {list(NO_RELEVANT_RULES)}; "
+                         f"got {no_relevant!r}.")
+    offsets = np.asarray(data.query_offsets, np.int64)
+    if no_relevant != "exclude":
+        return int(offsets.size - 1)
+    relevant = np.concatenate([[0], np.cumsum(np.asarray(data.labels) > 0)])
+    return int(np.count_nonzero(relevant[offsets[1:]] > relevant[offsets[:-1]]))
+
+
+def check_evaluable(data, no_relevant: str = "exclude", what: str = "validation") -> None:
+    """Raises a ValueError naming ``what`` when no mean over ``data`` can be computed:
+    no query, or under ``"exclude"`` no query with a relevant document."""
+    num_queries = int(np.asarray(data.query_offsets).size - 1)
+    if num_queries == 0:
+        raise ValueError(f"The {what} set has no query: its metrics cannot be computed.")
+    if num_countable_queries(data, no_relevant) == 0:
+        raise ValueError(
+            f"The {what} set has no query with a relevant document (label > 0) among its "
+            f"{num_queries}: under no_relevant='exclude' its metrics cannot be computed. Use "
+            "a set with relevant documents, or no_relevant 'zero' or 'one'.")
+
+
 def predict_scores(model: tf.keras.Model, data, max_docs_per_batch: int = 1 << 16,
                    max_queries_per_batch: int = 512) -> np.ndarray:
     """Scores of every row of ``data`` (a ``LibSVMData``), ``float32 [N]``.
@@ -221,6 +266,32 @@ def parse_metric(metric: str) -> Tuple[str, int]:
     return name, int(topn)
 
 
+class BestEpochState(tf.Module):
+    """A :class:`BestEpochCallback`'s state as variables, so that a checkpoint can hold it.
+
+    ``num_epochs`` values are recorded, in ``values[:num_epochs]`` (NaN beyond), and
+    as many per curve in ``curves``; ``best_epoch`` is 1-based (0: none yet);
+    ``best_weights`` are the scorer's weights of that epoch. ``capacity`` bounds
+    the number of epochs.
+    """
+
+    def __init__(self, weights: Sequence[np.ndarray], capacity: int, num_curves: int):
+        super().__init__(name="best_epoch_state")
+        self.capacity = int(capacity)
+        self.num_epochs = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_epochs")
+        self.best_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_epoch")
+        self.best_value = tf.Variable(-np.inf, dtype=tf.float64, trainable=False,
+                                      name="best_value")
+        self.values = tf.Variable(np.full([self.capacity], np.nan), dtype=tf.float64,
+                                  trainable=False, name="values")
+        # one variable per curve: a zero-sized variable crashes MultiWorkerMirroredStrategy
+        self.curves = [tf.Variable(np.full([self.capacity], np.nan), dtype=tf.float64,
+                                   trainable=False, name=f"curve_{i}")
+                       for i in range(num_curves)]
+        self.best_weights = [tf.Variable(w, trainable=False, name=f"best_weight_{i}")
+                             for i, w in enumerate(weights)]
+
+
 class BestEpochCallback(tf.keras.callbacks.Callback):
     """Evaluates a validation ``LibSVMData`` after each epoch; keeps the best weights.
 
@@ -233,7 +304,16 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
     same metric after each epoch too, into ``curves[name]`` (e.g. a test curve).
     ``scorer`` is the model evaluated and restored when it is not the model being
     fit (one player of an adversarial model). At the end of training the weights
-    of the best epoch (first of equals) are restored.
+    of the best epoch (first of equals) are restored. A validation set whose
+    metric cannot be computed (:func:`check_evaluable`) is a ValueError.
+
+    Resuming: :meth:`state` returns the callback's state as a ``tf.Module`` of
+    variables (written after every epoch). Put it into a checkpoint that is
+    restored at the start of ``fit`` (Keras's ``BackupAndRestore`` restores in
+    ``on_train_begin``); the callback reads it back at the first epoch begin or
+    at the train end that follows, so a resumed run keeps the values and the
+    best epoch (with its weights) of the epochs before the interruption. Put
+    this callback before the one that writes the checkpoint at epoch end.
     """
 
     def __init__(self, data, metric: str = "ndcg@5", no_relevant: str = "exclude", *,
@@ -242,9 +322,7 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
                  log_key: Optional[str] = None):
         super().__init__()
         name, topn = parse_metric(metric)
-        if no_relevant not in NO_RELEVANT_RULES:
-            raise ValueError(f"`no_relevant` must be one of {list(NO_RELEVANT_RULES)}; "
-                             f"got {no_relevant!r}.")
+        check_evaluable(data, no_relevant, what="validation")
         self.data, self.metric, self.no_relevant = data, metric, no_relevant
         self._name, self._topn = name, int(topn)
         self._scorer = scorer
@@ -253,27 +331,87 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
         self.values: List[float] = []
         self.curves: Dict[str, List[float]] = {part: [] for part in self._curve_data}
         self.best_value, self.best_epoch, self._best_weights = -np.inf, None, None
+        self._state: Optional[BestEpochState] = None
+        self._state_read = True
 
     @property
     def scorer(self) -> tf.keras.Model:
         return self._scorer if self._scorer is not None else self.model
+
+    def state(self, capacity: Optional[int] = None) -> BestEpochState:
+        """The state's variables (created on the first call, with the current values),
+        for at most ``capacity`` epochs (default: ``fit``'s ``epochs``)."""
+        if self._state is None:
+            capacity = capacity or (getattr(self, "params", None) or {}).get("epochs")
+            if not capacity:
+                raise ValueError("`capacity` must be given outside `fit` (no `epochs` param).")
+            if len(self.values) > capacity:
+                raise ValueError(f"`capacity` ({capacity}) must hold the {len(self.values)} "
+                                 "epochs recorded already.")
+            weights = self._best_weights or self.scorer.get_weights()
+            self._state = BestEpochState(weights, capacity, len(self._curve_data))
+            self._write_state(weights_changed=True)
+            self._state_read = False
+        return self._state
+
+    def _write_state(self, weights_changed: bool) -> None:
+        state = self._state
+        count = len(self.values)
+        if count > state.capacity:
+            raise ValueError(f"BestEpochCallback's state holds {state.capacity} epochs; "
+                             f"epoch {count} does not fit.")
+        padding = [np.nan] * (state.capacity - count)
+        state.num_epochs.assign(count)
+        state.values.assign(np.asarray(self.values + padding, np.float64))
+        for variable, part in zip(state.curves, self._curve_data):
+            variable.assign(np.asarray(self.curves[part] + padding, np.float64))
+        state.best_epoch.assign(self.best_epoch or 0)
+        state.best_value.assign(self.best_value)
+        if weights_changed and self._best_weights is not None:
+            for variable, value in zip(state.best_weights, self._best_weights):
+                variable.assign(value)
+
+    def _read_state(self) -> None:
+        """The callback's attributes from its state (possibly just restored)."""
+        if self._state is None or self._state_read:
+            return
+        state, self._state_read = self._state, True
+        count = int(state.num_epochs.numpy())
+        self.values = [float(v) for v in state.values.numpy()[:count]]
+        self.curves = {part: [float(v) for v in variable.numpy()[:count]]
+                       for variable, part in zip(state.curves, self._curve_data)}
+        self.best_epoch = int(state.best_epoch.numpy()) or None
+        self.best_value = float(state.best_value.numpy())
+        self._best_weights = ([v.numpy() for v in state.best_weights]
+                              if self.best_epoch is not None else None)
 
     def _evaluate(self, data) -> float:
         result = evaluate_model(self.scorer, data, no_relevant=self.no_relevant,
                                 topns=(self._topn,), metrics=(self._name,))
         return float(result.summary[self.metric])
 
+    def on_train_begin(self, logs=None):
+        self._state_read = self._state is None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._read_state()
+
     def on_epoch_end(self, epoch, logs=None):
+        self._read_state()
         value = self._evaluate(self.data)
         self.values.append(value)
         for part, data in self._curve_data.items():
             self.curves[part].append(self._evaluate(data))
         if logs is not None:
             logs[self.log_key] = value
-        if value > self.best_value:
+        improved = value > self.best_value
+        if improved:
             self.best_value, self.best_epoch = value, epoch + 1
             self._best_weights = self.scorer.get_weights()
+        if self._state is not None:
+            self._write_state(weights_changed=improved)
 
     def on_train_end(self, logs=None):
+        self._read_state()
         if self._best_weights is not None:
             self.scorer.set_weights(self._best_weights)

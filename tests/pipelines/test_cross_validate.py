@@ -1,5 +1,6 @@
 """Cross-validation pipeline: one fold of MQ2008, one epoch, two methods; resume; report."""
 import dataclasses
+import json
 import os
 import time
 
@@ -97,3 +98,52 @@ def test_grid_and_config_validation():
     assert len(cv.grid_points(dataclasses.replace(config, methods=(variant.key,)), variant)) == 4
     with pytest.raises(ValueError, match="methods"):
         cv.resolve_method("twin_ndcg_type3[scorer]")
+
+
+def test_changed_settings_retrain_and_the_report_uses_matching_runs_only(tiny_fold, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "Fold1").symlink_to(tiny_fold, target_is_directory=True)
+    base = cv.CVConfig(name="tiny", data=str(data), folds=(1,), methods=("ranknet",), epochs=1,
+                       batch_size=8, output_dir=str(tmp_path / "runs"),
+                       report_dir=str(tmp_path / "report"))
+    run = tmp_path / "runs" / "ranknet" / "default" / "fold1"
+    lines = []
+    assert cv.run_all(base, log=lines.append) == {"trained": 1, "skipped": 0}
+    assert cv.run_all(base, log=lines.append) == {"trained": 0, "skipped": 1}
+    identity = json.loads((run / "done.json").read_text())["identity"]
+    assert identity["config"]["epochs"] == 1 and "output_dir" not in identity["config"]
+
+    changed = dataclasses.replace(base, epochs=2, seed=1)
+    lines.clear()
+    assert cv.run_all(changed, log=lines.append) == {"trained": 1, "skipped": 0}
+    assert "settings changed (config.epochs: 1 -> 2; config.seed: 0 -> 1), retraining" in lines[0]
+    assert len(json.loads((run / "results.json").read_text())["history"]["loss"]) == 2
+    # the report takes only runs of its own settings
+    assert cv.collect_rows(base) == []
+    with pytest.raises(ValueError, match="no finished runs of these settings"):
+        cv.write_report(base)
+    rows = cv.collect_rows(changed)
+    assert [r.key for r in rows] == ["ranknet"] and rows[0].selected == {1: "default"}
+    # a marker of an older version (no identity) does not count as done
+    (run / "done.json").write_text(json.dumps({"seconds": 1.0}))
+    assert cv.run_status(str(run), cv.run_identity(changed, cv.METHODS["ranknet"], {}, 1)) == \
+        ("changed", ["done.json records no identity"])
+    assert cv.collect_rows(changed) == []
+
+
+def test_run_identity_holds_the_whole_resolved_config():
+    base = cv.CVConfig(methods=("twin_ndcg_type3", "lambdamart"), folds=(1,))
+    method = cv.METHODS["twin_ndcg_type3"]
+    identity = cv.run_identity(base, method, {"loss.alpha_b": 2}, 1)
+    assert identity["config"]["learning_rate"] == base.learning_rate
+    assert identity["config"]["loss_args"] == {"alpha_b": 2}
+    assert identity["grid_point"] == {"loss.alpha_b": 2}
+    for field, value in (("learning_rate", 0.01), ("seed", 3), ("epochs", 2), ("l2", 0.0)):
+        other = cv.run_identity(dataclasses.replace(base, **{field: value}), method,
+                                {"loss.alpha_b": 2}, 1)
+        assert other["config"][field] == value and other != identity, field
+    trees = cv.run_identity(base, cv.METHODS["lambdamart"], {}, 1)
+    assert trees["config"]["num_boost_round"] == base.lambdamart_rounds
+    assert cv.run_identity(dataclasses.replace(base, lambdamart_rounds=7),
+                           cv.METHODS["lambdamart"], {}, 1) != trees

@@ -192,3 +192,33 @@ def test_fused_sampling_log_probs_match_the_generic_ones(monkeypatch):
     assert rankings.numpy()[0, 0].tolist() == [0, 1]
     want = [np.log(1 / (5 + np.exp(-1.0))), np.log(1 / (4 + np.exp(-1.0)))]
     np.testing.assert_allclose(fused.numpy()[0, 0], want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e4, 1e10, 1e30, 3e38])
+@pytest.mark.parametrize("positions", [3, 300])
+def test_documents_tied_at_any_magnitude_share_their_probability_exactly(scale, positions):
+    """Two documents tied at s share the first place: log P = -log 2, at s = 1e30
+    too, where s - logsumexp(s, s) rounds to 0 in float32. Rankings longer than
+    256 positions (cumulative_logsumexp) are exact up to |s| * epsilon."""
+    size = max(positions, 4)
+    scores = np.full((1, size), -scale, np.float32)
+    scores[0, :2] = scale
+    rankings = tf.constant([[np.arange(size)]], tf.int32)
+    with tf.GradientTape() as tape:
+        s = tf.constant(scores)
+        tape.watch(s)
+        log_prob = pl.plackett_luce_log_prob(s, rankings, topn=2)
+    grad = tape.gradient(log_prob, s).numpy()
+    assert log_prob.numpy()[0, 0] == pytest.approx(-np.log(2.0), rel=1e-6)
+    np.testing.assert_allclose(grad[0, :2], [0.5, -0.5], atol=1e-6)
+    assert (grad[0, 2:] == 0).all()
+
+
+def test_an_empty_batch_has_a_zero_size_gradient():
+    scores = tf.zeros([0, 5])
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        rankings, log_probs = pl.sample_rankings_with_log_probs(scores, num_samples=2, seed=0,
+                                                                topn=3)
+        total = tf.reduce_sum(log_probs)
+    assert rankings.shape == (0, 2, 3) and tape.gradient(total, scores).shape == (0, 5)

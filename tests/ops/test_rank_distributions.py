@@ -419,3 +419,19 @@ def test_huge_scores_in_a_graph_keep_pairs_i_i_neutral(dtype, scale):
         want = oracle if columns is None else np.take_along_axis(
             oracle, np.array(columns)[:, :, None], axis=1)
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(0, 6), (0, 0), (3, 0)])
+def test_empty_batches_and_lists_have_zero_size_distributions_and_gradients(shape):
+    distributions_of = importlib.import_module("tfr_extensions.ops.rank_distributions").distributions_of
+    scores = tf.zeros(shape)
+    columns = tf.zeros([shape[0], 1], tf.int32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(scores)
+        full = tfrx.ops.rank_distributions(scores, topn=4)
+        chosen = distributions_of(scores, tf.ones(shape, tf.bool), 1.0, 4, "exact", columns)
+        totals = [tf.reduce_sum(full), tf.reduce_sum(chosen)]
+    assert full.shape == (shape[0], shape[1], min(4, shape[1]))
+    assert chosen.shape == (shape[0], 1, min(4, shape[1]))
+    for total in totals:
+        assert tape.gradient(total, scores).shape == shape

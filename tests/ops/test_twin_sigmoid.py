@@ -246,3 +246,34 @@ def test_inverse_permutations_on_cpu_and_accelerator_paths(accelerator, monkeypa
     np.testing.assert_array_equal(positions, expected)
     np.testing.assert_array_equal(sorting.order_from_positions(tf.constant(positions)).numpy(),
                                   order)
+
+
+@pytest.mark.parametrize("gradient", GRADIENTS)
+@pytest.mark.parametrize("scale", [1e10, 1e30, 1.5e38])
+@pytest.mark.parametrize("xla", [False, True])
+def test_padding_stays_below_huge_tied_lowest_scores(gradient, scale, xla):
+    """The tanh form puts padded documents (and the filler columns of the last
+    block) below the lowest valid score; a fixed gap of 1e3 rounds away next to
+    1e10 and beyond, which tied them with the lowest documents and added
+    alpha_b / 4 per padded column to their derivative. Eq. 17-18 exactly."""
+    labels = np.array([[0, 1, 0, 2, 1, -1, -1], [2, 1, 0, 0, 1, 0, 3]], np.float32)
+    s = scale
+    scores = np.array([[-s, -s, s, s, 0.5, 0, 0], [-s, -s, -s, s, s, 0.5, 0]], np.float32)
+    upstream = np.array([[1.0, -2.0, 0.5, 3.0, 1.5, 7.0, 7.0], [0.3, 1.0, -1.0, 2.0, 0.5, 1.0, 2.0]],
+                        np.float32)
+
+    def grads(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            ranks = ops.twin_sigmoid_ranks(s, tf.constant(labels), gradient=gradient, seed=0)
+            objective = tf.reduce_sum(upstream * ranks)
+        return tape.gradient(objective, s)
+
+    got = tf.function(grads, jit_compile=xla)(tf.constant(scores)).numpy()
+    for b in range(2):
+        v = labels[b] >= 0
+        with np.errstate(over="ignore"):
+            jac = oracles.rank_jacobian(labels[b][v].astype(np.float64),
+                                        scores[b][v].astype(np.float64), 1.0, gradient)
+        np.testing.assert_allclose(got[b][v], upstream[b][v] @ jac, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got[b][~v], 0.0)

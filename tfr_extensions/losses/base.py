@@ -18,6 +18,26 @@ Conventions shared by all losses (written once here, not in each class):
 * Randomized losses draw from stateless ops; with a fixed ``seed`` they fold a
   per-instance call counter into it, so each training step sees fresh samples
   and two runs with one seed are identical.
+
+Bad input (the policy of every loss, applied here in :meth:`RankingLoss.call`):
+
+* **Padding** (label < 0, or NaN): ignored whatever its score, NaN and
+  infinite scores included; its gradient is exactly 0.
+* **A non-finite score** (NaN, +inf or -inf) of a valid document, or a valid
+  label above :attr:`RankingLoss.max_label` (31, :data:`~tfr_extensions.ops.lists.MAX_LABEL`,
+  +inf included): that list's loss is NaN, so the reduced loss is NaN (Keras's
+  ``TerminateOnNaN`` stops, whatever the list's weight or sample weight), and
+  the list's gradient is exactly 0: the other lists of the batch train as if
+  it were absent, and no NaN reaches the gradient from the loss (a NaN that the
+  model itself produced may still reach its own weights through the chain rule).
+  A loss is never finite over a non-finite gradient.
+* **A batch of 0 lists** (``[0, L]``, also ``[0, 0]``) or lists of 0
+  documents: loss 0 and a zero-size (resp. zero) gradient.
+* **Labels**: graded relevance, fractional ones included (gain ``2^y - 1``,
+  so 2.5 has gain ``2^2.5 - 1``); metrics with binary relevance count
+  ``label > 0`` as relevant.
+
+The screening costs O(B L) element-wise operations and no host sync.
 """
 from typing import Any, Dict, Optional, Tuple
 
@@ -46,8 +66,46 @@ def listwise_sample_weights(labels: tf.Tensor, sample_weight) -> tf.Tensor:
                     tf.constant(0, total.dtype))
 
 
+def screen_lists(labels: tf.Tensor, scores: tf.Tensor, max_label: float):
+    """The bad-input policy of the module docstring, as tensors.
+
+    Args:
+      labels, scores: ``[batch, list_size]`` in the compute dtype.
+      max_label: the largest label a valid document may have.
+
+    Returns:
+      ``(labels, scores, mask, broken)``: ``mask`` bool ``[batch, list_size]``,
+      True for valid documents (label >= 0; NaN labels are padding); labels 0
+      at padded documents and capped at ``max_label``; scores with every NaN
+      or infinite entry set to 0 by ``tf.where`` (so its gradient is exactly 0);
+      ``broken`` bool ``[batch]``, the lists with a valid document whose score
+      is not finite or whose label exceeds ``max_label``. What a loss computes
+      for a broken list is discarded, but it is finite: no NaN or inf reaches
+      a loss, so none reaches another list through a batch-wide reduction.
+
+    Only the per-element selects feed the loss (so that XLA, which fuses them
+    into the O(L^2) kernels that read the scores, repeats as little as
+    possible there); ``broken`` is one reduction beside them.
+    """
+    lists.check_list_shapes(labels, scores)
+    mask = tf.greater_equal(labels, 0.0)
+    finite = tf.math.is_finite(scores)
+    zero = tf.constant(0, scores.dtype)
+    bad = tf.logical_and(mask, tf.logical_not(
+        tf.logical_and(finite, tf.less_equal(labels, max_label))))
+    broken = tf.reduce_any(bad, axis=-1)
+    labels = tf.where(mask, tf.minimum(labels, max_label), zero)
+    return labels, tf.where(finite, scores, zero), mask, broken
+
+
 class RankingLoss(tf.keras.losses.Loss):
-    """Base class: subclasses implement :meth:`per_list` and extend ``get_config``."""
+    """Base class: subclasses implement :meth:`per_list` and extend ``get_config``.
+
+    :meth:`call` applies the bad-input policy of the module docstring before
+    :meth:`per_list` sees the lists: a list with a non-finite valid score or
+    an out-of-range label gets the value NaN and zero gradient; padded
+    documents are ignored and get zero gradient.
+    """
 
     #: registry keys of presets -> constructor kwargs; filled by subclasses
     PRESETS: Dict[str, Dict[str, Any]] = {}
@@ -62,11 +120,19 @@ class RankingLoss(tf.keras.losses.Loss):
         """Per-list ``(losses, weights)``, both ``[batch]``.
 
         Args:
-          labels: ``[batch, list_size]`` in the compute dtype, padded labels = 0.
-          scores: ``[batch, list_size]`` in the compute dtype.
+          labels: ``[batch, list_size]`` in the compute dtype, padded labels = 0;
+            valid labels are in ``[0, max_label]``.
+          scores: ``[batch, list_size]`` in the compute dtype, finite; padded
+            scores = 0.
           mask: bool ``[batch, list_size]``, True for valid documents.
         """
         raise NotImplementedError
+
+    @property
+    def max_label(self) -> float:
+        """The largest valid label this loss accepts (:data:`lists.MAX_LABEL`);
+        a list with a larger one gets the loss NaN."""
+        return lists.MAX_LABEL
 
     def _to_dense(self, y_true, y_pred, sample_weight):
         if self._ragged or isinstance(y_true, tf.RaggedTensor):
@@ -85,9 +151,14 @@ class RankingLoss(tf.keras.losses.Loss):
         return super().__call__(y_true, y_pred, sample_weight)
 
     def call(self, y_true, y_pred):
-        labels, scores, mask = lists.prepare_lists(y_true, y_pred)
+        """Per-list weighted losses ``[batch, 1]``, NaN for broken lists."""
+        scores = tf.convert_to_tensor(y_pred)
+        dtype = lists.compute_dtype(scores)
+        labels, scores, mask, broken = screen_lists(
+            tf.cast(tf.convert_to_tensor(y_true), dtype), tf.cast(scores, dtype), self.max_label)
         losses, weights = self.per_list(labels, scores, mask)
-        return (losses * weights)[:, None]
+        values = tf.where(broken, tf.constant(float("nan"), dtype), losses * weights)
+        return values[:, None]
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()

@@ -3,6 +3,15 @@ r"""Pairwise losses: RankNet with tie targets, and the NDCG-beta weighted hinge.
 Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s
 RankNet, Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt``
 (Eq. 4-5). Pairs are unordered pairs of valid documents of one list.
+
+Extreme scores: both losses grow linearly with score gaps (quadratically for
+the squared hinge), so their exact value at gaps near float max is not
+representable. They clip the scores to :math:`\pm b` first, :math:`b` =
+``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for the squared hinge): every
+value then stays finite (about 8.5e37 at most in float32). Below
+:math:`b` (scores of :math:`\pm 10^{30}` included, and :math:`\pm 4.6 \cdot
+10^{18}` for the squared hinge) nothing changes; beyond it scores saturate:
+distinct ones tie, and their gradient is 0, as ``tf.clip_by_value`` gives.
 """
 import tensorflow as tf
 
@@ -23,6 +32,14 @@ def _pairs(labels, scores, mask):
     return score_diffs, label_diffs, pair_mask
 
 
+def clip_scores(scores, squared: bool = False):
+    """Scores clipped to +-``dtype.max / 4`` (+-``sqrt(dtype.max) / 4`` for
+    ``squared``): differences of two, and their squares, stay finite."""
+    dtype_max = scores.dtype.max
+    bound = (dtype_max ** 0.5 if squared else dtype_max) / 4.0
+    return tf.clip_by_value(scores, -bound, bound)
+
+
 def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
     r"""RankNet cross entropy per pair (Eq. 4), ``[B, L, L]`` (0 off the pairs).
 
@@ -30,10 +47,12 @@ def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
     \log(1 + e^{-\sigma(s_i - s_j)})` with :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`,
     i.e. cross entropy against the target :math:`\bar P_{ij} = (1 + S_{ij})/2`
     (Eq. 3), so tied labels have target 1/2. Symmetric in (i, j). Computed with
-    ``softplus``, finite for any score gap.
+    ``softplus`` on :math:`\sigma s` clipped to +-``dtype.max / 4``
+    (:func:`clip_scores`), finite for any score gap.
     """
-    score_diffs, label_diffs, pair_mask = _pairs(labels, scores, mask)
-    o = sigma * tf.where(pair_mask, score_diffs, tf.zeros_like(score_diffs))
+    scaled = clip_scores(sigma * clip_scores(scores))  # (sigma * s may overflow)
+    score_diffs, label_diffs, pair_mask = _pairs(labels, scaled, mask)
+    o = tf.where(pair_mask, score_diffs, tf.zeros_like(score_diffs))
     target = 0.5 * (1.0 + tf.sign(label_diffs))
     pair_losses = (1.0 - target) * o + tf.math.softplus(-o)
     return tf.where(pair_mask, pair_losses, tf.zeros_like(pair_losses)), pair_mask
@@ -61,9 +80,10 @@ class RankNetLoss(base.RankingLoss):
     def per_list(self, labels, scores, mask):
         pair_losses, pair_mask = ranknet_pair_losses(labels, scores, mask, self._sigma)
         num_pairs = tf.reduce_sum(tf.cast(pair_mask, scores.dtype), axis=[1, 2])
-        total = tf.reduce_sum(pair_losses, axis=[1, 2])
+        # each pair's share before the sum, which could overflow at extreme gaps
+        share = (1.0 / tf.maximum(num_pairs, 1.0))[:, None, None]
         weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-        return total / tf.maximum(num_pairs, 1.0), weights
+        return tf.reduce_sum(pair_losses * share, axis=[1, 2]), weights
 
     def get_config(self):
         config = super().get_config()
@@ -119,6 +139,7 @@ class NDCGBetaHingeLoss(base.RankingLoss):
 
     def per_list(self, labels, scores, mask):
         weights = ndcg_beta_pair_weights(labels, mask)
+        scores = clip_scores(scores, self._squared)
         score_diffs = scores[:, :, None] - scores[:, None, :]
         hinge = tf.nn.relu(self._margin - score_diffs)
         if self._squared:

@@ -10,6 +10,8 @@ Conventions (TF-Ranking's, see DESIGN.md):
   in float32 otherwise, so ``mixed_float16`` models get float32 losses.
 * Seeds are ``None`` (fresh randomness), an int, or a pair of ints, and feed TF's
   stateless random ops.
+* Labels are graded relevance in ``[0, MAX_LABEL]``, fractional ones too
+  (gain ``2^2.5 - 1`` for 2.5); NaN and negative labels are padding.
 """
 from typing import Optional, Sequence, Tuple, Union
 
@@ -21,6 +23,13 @@ except ImportError:  # pragma: no cover - callers fall back to their general pat
     GraphOrParentsInXlaContext = None
 
 Seed = Union[None, int, Sequence[int], tf.Tensor]
+
+#: The largest label the losses accept: gains up to ``2^31 - 1`` (exact in
+#: float64, ``2^31`` in float32), which leaves every sum of gains, every ratio
+#: of nERR and every cost of the losses many orders of magnitude below
+#: float32's overflow. A loss gives a list with a larger valid label (``+inf``
+#: included) the value NaN (see :class:`tfr_extensions.losses.RankingLoss`).
+MAX_LABEL = 31.0
 
 
 def compiling_with_xla() -> bool:
@@ -84,6 +93,25 @@ def prepare_lists(
         valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
     labels = tf.where(valid, labels, tf.constant(0, labels.dtype))
     return labels, scores, valid
+
+
+def batch_gather(params: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
+    """``tf.gather(params, indices, batch_dims=1)`` for ``[B, L]`` params and
+    int ``[B, ...]`` indices, whose gradient also works for an empty batch.
+
+    TF's gradient of a ``batch_dims=1`` gather has the wrong shape when B = 0
+    (``[0, K]`` for ``[0, L]`` params), which makes the tape's ``AddN`` fail;
+    this gathers from the flattened params (the same ``Gather`` kernel) with
+    offsets ``b * L``, whose gradient is an ordinary scatter of the right
+    shape.
+
+    >>> batch_gather(tf.constant([[1., 2.], [3., 4.]]), tf.constant([[1], [0]])).numpy().tolist()
+    [[2.0], [3.0]]
+    """
+    shape = tf.shape(params)
+    indices = tf.cast(indices, tf.int32)
+    offsets = (tf.range(shape[0]) * shape[1])[(slice(None),) + (None,) * (indices.shape.rank - 1)]
+    return tf.gather(tf.reshape(params, [-1]), indices + offsets)
 
 
 def gains(labels: tf.Tensor) -> tf.Tensor:

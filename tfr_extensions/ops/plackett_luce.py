@@ -32,14 +32,16 @@ positions are real. An all-padding list gives a ranking of padded documents
 only, and log-probability 0 (the empty product).
 
 Numerics: every denominator is a log-sum-exp over the documents still to be
-placed (plus one ``reduce_logsumexp`` for the documents a top-n ranking leaves
-out), so scores of any magnitude (|s| = 1e4) give finite values and gradients.
-For rankings of up to 256 positions the denominators are log-sum-exps over a
-triangular mask, whose gradients are accurate also at |s| = 1e4 (zero, up to
-rounding, for a one-document list); longer rankings use
-``tf.math.cumulative_logsumexp`` (O(n) memory), whose gradient has a relative
-error of about |s| times the machine epsilon. Excluded documents (padded,
-already placed) enter those log-sum-exps with the finite constant
+placed (plus one for the documents a top-n ranking leaves out), so scores of
+any finite magnitude (|s| = 1e30, 3e38 in float32) give finite values and
+gradients. For rankings of up to 256 positions each term is computed as
+:math:`(f_j - m_j) - \log\sum_{b} e^{f_b - m_j}` with :math:`m_j` the largest
+remaining logit, which is exact at any magnitude (two documents tied at 1e30
+give :math:`-\log 2`, where ``f - reduce_logsumexp(f)`` gives 0) and whose
+gradient is a plain softmax (exactly zero for a one-document list); longer
+rankings use ``tf.math.cumulative_logsumexp`` (O(n) memory), whose terms have
+an absolute error of about |s| times the machine epsilon. Excluded documents
+(padded, already placed) enter those log-sum-exps with the finite constant
 ``dtype.min`` (:func:`_excluded_logit`) selected by ``tf.where``, so they
 receive exactly zero gradient.
 
@@ -100,27 +102,40 @@ def gumbel_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Ten
 
 # Up to this many positions, the denominators are log-sum-exps over a
 # triangular mask (O(n^2) memory; gradients are plain softmaxes, exact at
-# |x| = 1e4); beyond it, ``tf.math.cumulative_logsumexp`` (O(n) memory, but its
-# log-space gradient has relative errors of about |score| * machine epsilon).
+# |x| = 1e30); beyond it, ``tf.math.cumulative_logsumexp`` (O(n) memory, but its
+# log-space terms have absolute errors of about |score| * machine epsilon).
 _PAIRWISE_MAX_POSITIONS = 256
 
 
-def _reverse_cumulative_logsumexp(x: tf.Tensor) -> tf.Tensor:
-    r""":math:`o_j = \log\sum_{i \ge j} e^{x_i}` over the last axis.
+def _shifted_logsumexp(x: tf.Tensor):
+    r"""``(m, t)`` with :math:`\log\sum_i e^{x_i} = m + t` over the last axis
+    (kept): ``m`` the (constant, stop-gradient) maximum and ``t`` the
+    log-sum-exp of ``x - m``, in ``[0, log n]``. Not adding them keeps
+    ``t`` exact at any magnitude of x, where ``m + t`` rounds to ``m`` once
+    ``|m|`` passes about ``t / epsilon`` (``1e10 + log 2 == 1e10`` in float32)."""
+    top = tf.stop_gradient(tf.reduce_max(x, axis=-1, keepdims=True))
+    return top, tf.math.log(tf.reduce_sum(tf.exp(x - top), axis=-1, keepdims=True))
 
-    For up to ``_PAIRWISE_MAX_POSITIONS`` entries: ``reduce_logsumexp`` of
-    ``x_i`` masked to ``i >= j`` (the masked argument is the finite excluded
-    logit), whose derivative :math:`e^{x_i - o_j}` TF forms directly from the
-    difference :math:`x_i - o_j \le 0`, so no precision is lost at large |x|
-    (a one-document list gets 0 up to float rounding, where the log-space
-    gradient of ``cumulative_logsumexp`` is off by ~1e-4 at |x| = 1e4).
+
+def _reverse_log_softmax(values: tf.Tensor, log_weights: tf.Tensor, count: int) -> tf.Tensor:
+    r""":math:`v_j - \log\sum_{i \ge j} w_i e^{v_i}` for the first ``count``
+    positions j of the last axis, ``w = exp(log_weights)``.
+
+    For up to ``_PAIRWISE_MAX_POSITIONS`` entries: a masked log-sum-exp per
+    position (the masked argument is the finite excluded logit), shifted by the
+    largest remaining value :math:`m_j`, as :math:`(v_j - m_j) - \log\sum_{i \ge
+    j} w_i e^{v_i - m_j}`: exact at any magnitude (scores tied at 1e30 give
+    :math:`-\log 2`), and its derivative :math:`w_i e^{v_i - o_j}` is a plain
+    softmax (a one-document list gets 0 exactly). Longer: ``tf.math.cumulative_logsumexp``.
     """
-    size = x.shape[-1]
+    size = values.shape[-1]
     if size is None or size > _PAIRWISE_MAX_POSITIONS:
-        return tf.math.cumulative_logsumexp(x, axis=-1, reverse=True)
-    later = np.arange(size)[None, :] >= np.arange(size)[:, None]  # [j, i]: i >= j
-    masked = tf.where(tf.constant(later), x[..., None, :], _excluded_logit(x.dtype))
-    return tf.reduce_logsumexp(masked, axis=-1)
+        totals = tf.math.cumulative_logsumexp(values + log_weights, axis=-1, reverse=True)
+        return (values - totals)[..., :count]
+    later = np.arange(size)[None, :] >= np.arange(count)[:, None]  # [j, i]: i >= j
+    masked = tf.where(tf.constant(later), values[..., None, :], _excluded_logit(values.dtype))
+    top, log_total = _shifted_logsumexp(masked + log_weights[..., None, :])
+    return (values[..., :count] - top[..., 0]) - log_total[..., 0]
 
 
 def _static_list_size(scores: tf.Tensor) -> Optional[int]:
@@ -293,12 +308,18 @@ def _position_terms(logits, rankings, placed, left_out):
     ``left_out`` ``[B, S, L]``: the valid documents the rankings never place,
     which stay in every denominator."""
     excluded = _excluded_logit(logits.dtype)
-    ranked_logits = tf.where(placed, tf.gather(logits, rankings, batch_dims=1), excluded)
-    left_out_lse = tf.reduce_logsumexp(
-        tf.where(left_out, logits[:, None, :], excluded), axis=-1, keepdims=True)
-    remaining = tf.concat([ranked_logits, left_out_lse], axis=-1)  # [B, S, n + 1]
-    denominators = _reverse_cumulative_logsumexp(remaining)[..., :-1]
-    return tf.where(placed, ranked_logits - denominators, tf.zeros_like(ranked_logits))
+    ranked_logits = tf.where(placed, lists.batch_gather(logits, rankings), excluded)
+    # The left-out documents enter as one more entry: their largest logit,
+    # weighted by the log-sum-exp of the others relative to it (exact, see
+    # _shifted_logsumexp). Without left-out documents that entry is the
+    # excluded logit, whose exp vanishes next to any real logit.
+    left_out_top, left_out_total = _shifted_logsumexp(
+        tf.where(left_out, logits[:, None, :], excluded))
+    values = tf.concat([ranked_logits, left_out_top], axis=-1)  # [B, S, n + 1]
+    log_weights = tf.concat([tf.zeros_like(ranked_logits), left_out_total], axis=-1)
+    count = rankings.shape[-1] if rankings.shape[-1] is not None else tf.shape(rankings)[-1]
+    terms = _reverse_log_softmax(values, log_weights, count)
+    return tf.where(placed, terms, tf.zeros_like(ranked_logits))
 
 
 def plackett_luce_log_prob(scores, rankings, mask=None, topn: Optional[int] = None,

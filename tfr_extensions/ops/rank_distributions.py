@@ -168,7 +168,7 @@ def win_probabilities(scores: tf.Tensor, mask: tf.Tensor, sigma: float,
     scaled = tf.clip_by_value(scores * tf.constant(0.5 / sigma, dtype), -bound, bound)
     scaled = tf.where(mask, scaled, tf.fill(tf.shape(scores), tf.constant(-2.0 * bound, dtype)))
     size = tf.shape(scores)[1]
-    losers = scaled if columns is None else tf.gather(scaled, columns, batch_dims=1)
+    losers = scaled if columns is None else lists.batch_gather(scaled, columns)
 
     @tf.custom_gradient
     def win(winners, losers):
@@ -424,6 +424,10 @@ def distributions_of(scores: tf.Tensor, valid: tf.Tensor, sigma: float, topn: Op
     static_ranks = topn
     if static_size is not None:
         static_ranks = static_size if topn is None else min(topn, static_size)
+    if static_size == 0:  # lists of no document: no rank to take (a reshape of
+        # the empty scores, so that their zero-size gradient is not None)
+        num_columns = 0 if columns is None else tf.shape(columns)[1]
+        return tf.reshape(scores, tf.stack([tf.shape(scores)[0], num_columns, 0]))
 
     win = win_probabilities(scores, valid, sigma, columns)
     column_valid = valid if columns is None else tf.gather(valid, columns, batch_dims=1)

@@ -100,8 +100,10 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1",
     return _step(x)
 
 
-# Padded documents enter the tanh form of the backward pass with a score this
-# far (in units of alpha_b * score / 2) below the list's lowest valid score.
+# Padded documents enter the tanh form of the backward pass with a score at
+# least this far (in units of alpha_b * score / 2) below the list's lowest
+# valid score, and at least as far again as that score's magnitude
+# (_far_below: at 1e30 a gap of 1e3 alone rounds away).
 # tanh saturates to exactly -1/+1 there (|x| > 20 is enough in float64), so
 # every pair with a padded document gets derivative 0 without a [B, L, L]
 # mask. Finite, so no inf - inf.
@@ -131,12 +133,21 @@ XLA_TANH_MAX_LIST_SIZE = 32
 _BLOCK = 32
 
 
+def _far_below(values: tf.Tensor, gap: float) -> tf.Tensor:
+    """``values - gap - |values|`` (at least ``dtype.min``): at least ``gap``
+    below ``values`` also where ``gap`` is below their rounding unit (``-5e29 -
+    1e3 == -5e29`` in float32, which would tie a padded document with the
+    lowest valid one)."""
+    return tf.maximum(values - gap - tf.abs(values), values.dtype.min)
+
+
 def _below_valid(values: tf.Tensor, mask: tf.Tensor, gap: float) -> tf.Tensor:
-    """``values`` with padded entries replaced by (lowest valid value - gap)."""
+    """``values`` with padded entries replaced by a value at least ``gap`` below
+    the lowest valid value (:func:`_far_below`)."""
     big = tf.constant(float("inf"), values.dtype)
     lowest = tf.reduce_min(tf.where(mask, values, big), axis=-1, keepdims=True)
     lowest = tf.where(tf.math.is_finite(lowest), lowest, tf.constant(0, lowest.dtype))
-    return tf.where(mask, values, lowest - gap)
+    return tf.where(mask, values, _far_below(lowest, gap))
 
 
 class _LogisticsByExp:
@@ -170,7 +181,7 @@ class _LogisticsByTanh:
     @staticmethod
     def per_document(x, mask):
         half = _below_valid(0.5 * x, mask, _PADDED_SCORE_GAP)
-        return half, tf.reduce_min(half) - _PADDED_SCORE_GAP
+        return half, _far_below(tf.reduce_min(half), _PADDED_SCORE_GAP)
 
     @staticmethod
     def pairs(half_i, half_j):

@@ -1,0 +1,467 @@
+"""Bad input, for every registered loss: the policy of ``tfr_extensions.losses.base``.
+
+Every distinct configuration that ``tfrx.losses.get`` builds from our names
+(the 12 twin-sigmoid presets and each other class's default) runs on: a NaN,
++inf or -inf score of a valid document; NaN and infinite scores of padded
+documents; a batch of 0 lists; lists of one document; all-padded lists; lists
+without relevant documents; all-tied scores; scores of +-1e30 (tied and
+distinct) and +-3e38; labels 2.5 and 31; labels above the loss's maximum.
+
+Each check asserts the exact outcome: NaN for the list with a non-finite
+score or an out-of-range label (and exactly zero gradient for it, the other
+lists unchanged); 0 and zero gradient where the policy says so; elsewhere the
+value and gradient of an independent float64 NumPy oracle (``oracles``,
+``oracles_softrank`` and the oracles below), or, for losses that draw random
+rankings or break ties randomly, one of the values (and the matching
+gradient) that the oracle gives for each possible ranking.
+
+TF-Ranking's names (which ``tfrx.losses.get`` passes to TF-Ranking where it
+imports) keep TF-Ranking's own behaviour and are not checked here.
+"""
+import importlib
+import inspect
+import itertools
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy.special import expit, logsumexp
+
+import oracles
+import tfr_extensions as tfrx
+from loss_modes import value_and_grad
+from oracles_softrank import soft_ndcg_and_gradient
+from tfr_extensions.losses import registry
+from tfr_extensions.ops import lists
+
+rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
+
+
+def _distinct_configurations():
+    """One name per distinct loss configuration that our names build."""
+    seen, names = set(), []
+    for name in sorted(registry.tfrx_loss_names(), key=lambda n: (n[0].isupper(), n)):
+        config = build(name).get_config()
+        key = (type(build(name)).__name__,
+               tuple(sorted((k, repr(v)) for k, v in config.items() if k != "name")))
+        if key not in seen:
+            seen.add(key)
+            names.append(name)
+    return names
+
+
+def build(name, **kwargs):
+    cls = registry._NAMES[name][0]
+    if "seed" in inspect.signature(cls.__init__).parameters:
+        kwargs.setdefault("seed", 0)
+    return tfrx.losses.get(name, **kwargs)
+
+
+NAMES = _distinct_configurations()
+#: one name per class, for the (slower) graph and XLA runs
+CLASS_NAMES = sorted({inspect.signature(cls.__init__).parameters["name"].default
+                      for cls, _ in registry._NAMES.values()})
+PAD = -1.0
+NAN, INF = float("nan"), float("inf")
+F32_BOUND = float(np.finfo(np.float32).max) / 4  # where ranknet and the hinge clip
+
+
+def run(name, labels, scores, sample_weight=None, **kwargs):
+    """Per-list values ``[B]`` and gradients ``[B, L]`` (eager, reduction none)."""
+    value, grad = value_and_grad(build(name, reduction="none", **kwargs), labels, scores,
+                                 sample_weight)
+    return value.numpy().reshape(-1), grad.numpy()
+
+
+# --- oracles: float64, one list of valid documents at a time ---------------------
+
+def _family(name):
+    loss = build(name)
+    return type(loss).__name__, loss.get_config()
+
+
+def _twin_candidates(config, y, s):
+    """(value, gradient) of minus the metric for every ranking that breaks the
+    ties of ``s`` (one when the scores are distinct): Eq. 13-16 and the closed
+    form of Eq. 17-21 at the tie-broken positions."""
+    metric, gradient = config["metric"], config["gradient"]
+    out = []
+    for order in itertools.permutations(range(len(s))):
+        if np.any(np.diff(s[list(order)]) > 0):  # not a descending order
+            continue
+        placed = np.empty(len(s))
+        placed[list(order)] = -np.arange(len(s), dtype=float)  # distinct, same order
+        value = -oracles.METRICS[metric](y, placed, config["topn"])
+        with np.errstate(over="ignore"):
+            jacobian = oracles.rank_jacobian(y, s, config["alpha_b"], gradient)
+        rank_grad = oracles.metric_rank_gradient(y, placed, metric, config["topn"])
+        out.append((value, -(rank_grad @ jacobian)))
+    return out
+
+
+def _pair_terms(y, s):
+    """Unordered pairs (i, j), i < j, of one list."""
+    return [(i, j) for i in range(len(s)) for j in range(i + 1, len(s))]
+
+
+def ranknet_oracle(y, s):
+    """Mean over pairs of Eq. 4 with scores clipped to +-max/4 (stable forms)."""
+    active = np.abs(s) <= F32_BOUND
+    c = np.clip(s, -F32_BOUND, F32_BOUND)
+    pairs = _pair_terms(y, s)
+    value, grad = 0.0, np.zeros(len(s))
+    if not pairs:
+        return value, grad
+    for i, j in pairs:
+        o, t = c[i] - c[j], 0.5 * (1 + np.sign(y[i] - y[j]))
+        value += np.logaddexp(0.0, -o) + (1 - t) * o
+        d = (1 - t) - expit(-o)
+        grad[i] += d * active[i]
+        grad[j] -= d * active[j]
+    return value / len(pairs), grad / len(pairs)
+
+
+def hinge_oracle(y, s):
+    """Eq. 20 (oracles.ndcg_beta_hinge) on scores clipped to +-max/4, and its
+    subgradient."""
+    active = np.abs(s) <= F32_BOUND
+    c = np.clip(s, -F32_BOUND, F32_BOUND)
+    norm = oracles.dcg_beta(np.sort(y)[::-1])
+    grad = np.zeros(len(s))
+    for i in range(len(s)):
+        for j in range(len(s)):
+            if y[i] > y[j] and 1.0 - (c[i] - c[j]) > 0:
+                tau = (y[i] - y[j]) / norm
+                grad[i] -= tau * active[i]
+                grad[j] += tau * active[j]
+    return oracles.ndcg_beta_hinge(y, c), grad
+
+
+def wassrank_oracle(y, s, regularization=0.1, iterations=20, gain_base=4.0, gap=100.0,
+                    var_penalty=math.e):
+    """WassRank's default: ``eg`` costs, gain target, log-space Sinkhorn with the
+    epsilon scaling of the module docstring; value <P, C> and the dual gradient
+    a (f - <a, f>)."""
+    g_cost = gain_base ** y - 1.0
+    shifted = np.where(y > 0, g_cost, -gap)
+    cost = np.abs(shifted[:, None] - shifted[None, :])
+    cost[y[:, None] == y[None, :]] = var_penalty
+    np.fill_diagonal(cost, 0.0)
+    gains = 2.0 ** y - 1.0
+    target = gains > 0
+    cost = cost[:, target]
+    log_b = np.log(gains[target] / gains[target].sum())
+    shift = s - s.max()
+    log_a = np.maximum(shift, -1000.0) - np.log(np.exp(shift).sum())
+    start = max(cost.max(), regularization)
+    ratio = (regularization / start) ** (1.0 / max(iterations // 2, 1))
+    f, g = np.zeros(len(s)), np.zeros(target.sum())
+    for k in range(iterations):
+        eps = max(regularization, start * ratio ** k)
+        g = eps * (log_b - logsumexp((f[:, None] - cost) / eps, axis=0))
+        f = eps * (log_a - logsumexp((g[None, :] - cost) / eps, axis=1))
+    plan = np.exp((f[:, None] + g[None, :] - cost) / regularization)
+    a = np.exp(log_a)
+    return float(np.sum(plan * cost)), a * (f - a @ f)
+
+
+def _pl_terms(s, order):
+    """Per-position log P(a_t) of a full ranking and their gradients [t, doc],
+    each shifted by the largest remaining score (exact at 1e30)."""
+    terms, grads = [], []
+    for t in range(len(order)):
+        rest = list(order[t:])
+        top = s[rest].max()
+        weights = np.exp(s[rest] - top)
+        terms.append((s[order[t]] - top) - np.log(weights.sum()))
+        grad = np.zeros(len(s))
+        grad[order[t]] += 1.0
+        grad[rest] -= weights / weights.sum()
+        grads.append(grad)
+    return np.array(terms), np.array(grads)
+
+
+def _pl_candidates(kind, y, s, topn=10):
+    """(value, gradient) of one sampled full ranking, for every ranking of
+    positive probability: ExptUtility -nDCG@n log P (Eq. 5), MDPRank
+    -sum_t G_t log P(a_t) with gamma = 1 and normalized rewards (Eq. 7)."""
+    n = len(s)
+    discounts = 1.0 / np.log2(np.arange(n) + 2.0)
+    ideal = np.sum(np.sort(2.0 ** y - 1.0)[::-1][:topn] * discounts[:topn])
+    out = []
+    for order in itertools.permutations(range(n)):
+        terms, grads = _pl_terms(s, order)
+        if not np.all(np.isfinite(terms)) or terms.sum() < -700:
+            continue
+        rewards = (2.0 ** y[list(order)] - 1.0) * discounts / ideal
+        rewards[topn:] = 0.0
+        if kind == "ExpectedUtilityLoss":
+            out.append((-rewards.sum() * terms.sum(), -rewards.sum() * grads.sum(0)))
+        else:
+            returns = np.cumsum(rewards[::-1])[::-1]
+            out.append((-(returns @ terms), -(returns @ grads)))
+    return out
+
+
+def oracle_candidates(name, y, s):
+    """The possible (value, gradient) of one list's loss, gradient over its
+    valid documents; one candidate for a deterministic loss."""
+    kind, config = _family(name)
+    if not np.any(y > 0):
+        return [(0.0, np.zeros(len(s)))]
+    if kind == "TwinSigmoidLoss":
+        return _twin_candidates(config, y, s)
+    if kind == "SoftNDCGLoss":  # scaled scores s / 2 clipped to +-max/4: s to +-max/2
+        bound = 2 * rank_distributions.scaled_score_bound(tf.float32)
+        value, grad = soft_ndcg_and_gradient(np.clip(s, -bound, bound), y, 1.0)
+        return [(-value, -grad * (np.abs(s) <= bound))]
+    if kind == "RankNetLoss":
+        return [ranknet_oracle(y, s)]
+    if kind == "NDCGBetaHingeLoss":
+        return [hinge_oracle(y, s)]
+    if kind == "WassRankLoss":
+        return [wassrank_oracle(y, s)]
+    return _pl_candidates(kind, y, s)
+
+
+def assert_matches_oracle(name, labels, scores, rtol=2e-5, atol=1e-6, grad_atol=2e-5):
+    """The loss's per-list values and gradients equal an oracle candidate; padded
+    documents get exactly zero gradient. Returns the per-list values.
+
+    Tolerances are float32's (WassRank's Sinkhorn iterations in float32 resolve
+    its costs of about 1e2 / lambda to a relative 1e-4); gradients relative to
+    the largest entry."""
+    if _family(name)[0] == "WassRankLoss":
+        rtol, grad_atol = max(rtol, 5e-4), max(grad_atol, 5e-4)
+    values, grads = run(name, labels, scores)
+    labels64, scores64 = np.asarray(labels, np.float64), np.asarray(scores, np.float32).astype(
+        np.float64)
+    assert np.isfinite(values).all() and np.isfinite(grads).all(), (values, grads)
+    assert (grads[labels64 < 0] == 0).all()
+    for b in range(len(labels64)):
+        keep = labels64[b] >= 0
+        candidates = oracle_candidates(name, labels64[b][keep], scores64[b][keep])
+        close = [grad for value, grad in candidates
+                 if np.isclose(values[b], value, rtol=rtol, atol=atol)]
+        assert close, f"list {b}: {values[b]} is none of {sorted(v for v, _ in candidates)[:8]}"
+        scale = max(1.0, max(np.abs(g).max(initial=0.0) for g in close))
+        assert any(np.allclose(grads[b][keep], grad, rtol=0, atol=grad_atol * scale)
+                   for grad in close), (grads[b][keep], close[:3])
+    return values
+
+
+# --- the cases --------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("bad", [NAN, INF, -INF], ids=["nan", "inf", "-inf"])
+def test_a_non_finite_valid_score_makes_its_list_nan_with_zero_gradient(name, bad):
+    """List 0 has a non-finite valid score, list 2 NaN/inf scores on padding.
+    List 0: NaN, zero gradient. Lists 1-2: exactly as with those scores finite
+    (same shape, so the same random draws). The mean is NaN, also when list 0
+    has sample weight 0."""
+    labels = np.array([[2, 0, 1, 0, PAD], [1, 0, 2, 0, 0], [0, 1, PAD, 2, PAD]], np.float32)
+    scores = np.array([[bad, 0.3, -0.2, 0.5, 0.1], [0.4, -0.6, 0.2, 0.9, -0.1],
+                       [0.2, -0.5, NAN, 0.7, -INF]], np.float32)
+    reference = np.nan_to_num(scores, nan=0.25, posinf=0.75, neginf=-0.75)
+    values, grads = run(name, labels, scores)
+    expected_values, expected_grads = run(name, labels, reference)
+    assert np.isnan(values[0]) and (grads[0] == 0).all()
+    np.testing.assert_array_equal(values[1:], expected_values[1:])
+    np.testing.assert_array_equal(grads[1:], expected_grads[1:])
+    assert (grads[labels < 0] == 0).all()
+    assert np.isnan(build(name)(labels, scores).numpy())
+    assert np.isnan(build(name)(labels, scores, sample_weight=[[0.0], [1.0], [1.0]]).numpy())
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("label", [31.5, 1000.0, INF], ids=["31.5", "1000", "inf"])
+def test_a_label_above_the_maximum_makes_its_list_nan_with_zero_gradient(name, label):
+    labels = np.array([[label, 0, 1, 0, PAD], [1, 0, 2, 0, 0]], np.float32)
+    scores = np.array([[0.2, 0.3, -0.2, 0.5, 0.1], [0.4, -0.6, 0.2, 0.9, -0.1]], np.float32)
+    values, grads = run(name, labels, scores)
+    expected_values, expected_grads = run(name, np.where(labels > 31, 31, labels), scores)
+    assert np.isnan(values[0]) and (grads[0] == 0).all()
+    assert values[1] == expected_values[1] and (grads[1] == expected_grads[1]).all()
+
+
+def test_wassrank_lowers_the_maximum_label_for_a_larger_gain_base():
+    assert build("wassrank").max_label == lists.MAX_LABEL == 31
+    loss_16 = build("wassrank", gain_base=16.0)
+    assert loss_16.max_label == 16.0  # costs 16^y below 2^64
+    labels = np.array([[16.0, 0.0, 1.0], [16.5, 0.0, 1.0]], np.float32)
+    values, grads = run("wassrank", labels, [[0.1, 0.5, -0.2]] * 2, gain_base=16.0)
+    assert np.isfinite(values[0]) and np.isnan(values[1]) and (grads[1] == 0).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("shape", [(0, 5), (0, 0), (0, 300), (2, 0)])
+def test_a_batch_of_zero_lists_or_of_empty_lists_gives_zero(name, shape):
+    labels = np.zeros(shape, np.float32)
+    for reduction in ("auto", "sum"):
+        value, grad = value_and_grad(build(name, reduction=reduction), labels, labels)
+        assert value.numpy() == 0.0 and grad.shape == shape
+        assert (grad.numpy() == 0).all()
+    value, _ = value_and_grad(build(name, reduction="none"), labels, labels)
+    assert value.shape[0] == shape[0]
+
+
+@pytest.mark.parametrize("name", CLASS_NAMES)
+@pytest.mark.parametrize("xla", [False, True], ids=["graph", "xla"])
+def test_a_batch_of_zero_lists_in_graph_mode_and_under_xla(name, xla):
+    loss = build(name)
+    static = tf.function(lambda l, s: value_and_grad(loss, l, s), jit_compile=xla)
+    for shape in [(0, 5), (0, 0)] if xla else [(0, 0)]:
+        value, grad = static(tf.zeros(shape), tf.zeros(shape))
+        assert value.numpy() == 0.0 and grad.shape == shape
+    if not xla:  # a batch size known only when run, as in Keras's fit
+        dynamic = tf.function(lambda l, s: value_and_grad(loss, l, s),
+                              input_signature=[tf.TensorSpec([None, 5])] * 2)
+        value, grad = dynamic(tf.zeros((0, 5)), tf.zeros((0, 5)))
+        assert value.numpy() == 0.0 and grad.shape == (0, 5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lists_of_one_document(name):
+    """One relevant document: every metric is 1 (twin-sigmoid, SoftNDCG: loss
+    -1); no pair, no transport, log P = 0 (the others: 0). Zero gradient."""
+    labels = np.array([[2.0], [0.0], [PAD]], np.float32)
+    values = assert_matches_oracle(name, labels, np.array([[0.3], [-0.7], [NAN]], np.float32))
+    kind, _ = _family(name)
+    assert values[0] == (-1.0 if kind in ("TwinSigmoidLoss", "SoftNDCGLoss") else 0.0)
+    assert (values[1:] == 0).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_all_padded_lists_and_lists_without_relevant_documents_give_zero(name):
+    labels = np.array([[PAD] * 4, [0, 0, 0, PAD], [0, 0, 0, 0]], np.float32)
+    scores = np.array([[NAN, INF, -INF, 1.0], [1e30, -1e30, 0.5, NAN], [0.0, 0.0, 1.0, -2.0]],
+                      np.float32)
+    values, grads = run(name, labels, scores)
+    assert (values == 0).all() and (grads == 0).all()
+    assert build(name)(labels, scores).numpy() == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_all_tied_scores(name):
+    """List 0: all labels equal (every ranking is ideal: twin-sigmoid -1,
+    ExptUtility log 4!, MDPRank sum_t G_t log(4 - t)); list 1: mixed labels.
+    Tie breaking picks one of the rankings of the oracle."""
+    labels = np.array([[1, 1, 1, 1, PAD], [2, 0, 1, 0, 0]], np.float32)
+    scores = np.array([[0.5, 0.5, 0.5, 0.5, NAN], [0.0] * 5], np.float32)
+    values = assert_matches_oracle(name, labels, scores)
+    kind, _ = _family(name)
+    if kind == "TwinSigmoidLoss":
+        assert np.isclose(values[0], -1.0, rtol=1e-6, atol=0)
+    if kind == "ExpectedUtilityLoss":
+        assert np.isclose(values[0], math.log(24.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scores_of_plus_minus_1e30(name):
+    """Distinct scores of +-1e30 and +-5e29, and two relevant documents tied at
+    1e30 (PL losses: log P = -log 2 exactly, where f - logsumexp(f) gives 0)."""
+    labels = np.array([[2, 0, 1, 0, 0, PAD], [1, 1, 0, 0, PAD, PAD]], np.float32)
+    scores = np.array([[1e30, -1e30, 5e29, -5e29, 0.0, INF],
+                       [1e30, 1e30, -1e30, 0.0, NAN, -1e30]], np.float32)
+    values = assert_matches_oracle(name, labels, scores)
+    kind, _ = _family(name)
+    if kind in ("ExpectedUtilityLoss", "MDPRankLoss"):
+        assert np.isclose(values[1], math.log(2.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scores_of_plus_minus_3e38(name):
+    """Near float32's maximum: differences overflow, yet values and gradients
+    are finite and exact (RankNet and the hinge clip at +-max/4, SoftNDCG's
+    rank distributions saturate: see their docstrings)."""
+    labels = np.array([[1, 0, 2, 0, PAD], [0, 1, 0, 2, 1]], np.float32)
+    scores = np.array([[3e38, -3e38, 1.0, 0.0, -INF], [-3e38, -3e38, 3e38, 3e38, 0.5]],
+                      np.float32)
+    assert_matches_oracle(name, labels, scores)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fractional_labels_are_graded(name):
+    """Label 2.5 has gain 2^2.5 - 1; 0.5 and 0.25 are relevant (binary metrics)."""
+    labels = np.array([[2.5, 0, 1, 0, PAD], [0.5, 0, 0, 0.25, 0]], np.float32)
+    scores = np.array([[0.4, -0.3, 1.1, 0.2, 0.0], [-0.2, 0.6, 0.1, 0.3, -0.9]], np.float32)
+    assert_matches_oracle(name, labels, scores)
+
+
+LABELS_31 = np.array([[31, 0, 1, 0, 30, PAD], [31, 31, 0, 2, 0, 0]], np.float32)
+SCORES_31 = np.array([[0.5, -0.25, 1.0, 0.25, -1.0, 0.0], [0.75, 0.5, 2.0, -0.5, 0.25, 1.5]],
+                     np.float32)  # float16-representable
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_label_31_does_not_overflow_and_is_exact(name):
+    """Gain 2^31 - 1 (2^31 in float32); nERR's R = (2^31 - 1) / 2^31 rounds to 1.
+    WassRank: finite, but its costs 4^31 are beyond what entropic transport at
+    lambda = 0.1 resolves (module docstring), so only finiteness is asserted."""
+    if _family(name)[0] == "WassRankLoss":
+        values, grads = run(name, LABELS_31, SCORES_31)
+        assert np.isfinite(values).all() and np.isfinite(grads).all()
+        assert (grads[LABELS_31 < 0] == 0).all()
+        return
+    assert_matches_oracle(name, LABELS_31, SCORES_31, rtol=1e-5, grad_atol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_label_31_under_the_mixed_float16_policy(name):
+    """float16 scores (what a mixed_float16 model outputs) compute in float32:
+    the same values and gradients as float32 scores, all finite."""
+    single = run(name, LABELS_31, SCORES_31)
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        half = run(name, LABELS_31, SCORES_31.astype(np.float16))
+    finally:
+        tf.keras.mixed_precision.set_global_policy("float32")
+    assert half[0].dtype == np.float32 and np.isfinite(half[0]).all()
+    np.testing.assert_array_equal(half[0], single[0])
+    # d loss / d float16 scores: float32's rounded to float16 (WassRank's, of
+    # about 4^31 at label 31, overflow to inf there: the model's float16
+    # gradients overflow, and LossScaleOptimizer skips the step)
+    assert half[1].dtype == np.float16
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(half[1], single[1].astype(np.float16))
+    if _family(name)[0] != "WassRankLoss":
+        assert np.isfinite(half[1]).all()
+
+
+# --- graph mode and XLA -----------------------------------------------------------
+
+MIXED_LABELS = np.array([
+    [2, 0, 1, 0, PAD, PAD],   # NaN valid score
+    [2, 0, 1, 0, 0, PAD],     # +-1e30 and an inf on padding
+    [1, 1, 1, 1, PAD, PAD],   # all tied
+    [0, 0, 0, PAD, PAD, PAD],  # no relevant document
+    [PAD] * 6,                # all padded
+    [5, 0, 2.5, 0, 1, 0],     # fractional labels
+    [1, 0, 40, 0, PAD, PAD],  # label above the maximum
+], np.float32)
+MIXED_SCORES = np.array([
+    [NAN, 0.2, 0.4, -0.1, 0.0, 0.0],
+    [1e30, -1e30, 5e29, -5e29, 0.0, INF],
+    [0.5, 0.5, 0.5, 0.5, NAN, 0.0],
+    [0.1, 0.9, -0.3, NAN, 0.0, 0.0],
+    [NAN, INF, -INF, 0.0, 1.0, 2.0],
+    [0.5, -0.25, 1.0, 0.25, -1.0, 0.0],
+    [0.1, 0.2, 0.3, 0.4, 0.0, 0.0],
+], np.float32)
+
+
+@pytest.mark.parametrize("name", CLASS_NAMES)
+def test_bad_input_policy_holds_in_graph_mode_and_under_xla(name):
+    """One batch mixing the cases: graph mode and XLA give the eager values and
+    gradients (NaN lists 0 and 6, zeros for lists 3-4 and for padding)."""
+    eager = run(name, MIXED_LABELS, MIXED_SCORES)
+    assert np.isnan(eager[0][[0, 6]]).all() and np.isfinite(np.delete(eager[0], [0, 6])).all()
+    assert (eager[0][[3, 4]] == 0).all() and (eager[1][[0, 3, 4, 6]] == 0).all()
+    for xla in (False, True):
+        loss = build(name, reduction="none")
+        value, grad = tf.function(lambda l, s: value_and_grad(loss, l, s), jit_compile=xla)(
+            MIXED_LABELS, MIXED_SCORES)
+        np.testing.assert_allclose(value.numpy().reshape(-1), eager[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(grad.numpy(), eager[1], rtol=1e-4, atol=1e-5)
+        assert (grad.numpy()[MIXED_LABELS < 0] == 0).all()

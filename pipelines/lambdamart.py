@@ -2,6 +2,18 @@
 
     python -m pipelines.lambdamart --data ../shared/data/MQ2008 --fold 1
     python -m pipelines.lambdamart --data synthetic --preset small
+    python -m pipelines.lambdamart --data ../shared/data/MQ2008 --fold 1 \\
+        --objective twin_ndcg_type3 --objective-args '{"hessian": "lambdamart"}'
+
+``--objective`` (default ``lambdarank``) also takes ``twin_<metric>_<type>``
+(:data:`tfr_extensions.gbdt.OBJECTIVE_NAMES`): the same trees and early
+stopping, with the twin-sigmoid objective of :mod:`tfr_extensions.gbdt`
+(direct optimization of Precision, AP, nDCG or nERR). ``--objective-args`` are
+its keyword arguments (``topn``, ``alpha_b``, ``hessian``, ``tie_break``,
+``hessian_floor``); in ``--params`` (and so in :mod:`pipelines.cross_validate`
+presets and grids) ``"objective"`` and ``"objective.<arg>"`` keys set the same.
+Its seed is ``--seed``; ``results.json`` records the objective with all its
+settings (``objective``), the Hessian included.
 
 Outputs under ``--output-dir`` (default ``runs/<name>``) as in
 :mod:`pipelines.train`: ``config.json``, ``results.json``, ``model.txt``
@@ -42,7 +54,7 @@ import lightgbm as lgb
 import numpy as np
 
 from pipelines import train as train_pipeline
-from tfr_extensions import evaluation
+from tfr_extensions import evaluation, gbdt
 
 SEEDS_PARAMS = {"learning_rate": 0.05, "num_leaves": 400, "min_data_in_leaf": 50,
                 "min_sum_hessian_in_leaf": 200.0}
@@ -52,6 +64,9 @@ PRESETS = {
               "min_sum_hessian_in_leaf": 1e-3},
 }
 AUTO_SMALL_BELOW_ROWS = 100_000
+OBJECTIVES = ("lambdarank", *gbdt.OBJECTIVE_NAMES)
+#: prefix of the ``params`` keys that are arguments of a twin-sigmoid objective
+OBJECTIVE_ARG_PREFIX = "objective."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +78,8 @@ class LambdaMARTConfig:
     fold: Optional[int] = None
     preset: str = "auto"                    # auto | seeds | small
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # LightGBM overrides
+    objective: str = "lambdarank"           # lambdarank | twin_<metric>_<type>
+    objective_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # twin objective
     num_boost_round: int = 1000
     early_stopping_rounds: int = 200
     eval_at: int = 5
@@ -74,6 +91,9 @@ class LambdaMARTConfig:
     def __post_init__(self):
         if self.preset not in ("auto", *PRESETS):
             raise ValueError(f"`preset` must be one of {['auto', *PRESETS]}; got {self.preset!r}.")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"`objective` must be one of {list(OBJECTIVES)}; "
+                             f"got {self.objective!r}.")
         if self.no_relevant not in evaluation.NO_RELEVANT_RULES:
             raise ValueError(f"`no_relevant` must be one of {list(evaluation.NO_RELEVANT_RULES)}; "
                              f"got {self.no_relevant!r}.")
@@ -100,17 +120,54 @@ class LambdaMARTResult:
     validation: evaluation.Evaluation
     test: evaluation.Evaluation
     output_dir: str
+    objective: Dict[str, Any] = dataclasses.field(default_factory=lambda: {"name": "lambdarank"})
 
 
 def resolve_params(config: LambdaMARTConfig, num_rows: int) -> Tuple[str, Dict[str, Any]]:
-    """The preset actually used and the full LightGBM parameter dict."""
+    """The preset actually used and the full LightGBM parameter dict.
+
+    ``params["objective"]`` is a name: ``lambdarank`` or a twin-sigmoid
+    objective (:func:`resolve_objective` builds it); ``"objective.<arg>"`` keys
+    of ``config.params`` are left in for :func:`resolve_objective`.
+    """
     preset = config.preset
     if preset == "auto":
         preset = "small" if num_rows < AUTO_SMALL_BELOW_ROWS else "seeds"
-    params = {"objective": "lambdarank", "metric": "ndcg", "eval_at": [config.eval_at],
+    params = {"objective": config.objective, "metric": "ndcg", "eval_at": [config.eval_at],
               "seed": config.seed, "deterministic": True, "verbose": -1,
               "num_threads": config.num_threads, **PRESETS[preset], **dict(config.params)}
     return preset, params
+
+
+def resolve_objective(config: LambdaMARTConfig, params: Mapping[str, Any]
+                      ) -> Tuple[Dict[str, Any], Any, Dict[str, Any]]:
+    """``(params, objective, record)`` for training from :func:`resolve_params`'s dict.
+
+    ``params``: the LightGBM parameters without ``"objective.<arg>"`` keys (the
+    objective's name stays, so they can be written to ``results.json``);
+    ``objective``: what ``lgb.train`` gets as ``params["objective"]``, the name
+    ``"lambdarank"`` or a :class:`tfr_extensions.gbdt.TwinSigmoidObjective`
+    (seeded with ``config.seed``); ``record``: its name and settings.
+    """
+    params = dict(params)
+    args = dict(config.objective_args)
+    args.update({key[len(OBJECTIVE_ARG_PREFIX):]: params.pop(key) for key in list(params)
+                 if key.startswith(OBJECTIVE_ARG_PREFIX)})
+    name = params["objective"]
+    if name not in OBJECTIVES:
+        raise ValueError(f"`objective` must be one of {list(OBJECTIVES)}; got {name!r}.")
+    if name == "lambdarank":
+        if args:
+            raise ValueError(f"objective arguments {sorted(args)} need a twin_<metric>_<type> "
+                             f"objective; got 'lambdarank'.")
+        return params, name, {"name": name}
+    unknown = sorted(set(args) - {"topn", "alpha_b", "hessian", "tie_break", "hessian_floor"})
+    if unknown:
+        raise ValueError(f"unknown twin-sigmoid objective arguments {unknown}.")
+    threads = params.get("num_threads") or None
+    objective = gbdt.twin_sigmoid_objective(**gbdt.parse_objective_name(name), **args,
+                                            seed=config.seed, num_threads=threads)
+    return params, objective, {"name": name, **objective.config}
 
 
 def _lgb_dataset(data, reference=None) -> lgb.Dataset:
@@ -123,7 +180,7 @@ def _evaluate(booster: lgb.Booster, data, no_relevant: str) -> evaluation.Evalua
     scores = booster.predict(np.asarray(data.features, np.float32),
                              num_iteration=booster.best_iteration or None)
     return evaluation.evaluate(data.labels, scores, data.query_offsets,
-                               qids=evaluation.query_ids(data), no_relevant=no_relevant)
+                               qids=data.query_ids, no_relevant=no_relevant)
 
 
 def run(config: LambdaMARTConfig,
@@ -132,9 +189,11 @@ def run(config: LambdaMARTConfig,
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
     splits = splits or train_pipeline.load_splits(config.data, config.fold, config.seed)
     preset, params = resolve_params(config, len(splits.train.labels))
+    params, objective, objective_record = resolve_objective(config, params)
     train_set = _lgb_dataset(splits.train)
     vali_set = _lgb_dataset(splits.vali, reference=train_set)
-    booster = lgb.train(params, train_set, num_boost_round=config.num_boost_round,
+    booster = lgb.train({**params, "objective": objective}, train_set,
+                        num_boost_round=config.num_boost_round,
                         valid_sets=[vali_set], valid_names=["vali"],
                         callbacks=[lgb.early_stopping(config.early_stopping_rounds, verbose=False)])
     result = LambdaMARTResult(
@@ -142,7 +201,7 @@ def run(config: LambdaMARTConfig,
         best_iteration=int(booster.best_iteration), num_trees=int(booster.num_trees()),
         validation=_evaluate(booster, splits.vali, config.no_relevant),
         test=_evaluate(booster, splits.test, config.no_relevant),
-        output_dir=config.resolved_output_dir)
+        output_dir=config.resolved_output_dir, objective=objective_record)
     write_outputs(result)
     return result
 
@@ -156,7 +215,8 @@ def write_outputs(result: LambdaMARTResult) -> None:
     result.booster.save_model(os.path.join(out, "model.txt"))
     train_pipeline.write_evaluations(out, result.validation, result.test, {
         "config": dataclasses.asdict(result.config), "preset": result.preset,
-        "params": result.params, "best_iteration": result.best_iteration,
+        "params": result.params, "objective": result.objective,
+        "best_iteration": result.best_iteration,
         "num_trees": result.num_trees})
 
 
@@ -173,6 +233,11 @@ def parse_args(argv=None) -> LambdaMARTConfig:
     parser.add_argument("--preset", default=defaults.preset, choices=["auto", *PRESETS])
     parser.add_argument("--params", default="{}", type=json.loads,
                         help="JSON LightGBM parameter overrides")
+    parser.add_argument("--objective", default=defaults.objective, choices=OBJECTIVES,
+                        help="lambdarank, or a twin-sigmoid objective twin_<metric>_<type>")
+    parser.add_argument("--objective-args", default="{}", type=json.loads,
+                        help='JSON arguments of a twin objective, e.g. '
+                             '\'{"hessian": "lambdamart", "topn": 10}\'')
     parser.add_argument("--num-boost-round", type=int, default=defaults.num_boost_round)
     parser.add_argument("--early-stopping-rounds", type=int, default=defaults.early_stopping_rounds)
     parser.add_argument("--eval-at", type=int, default=defaults.eval_at)
@@ -187,6 +252,7 @@ def parse_args(argv=None) -> LambdaMARTConfig:
 def main(argv=None) -> None:
     config = parse_args(argv)
     result = run(config)
+    print(f"objective {result.objective}")
     print(f"preset {result.preset}: {result.num_trees} trees (best iteration "
           f"{result.best_iteration} on validation nDCG@{config.eval_at}); "
           f"outputs in {result.output_dir}")

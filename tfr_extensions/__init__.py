@@ -15,7 +15,7 @@ from tfr_extensions import compat
 compat.check_keras()  # before any module touches tf.keras: a clear error under Keras 3
 
 from tfr_extensions import adversarial, data, losses, metrics, ops  # noqa: E402
-from tfr_extensions import evaluation, models, serving  # noqa: E402
+from tfr_extensions import evaluation, gbdt, models, serving  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,7 @@
-"""LambdaMART pipeline: outputs on a fixture, and the seeds' preset on MQ2008."""
+"""LambdaMART pipeline: outputs on a fixture, the seeds' preset on MQ2008, and the
+twin-sigmoid objective (``--objective twin_<metric>_<type>``)."""
 import json
+from dataclasses import replace as dataclasses_replace
 
 import numpy as np
 import pandas as pd
@@ -50,3 +52,75 @@ def test_seeds_preset_stops_after_one_tree_on_mq2008(mq2008_dir, tmp_path):
     booster = lgb.train(params, lambdamart._lgb_dataset(splits.train), num_boost_round=1)
     assert booster.trees_to_dataframe()["split_feature"].notna().sum() > 0
     assert np.ptp(seeds.booster.predict(splits.test.features)) == 0.0  # constant scores
+
+
+def test_twin_objective_from_flags_or_params_and_its_errors():
+    from tfr_extensions import gbdt
+
+    config = lambdamart.parse_args(["--data", "x", "--objective", "twin_ndcg_type3",
+                                    "--objective-args", '{"hessian": "lambdamart"}',
+                                    "--params", '{"objective.topn": 10}', "--seed", "4"])
+    assert config.objective == "twin_ndcg_type3"
+    assert config.objective_args == {"hessian": "lambdamart"}
+    _, params = lambdamart.resolve_params(config, num_rows=10)
+    params, objective, record = lambdamart.resolve_objective(config, params)
+    assert isinstance(objective, gbdt.TwinSigmoidObjective)
+    assert (objective.metric, objective.gradient, objective.hessian, objective.topn,
+            objective.seed) == ("ndcg", "type3", "lambdamart", 10, [4])
+    assert record == {"name": "twin_ndcg_type3", **objective.config}
+    assert params["objective"] == "twin_ndcg_type3" and "objective.topn" not in params
+    json.dumps(params)  # what results.json records
+    # the objective as a LightGBM override, as pipelines.cross_validate passes presets
+    config = lambdamart.LambdaMARTConfig(params={"objective": "twin_ap_type2",
+                                                 "objective.hessian": "exact"})
+    _, objective, record = lambdamart.resolve_objective(
+        config, lambdamart.resolve_params(config, 10)[1])
+    assert (objective.metric, objective.gradient, record["hessian"]) == ("ap", "type2", "exact")
+    default = lambdamart.LambdaMARTConfig()  # lambdarank stays the default
+    assert lambdamart.resolve_objective(default, lambdamart.resolve_params(default, 10)[1])[1:] \
+        == ("lambdarank", {"name": "lambdarank"})
+    with pytest.raises(ValueError, match="objective"):
+        lambdamart.LambdaMARTConfig(objective="twin_mrr_type3")
+    for bad in ({"objective.topn": 3}, {"objective": "twin_ndcg_type1", "objective.alpha": 2}):
+        config = lambdamart.LambdaMARTConfig(params=bad)
+        with pytest.raises(ValueError, match="objective"):
+            lambdamart.resolve_objective(config, lambdamart.resolve_params(config, 10)[1])
+
+
+def test_run_with_the_twin_objective_records_it(tiny_fold, tmp_path):
+    config = lambdamart.LambdaMARTConfig(
+        data=str(tiny_fold), preset="small", num_boost_round=20, early_stopping_rounds=5,
+        output_dir=str(tmp_path), objective="twin_ndcg_type3",
+        objective_args={"hessian": "lambdamart"})
+    result = lambdamart.run(config)
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert summary["objective"]["name"] == "twin_ndcg_type3"
+    assert summary["objective"]["hessian"] == "lambdamart" and summary["objective"]["seed"] == 0
+    assert summary["params"]["objective"] == "twin_ndcg_type3"
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert written["objective"] == "twin_ndcg_type3"
+    assert written["objective_args"] == {"hessian": "lambdamart"}
+    per_query = pd.read_csv(tmp_path / "test_per_query.csv")
+    assert summary["test"]["ndcg@5"] == pytest.approx(per_query["ndcg@5"].mean())
+    again = lambdamart.run(dataclasses_replace(config, output_dir=str(tmp_path / "again")))
+    assert again.test.summary["ndcg@5"] == result.test.summary["ndcg@5"]  # seeded
+
+
+def test_a_twinmart_preset_runs_through_cross_validate(tiny_fold, tmp_path):
+    """The ``twinmart_<metric>_<type>`` presets proposed for pipelines.cross_validate:
+    kind "lambdamart" with the objective in ``overrides``, grids over
+    ``objective.<arg>``; train_lambdamart runs them unchanged."""
+    from pipelines import cross_validate
+
+    method = cross_validate.Method("twinmart_ndcg_type3", "TwinMART nDCG-type3",
+                                   "gradient boosted trees", kind="lambdamart",
+                                   overrides={"objective": "twin_ndcg_type3"})
+    cv = cross_validate.CVConfig(data=str(tiny_fold), lambdamart_rounds=20,
+                                 lambdamart_early_stopping=5, output_dir=str(tmp_path))
+    splits = train.load_splits(str(tiny_fold))
+    summary = cross_validate.train_lambdamart(method, {"objective.hessian": "lambdamart"}, 1,
+                                              splits, str(tmp_path / "run"), cv)
+    assert summary["kind"] == "lambdamart" and summary["players"][""]["best_epoch"] >= 1
+    recorded = json.loads((tmp_path / "run" / "lambdamart.json").read_text())
+    assert recorded["objective"]["name"] == "twin_ndcg_type3"
+    assert recorded["objective"]["hessian"] == "lambdamart"

@@ -32,7 +32,7 @@ demo: setup
 	$(PY) -m pipelines.demo
 
 test: setup
-	$(PY) -m pytest -q tests tfr_extensions --doctest-modules -p no:cacheprovider
+	$(PY) -m pytest -q tests tfr_extensions pipelines benchmarks --doctest-modules -p no:cacheprovider
 
 bench: setup
 	$(PY) -m benchmarks.loss_throughput

@@ -6,7 +6,7 @@ of ``--size-mb`` megabytes in a temporary directory, then in this one process
 times, alternating, ``read_libsvm(path, cache=False)`` and scikit-learn's
 ``load_svmlight_file(path, query_id=True, dtype=np.float32)`` (its sparse CSR
 result, without densifying: the conservative comparison), and prints MB/s of
-both and their ratio (issue 3's target: 4x). Both results are checked equal.
+both and their ratio (the target: ``TARGET_RATIO``). Both results are checked equal.
 
 Then the binary cache: the first cached read (parse + write), the second read
 (a memory map), and the second read touching every byte of the features

@@ -10,11 +10,11 @@ ours / peer (> 1: ours is faster). Each call of the compiled step runs
 ``--steps-per-call`` (default 10) forward+backward passes in a
 ``tf.while_loop``, on scores shifted by a tiny step-dependent amount so that
 no pass can be folded into another. Calling a ``tf.function`` from Python
-costs about 0.3-0.6 ms on these machines (argument handling, dispatch, the
-result's copy), more than ApproxNDCG's whole forward+backward pass on 64 lists
-of 32 documents (0.45 ms): with one pass per call, the figures at small sizes
-would measure that dispatch, which a training step pays once for the whole
-model and not per loss. ``--steps-per-call 1`` gives the one-pass protocol.
+has a fixed cost (argument handling, dispatch, the result's copy) comparable
+to a whole forward+backward pass on small batches: with one pass per call,
+the figures at small sizes would measure that dispatch, which a training step
+pays once for the whole model and not per loss. ``--steps-per-call 1`` gives
+the one-pass protocol.
 
 Peak memory: each (loss, size, mode) runs once more in a fresh subprocess,
 which reports two figures:
@@ -48,13 +48,13 @@ import tensorflow as tf
 import tfr_extensions as tfrx
 from benchmarks import peers
 
-# Batch size for each list size (issue 2): lists of 32 and 128 in batches of 64,
+# Batch size for each list size: lists of 32 and 128 in batches of 64,
 # lists of 512 and 1024 in batches of 16.
 BATCH_FOR_SIZE = {32: 64, 128: 64, 512: 16, 1024: 16}
 
 # Timing windows per loss: ours and the peer alternate, and each keeps its best
-# window, so that load which comes and goes on a shared machine (the same case
-# measured 5,300 and 10,400 lists/s a minute apart) cannot favour either.
+# window, so that load which comes and goes on a shared machine (it can halve a
+# case's throughput from one minute to the next) cannot favour either.
 WINDOWS = 5
 
 # case name -> (our registry name, kwargs, peer)

@@ -2,10 +2,14 @@
 
 For example:
 
-* ``pipelines.train``: a neural ranker with any registered loss.
-* ``pipelines.lambdamart``: LightGBM's lambdarank on the same files.
+* ``pipelines.train``: a neural ranker with any registered loss (or an IRGAN).
+* ``pipelines.lambdamart``: LightGBM's lambdarank, or the twin-sigmoid objective,
+  on the same files.
+* ``pipelines.cross_validate``: the paper's protocol over many methods and folds.
 * ``pipelines.demo``: both, end to end, on the embedded synthetic data.
 
-Each job has a frozen config dataclass built from flags only in ``main`` and a
-``run(config)`` that other jobs call.
+Each job has a frozen config dataclass, built from flags only in ``main``
+(:mod:`pipelines.flags` generates the flags from the class), and a
+``run(config)`` that other jobs call. :mod:`pipelines.common` holds what the
+jobs share (data splits, strict atomic files, printed summaries).
 """

@@ -17,6 +17,7 @@ document (``no_relevant="exclude"``). Run outputs go to ``runs/demo/<method>``
     python -m pipelines.demo [--epochs 20] [--export-dir saved_models/demo/1]
 """
 import argparse
+import dataclasses
 import os
 import time
 from typing import Dict
@@ -24,16 +25,35 @@ from typing import Dict
 import pandas as pd
 import tensorflow as tf
 
+from pipelines import common
+from pipelines import flags
 from pipelines import lambdamart
 from pipelines import train
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
 
-TABLE_COLUMNS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map@10", "nerr@10")
+TABLE_COLUMNS = common.SUMMARY_COLUMNS
 
 
-def untrained_summaries(splits: train.Splits, config: train.TrainConfig) -> Dict[str, dict]:
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    """What the demo depends on.
+
+    Attributes:
+      epochs: training epochs of each neural model.
+      output_dir: where the runs go (runs/demo/<method>, replaced at every demo).
+      export_dir: the SavedModel version folder of the twin-sigmoid model.
+      seed: the seed of the data split, the initial weights and the trees.
+    """
+
+    epochs: int = 20
+    output_dir: str = os.path.join("runs", "demo")
+    export_dir: str = os.path.join("saved_models", "demo", "1")
+    seed: int = 0
+
+
+def untrained_summaries(splits: common.Splits, config: train.TrainConfig) -> Dict[str, dict]:
     """Validation and test means of a freshly initialized scorer."""
     tf.keras.utils.set_random_seed(config.seed)
     model = models.scorer(config.scorer, splits.num_features, hidden_units=config.hidden_units)
@@ -47,19 +67,21 @@ def comparison_table(rows: Dict[str, dict]) -> pd.DataFrame:
                          for name, summary in rows.items()}).T
 
 
-def main(argv=None) -> pd.DataFrame:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: a flag per :class:`DemoConfig` field."""
     parser = argparse.ArgumentParser(prog="python -m pipelines.demo",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--output-dir", default=os.path.join("runs", "demo"))
-    parser.add_argument("--export-dir", default=os.path.join("saved_models", "demo", "1"))
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    flags.add_config_flags(parser, DemoConfig)
+    return parser
+
+
+def main(argv=None) -> pd.DataFrame:
+    demo = flags.config_from_args(DemoConfig, build_parser().parse_args(argv))
     start = time.perf_counter()
 
-    base = train.TrainConfig(name="demo", data=train.SYNTHETIC, scorer="R4.L", epochs=args.epochs,
-                             seed=args.seed, verbose=2, tensorboard=True)
-    splits = train.load_splits(base.data, seed=base.seed)
+    base = train.TrainConfig(name="demo", data=common.SYNTHETIC, scorer="R4.L",
+                             epochs=demo.epochs, seed=demo.seed, verbose=2, tensorboard=True)
+    splits = common.load_splits(base.data, seed=base.seed)
     print(f"synthetic data: {splits.train.num_queries} / {splits.vali.num_queries} / "
           f"{splits.test.num_queries} train / validation / test queries, "
           f"{splits.num_features} features")
@@ -76,21 +98,21 @@ def main(argv=None) -> pd.DataFrame:
     for label, loss in losses.items():
         config = train.TrainConfig(**{
             **base.to_json(), "name": f"demo_{loss}", "loss": loss,
-            "output_dir": os.path.join(args.output_dir, loss),
-            "export_dir": args.export_dir if loss == "twin_ndcg_type3" else None})
+            "output_dir": os.path.join(demo.output_dir, loss),
+            "export_dir": demo.export_dir if loss == "twin_ndcg_type3" else None})
         print(f"\n== {label}: {config.scorer}, {config.epochs} epochs ==")
         result = train.run(config, splits=splits, overwrite=True)  # a demo trains afresh
-        print(f"best epoch {result.best_epoch}; test: {train.format_summary(result.test.summary)}")
+        print(f"best epoch {result.best_epoch}; test: {common.format_summary(result.test.summary)}")
         if result.export_dir:
             print(f"exported SavedModel to {result.export_dir}")
         rows[label] = result.test.summary
 
     print("\n== LambdaMART (LightGBM lambdarank) ==")
     boosted = lambdamart.run(lambdamart.LambdaMARTConfig(
-        name="demo_lambdamart", seed=args.seed,
-        output_dir=os.path.join(args.output_dir, "lambdamart")), splits=splits)
+        name="demo_lambdamart", seed=demo.seed,
+        output_dir=os.path.join(demo.output_dir, "lambdamart")), splits=splits)
     print(f"preset {boosted.preset}, best iteration {boosted.best_iteration}; "
-          f"test: {train.format_summary(boosted.test.summary)}")
+          f"test: {common.format_summary(boosted.test.summary)}")
     rows[f"LambdaMART ({boosted.preset} preset)"] = boosted.test.summary
 
     table = comparison_table(rows)

@@ -21,86 +21,118 @@ Outputs under ``--output-dir`` (default ``runs/<name>``) as in
 from :mod:`tfr_extensions.evaluation` (so the no-relevant rule is explicit and
 identical to the neural runs; LightGBM's own ``ndcg@5``, which counts such
 lists as 1, is used only for early stopping). Features are used raw (trees are
-invariant to per-feature monotone transforms, and the seeds give LambdaMART
-raw features).
+invariant to per-feature monotone transforms, and the papers' protocol gives
+LambdaMART raw features).
 
-Presets (``PRESETS``):
+Presets (``PRESETS``; ``seeds`` is an alias of ``paper``):
 
-* ``seeds``: the parameters of the papers' LambdaMART baseline: learning rate
+* ``paper``: the parameters of the papers' LambdaMART baseline: learning rate
   0.05, 400 leaves, ``min_data_in_leaf`` 50, ``min_sum_hessian_in_leaf`` 200,
   up to 1000 trees with early stopping after 200 rounds without a better
   validation nDCG@5. Sized for MSLR-WEB30K-like data (millions of rows).
 * ``small``: the same but 31 leaves, ``min_data_in_leaf`` 20 and
   ``min_sum_hessian_in_leaf`` 1e-3 (LightGBM's defaults), for LETOR 4.0-sized
-  data. Why ``seeds`` fails there: lambdarank hessians are small
+  data. Why ``paper`` fails there: lambdarank hessians are small
   (:math:`\\sum` over a document's pairs of :math:`\\rho(1-\\rho)|\\Delta
   \\mathrm{nDCG}|`, well below 1 per document), so on MQ2008 Fold1 (9,630
-  rows, 471 queries) no split of the root leaves both children with a hessian
-  sum >= 200: we measured that the largest ``min_sum_hessian_in_leaf`` that
-  still allows a first split is about 167. The first tree is a single leaf,
-  LightGBM stops ("no more leaves that meet the split requirements") and the
-  model is one constant tree (validation nDCG@5 = LightGBM's score of the
-  original order). ``tests/pipelines/test_lambdamart.py`` checks this.
-* ``auto`` (default): ``small`` below 100,000 training rows, else ``seeds``;
+  rows) no split of the root leaves both children with a hessian sum >= 200.
+  The first tree is a single leaf, LightGBM stops ("no more leaves that meet
+  the split requirements") and the model is one constant tree (validation
+  nDCG@5 = LightGBM's score of the original order).
+  ``tests/pipelines/test_lambdamart.py`` checks this.
+* ``auto`` (default): ``small`` below 100,000 training rows, else ``paper``;
   ``results.json`` records the preset used.
 """
 import argparse
 import dataclasses
-import json
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import lightgbm as lgb
 import numpy as np
 
-from pipelines import train as train_pipeline
+from pipelines import common
+from pipelines import flags
 from tfr_extensions import evaluation, gbdt
+from tfr_extensions.ops import validation
 
-SEEDS_PARAMS = {"learning_rate": 0.05, "num_leaves": 400, "min_data_in_leaf": 50,
+PAPER_PARAMS = {"learning_rate": 0.05, "num_leaves": 400, "min_data_in_leaf": 50,
                 "min_sum_hessian_in_leaf": 200.0}
 PRESETS = {
-    "seeds": SEEDS_PARAMS,
-    "small": {**SEEDS_PARAMS, "num_leaves": 31, "min_data_in_leaf": 20,
+    "paper": PAPER_PARAMS,
+    "small": {**PAPER_PARAMS, "num_leaves": 31, "min_data_in_leaf": 20,
               "min_sum_hessian_in_leaf": 1e-3},
 }
+#: older preset names that still work: alias -> preset
+PRESET_ALIASES = {"seeds": "paper"}
 AUTO_SMALL_BELOW_ROWS = 100_000
 OBJECTIVES = ("lambdarank", *gbdt.OBJECTIVE_NAMES)
 #: prefix of the ``params`` keys that are arguments of a twin-sigmoid objective
 OBJECTIVE_ARG_PREFIX = "objective."
 
 
+def canonical_preset(name: str) -> str:
+    """A preset name with aliases resolved: ``"seeds"`` -> ``"paper"``.
+
+    >>> canonical_preset("seeds"), canonical_preset("small")
+    ('paper', 'small')
+    """
+    return PRESET_ALIASES.get(name, name)
+
+
 @dataclasses.dataclass(frozen=True)
 class LambdaMARTConfig:
-    """Everything a LambdaMART run depends on (written as ``config.json``)."""
+    """Everything a LambdaMART run depends on (written as ``config.json``).
+
+    Attributes:
+      name: run name; the default output dir is runs/<name>.
+      data: 'synthetic' (the embedded data) or a folder with train.txt, vali.txt and test.txt.
+      fold: use <data>/Fold<fold> (the synthetic data has folds 1..5).
+      preset: LightGBM parameters: auto (small below 100,000 training rows, else paper),
+        paper (the papers' baseline; alias seeds) or small (for LETOR 4.0 sizes).
+      params: JSON LightGBM parameters over the preset's; "objective" and
+        "objective.<arg>" keys set the objective and its arguments.
+      objective: lambdarank, or a twin-sigmoid objective twin_<metric>_<type> (tfrx.gbdt).
+      objective_args: JSON arguments of a twin-sigmoid objective, e.g.
+        '{"hessian": "lambdamart", "topn": 10}'.
+      num_boost_round: the most trees.
+      early_stopping_rounds: stop after this many trees without a better validation
+        nDCG@eval_at.
+      eval_at: the cutoff of LightGBM's validation nDCG for early stopping.
+      seed: LightGBM's seed and the twin-sigmoid objective's.
+      num_threads: LightGBM threads (0: LightGBM's default).
+      output_dir: where the outputs go; none: runs/<name>.
+      no_relevant: evaluation rule for lists without a relevant document
+        (tfr_extensions.evaluation): exclude, count as zero, or count as one.
+    """
 
     name: str = "lambdamart"
-    data: str = train_pipeline.SYNTHETIC
+    data: str = common.SYNTHETIC
     fold: Optional[int] = None
-    preset: str = "auto"                    # auto | seeds | small
-    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # LightGBM overrides
-    objective: str = "lambdarank"           # lambdarank | twin_<metric>_<type>
-    objective_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # twin objective
+    preset: str = dataclasses.field(default="auto", metadata=flags.option(
+        choices=("auto", *PRESETS), parse=canonical_preset))
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    objective: str = dataclasses.field(default="lambdarank",
+                                       metadata=flags.option(choices=OBJECTIVES))
+    objective_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     num_boost_round: int = 1000
     early_stopping_rounds: int = 200
     eval_at: int = 5
     seed: int = 0
-    num_threads: int = 0                    # 0: LightGBM's default
-    output_dir: Optional[str] = None        # None: runs/<name>
-    no_relevant: str = "exclude"
+    num_threads: int = 0
+    output_dir: Optional[str] = None
+    no_relevant: str = dataclasses.field(
+        default="exclude", metadata=flags.option(choices=evaluation.NO_RELEVANT_RULES))
 
     def __post_init__(self):
+        object.__setattr__(self, "preset", canonical_preset(self.preset))
         if self.preset not in ("auto", *PRESETS):
-            raise ValueError(f"`preset` must be one of {['auto', *PRESETS]}; got {self.preset!r}.")
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"`objective` must be one of {list(OBJECTIVES)}; "
-                             f"got {self.objective!r}.")
-        if self.no_relevant not in evaluation.NO_RELEVANT_RULES:
-            raise ValueError(f"`no_relevant` must be one of {list(evaluation.NO_RELEVANT_RULES)}; "
-                             f"got {self.no_relevant!r}.")
+            raise ValueError(f"`preset` must be one of {['auto', *PRESETS]} (or an alias in "
+                             f"{list(PRESET_ALIASES)}); got {self.preset!r}.")
+        validation.validate_choice(self.objective, OBJECTIVES, "objective")
+        validation.validate_choice(self.no_relevant, evaluation.NO_RELEVANT_RULES, "no_relevant")
         for arg in ("num_boost_round", "early_stopping_rounds", "eval_at"):
-            value = getattr(self, arg)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{arg}` must be a positive int; got {value!r}.")
+            validation.validate_int(getattr(self, arg), arg, minimum=1)
 
     @property
     def resolved_output_dir(self) -> str:
@@ -132,7 +164,7 @@ def resolve_params(config: LambdaMARTConfig, num_rows: int) -> Tuple[str, Dict[s
     """
     preset = config.preset
     if preset == "auto":
-        preset = "small" if num_rows < AUTO_SMALL_BELOW_ROWS else "seeds"
+        preset = "small" if num_rows < AUTO_SMALL_BELOW_ROWS else "paper"
     params = {"objective": config.objective, "metric": "ndcg", "eval_at": [config.eval_at],
               "seed": config.seed, "deterministic": True, "verbose": -1,
               "num_threads": config.num_threads, **PRESETS[preset], **dict(config.params)}
@@ -154,8 +186,7 @@ def resolve_objective(config: LambdaMARTConfig, params: Mapping[str, Any]
     args.update({key[len(OBJECTIVE_ARG_PREFIX):]: params.pop(key) for key in list(params)
                  if key.startswith(OBJECTIVE_ARG_PREFIX)})
     name = params["objective"]
-    if name not in OBJECTIVES:
-        raise ValueError(f"`objective` must be one of {list(OBJECTIVES)}; got {name!r}.")
+    validation.validate_choice(name, OBJECTIVES, "objective")
     if name == "lambdarank":
         if args:
             raise ValueError(f"objective arguments {sorted(args)} need a twin_<metric>_<type> "
@@ -184,10 +215,10 @@ def _evaluate(booster: lgb.Booster, data, no_relevant: str) -> evaluation.Evalua
 
 
 def run(config: LambdaMARTConfig,
-        splits: Optional[train_pipeline.Splits] = None) -> LambdaMARTResult:
+        splits: Optional[common.Splits] = None) -> LambdaMARTResult:
     """Trains with early stopping on validation nDCG@eval_at, evaluates, writes outputs."""
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
-    splits = splits or train_pipeline.load_splits(config.data, config.fold, config.seed)
+    splits = splits or common.load_splits(config.data, config.fold, config.seed)
     preset, params = resolve_params(config, len(splits.train.labels))
     params, objective, objective_record = resolve_objective(config, params)
     train_set = _lgb_dataset(splits.train)
@@ -210,43 +241,26 @@ def write_outputs(result: LambdaMARTResult) -> None:
     """``config.json``, ``results.json``, ``model.txt`` and the per-query CSVs."""
     out = result.output_dir
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(dataclasses.asdict(result.config), f, indent=2)
-    result.booster.save_model(os.path.join(out, "model.txt"))
-    train_pipeline.write_evaluations(out, result.validation, result.test, {
+    common.write_json(os.path.join(out, "config.json"), dataclasses.asdict(result.config))
+    common.write_atomically(os.path.join(out, "model.txt"), result.booster.save_model)
+    common.write_evaluations(out, result.validation, result.test, {
         "config": dataclasses.asdict(result.config), "preset": result.preset,
         "params": result.params, "objective": result.objective,
         "best_iteration": result.best_iteration,
         "num_trees": result.num_trees})
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: a flag per :class:`LambdaMARTConfig` field."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.lambdamart",
+                                     description=__doc__.split("\n\n")[0])
+    flags.add_config_flags(parser, LambdaMARTConfig)
+    return parser
+
+
 def parse_args(argv=None) -> LambdaMARTConfig:
     """Flags -> :class:`LambdaMARTConfig` (only ``main`` calls this)."""
-    defaults = LambdaMARTConfig()
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.lambdamart", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--name", default=defaults.name)
-    parser.add_argument("--data", default=defaults.data,
-                        help="'synthetic' or a folder with train.txt, vali.txt, test.txt")
-    parser.add_argument("--fold", type=int, default=None)
-    parser.add_argument("--preset", default=defaults.preset, choices=["auto", *PRESETS])
-    parser.add_argument("--params", default="{}", type=json.loads,
-                        help="JSON LightGBM parameter overrides")
-    parser.add_argument("--objective", default=defaults.objective, choices=OBJECTIVES,
-                        help="lambdarank, or a twin-sigmoid objective twin_<metric>_<type>")
-    parser.add_argument("--objective-args", default="{}", type=json.loads,
-                        help='JSON arguments of a twin objective, e.g. '
-                             '\'{"hessian": "lambdamart", "topn": 10}\'')
-    parser.add_argument("--num-boost-round", type=int, default=defaults.num_boost_round)
-    parser.add_argument("--early-stopping-rounds", type=int, default=defaults.early_stopping_rounds)
-    parser.add_argument("--eval-at", type=int, default=defaults.eval_at)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--num-threads", type=int, default=defaults.num_threads)
-    parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--no-relevant", default=defaults.no_relevant,
-                        choices=evaluation.NO_RELEVANT_RULES)
-    return LambdaMARTConfig(**vars(parser.parse_args(argv)))
+    return flags.config_from_args(LambdaMARTConfig, build_parser().parse_args(argv))
 
 
 def main(argv=None) -> None:
@@ -256,8 +270,8 @@ def main(argv=None) -> None:
     print(f"preset {result.preset}: {result.num_trees} trees (best iteration "
           f"{result.best_iteration} on validation nDCG@{config.eval_at}); "
           f"outputs in {result.output_dir}")
-    print("validation:", train_pipeline.format_summary(result.validation.summary))
-    print("test:      ", train_pipeline.format_summary(result.test.summary))
+    print("validation:", common.format_summary(result.validation.summary))
+    print("test:      ", common.format_summary(result.test.summary))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Yu et al., "Diagnostic Evaluation of Policy-Gradient-Based Ranking"
 the rankings that ExptUtility and MDPRank sample on the training set, epoch
 by epoch, against ListMLE's ideal rankings (nDCG 1.0 by construction).
 
-    python -m pipelines.sampled_ranking_quality                    # synthetic, < 1 min
+    python -m pipelines.sampled_ranking_quality                    # the synthetic data
     python -m pipelines.sampled_ranking_quality --data ../shared/data/MQ2008/Fold1 \\
         --epochs 20 --topn 10
 
@@ -19,6 +19,9 @@ reference is the nDCG@topn of the ideal rankings of the same training lists,
 computed from the labels (1.0 for every list with a relevant document, which
 are the only lists kept, as in the paper's Section 5.1).
 
+Features reach the scorer raw: it z-scores each list itself (as in
+:mod:`pipelines.train`), so the data pipeline does not normalize them again.
+
 Outputs in ``--output-dir`` (default ``runs/sampled_ranking_quality``):
 ``config.json``, ``sampled_ranking_quality.csv`` (columns ``method, epoch,
 sampled_ndcg, ranking_ndcg``) and ``sampled_ranking_quality.png``.
@@ -27,17 +30,15 @@ import argparse
 import csv
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
-import matplotlib
+import numpy as np
+import tensorflow as tf
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import tfr_extensions as tfrx  # noqa: E402
-from pipelines import train as train_pipeline  # noqa: E402
+import tfr_extensions as tfrx
+from pipelines import common
+from pipelines import flags
+from tfr_extensions.ops import validation
 
 METHODS = {"ExptUtility": "expected_utility", "MDPRank": "mdprank"}
 REFERENCE = "ListMLE"
@@ -47,9 +48,26 @@ PNG_NAME = "sampled_ranking_quality.png"
 
 @dataclasses.dataclass(frozen=True)
 class QualityConfig:
-    """Everything one run depends on (written as ``config.json``)."""
+    """Everything one run depends on (written as ``config.json``).
 
-    data: Optional[str] = None  # a fold directory with train.txt; None = synthetic
+    Attributes:
+      data: 'synthetic' (the embedded data) or a fold folder with train.txt
+        (e.g. MQ2008/Fold1).
+      output_dir: where the CSV, the plot and config.json go.
+      epochs: training epochs of each method.
+      topn: sampled ranking size and nDCG cutoff (10 in the paper).
+      num_samples: rankings sampled per query and step.
+      temperature: temperature of the Plackett-Luce sampling.
+      scorer: scorer notation of tfrx.models (e.g. R4.L).
+      hidden_units: hidden units per layer of the scorer.
+      batch_size: queries per batch.
+      learning_rate: Adam's learning rate.
+      min_list_size: drop training lists with fewer documents.
+      synthetic_queries: queries of the synthetic data.
+      seed: the seed of the initial weights, the data order and the sampling.
+    """
+
+    data: str = common.SYNTHETIC
     output_dir: str = os.path.join("runs", "sampled_ranking_quality")
     epochs: int = 6
     topn: int = 10
@@ -66,17 +84,14 @@ class QualityConfig:
     def __post_init__(self):
         for name in ("epochs", "topn", "num_samples", "hidden_units", "batch_size",
                      "min_list_size", "synthetic_queries"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
-        if not self.learning_rate > 0:
-            raise ValueError(f"`learning_rate` must be > 0; got {self.learning_rate!r}.")
-        tfrx.ops.lists.validate_positive(self.temperature, "temperature")
+            validation.validate_int(getattr(self, name), name, minimum=1)
+        validation.validate_positive(self.learning_rate, "learning_rate")
+        validation.validate_positive(self.temperature, "temperature")
 
 
 def load_training_data(config: QualityConfig) -> tfrx.data.LibSVMData:
     """The fold's ``train.txt``, or the embedded synthetic data."""
-    if config.data is None:
+    if config.data == common.SYNTHETIC:
         return tfrx.data.synthetic(num_queries=config.synthetic_queries, seed=config.seed)
     path = os.path.join(config.data, "train.txt")
     if not os.path.isfile(path):
@@ -86,9 +101,11 @@ def load_training_data(config: QualityConfig) -> tfrx.data.LibSVMData:
 
 
 def training_dataset(config: QualityConfig, data) -> tf.data.Dataset:
+    """The training lists with a relevant document and at least ``min_list_size``
+    documents, raw features (the scorer normalizes them)."""
     return tfrx.data.ranking_dataset(
-        data, batch_size=config.batch_size, shuffle=True, drop_no_relevant=True,
-        min_list_size=config.min_list_size, seed=config.seed)
+        data, batch_size=config.batch_size, shuffle=True, normalization="none",
+        drop_no_relevant=True, min_list_size=config.min_list_size, seed=config.seed)
 
 
 def ideal_reference(dataset: tf.data.Dataset, topn: int) -> float:
@@ -134,17 +151,24 @@ def run(config: QualityConfig) -> List[Dict]:
 
 def write_outputs(config: QualityConfig, rows: Sequence[Dict]) -> None:
     os.makedirs(config.output_dir, exist_ok=True)
-    train_pipeline.write_json(os.path.join(config.output_dir, "config.json"),
-                              dataclasses.asdict(config))
-    with open(os.path.join(config.output_dir, CSV_NAME), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["method", "epoch", "sampled_ndcg", "ranking_ndcg"])
-        writer.writeheader()
-        writer.writerows(rows)
+    common.write_json(os.path.join(config.output_dir, "config.json"), dataclasses.asdict(config))
+
+    def write_csv(temp):
+        with open(temp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["method", "epoch", "sampled_ndcg",
+                                                   "ranking_ndcg"])
+            writer.writeheader()
+            writer.writerows(rows)
+    common.write_atomically(os.path.join(config.output_dir, CSV_NAME), write_csv)
     plot(rows, config.topn, os.path.join(config.output_dir, PNG_NAME))
 
 
 def plot(rows: Sequence[Dict], topn: int, path: str) -> None:
     """Sampled-ranking nDCG@topn per epoch, one line per method (cf. Figure 1)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in list(METHODS) + [REFERENCE]:
         points = [(r["epoch"], r["sampled_ndcg"]) for r in rows if r["method"] == method]
@@ -162,26 +186,17 @@ def plot(rows: Sequence[Dict], topn: int, path: str) -> None:
     plt.close(fig)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: a flag per :class:`QualityConfig` field."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.sampled_ranking_quality",
+                                     description=__doc__.split("\n")[0])
+    flags.add_config_flags(parser, QualityConfig)
+    return parser
+
+
 def parse_args(argv=None) -> QualityConfig:
-    defaults = QualityConfig()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=None,
-                        help="fold directory with train.txt (e.g. MQ2008/Fold1); default synthetic")
-    parser.add_argument("--output-dir", default=defaults.output_dir)
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
-    parser.add_argument("--topn", type=int, default=defaults.topn,
-                        help="sampled ranking size and nDCG cutoff (10 in the paper)")
-    parser.add_argument("--num-samples", type=int, default=defaults.num_samples)
-    parser.add_argument("--temperature", type=float, default=defaults.temperature)
-    parser.add_argument("--scorer", default=defaults.scorer)
-    parser.add_argument("--hidden-units", type=int, default=defaults.hidden_units)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-    parser.add_argument("--min-list-size", type=int, default=defaults.min_list_size)
-    parser.add_argument("--synthetic-queries", type=int, default=defaults.synthetic_queries)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    args = parser.parse_args(argv)
-    return QualityConfig(**{k.replace("-", "_"): v for k, v in vars(args).items()})
+    """Flags -> :class:`QualityConfig` (only ``main`` calls this)."""
+    return flags.config_from_args(QualityConfig, build_parser().parse_args(argv))
 
 
 def main(argv=None) -> None:

@@ -30,15 +30,26 @@ def ndcg(labels, scores, k=None):
     return 0.0 if ideal == 0 else dcg_at(y[ranking(s)], k) / ideal
 
 
-def average_precision(labels, scores, k=None):
-    """AP@k normalized by all relevant documents (TF-Ranking's convention)."""
+def _average_precision(labels, scores, k, normalizer):
+    """sum over relevant d in the top k of Precision@rank(d), over normalizer(R, k)."""
     y, s, _ = _valid(labels, scores)
     rel = (y[ranking(s)] > 0).astype(float)
-    total = rel.sum()
+    total = normalizer(rel.sum(), k)
     if total == 0:
         return 0.0
     k = len(rel) if k is None else min(k, len(rel))
     return sum(rel[i] * rel[: i + 1].sum() / (i + 1) for i in range(k)) / total
+
+
+def average_precision(labels, scores, k=None):
+    """AP@k normalized by all relevant documents (TF-Ranking's convention)."""
+    return _average_precision(labels, scores, k, lambda relevant, k: relevant)
+
+
+def average_precision_min(labels, scores, k=None):
+    """AP@k normalized by min(k, |relevant|) (LightGBM's map@k)."""
+    return _average_precision(labels, scores, k,
+                              lambda relevant, k: relevant if k is None else min(k, relevant))
 
 
 def precision(labels, scores, k=None):
@@ -67,7 +78,8 @@ def nerr(labels, scores, k=None):
     return 0.0 if ideal == 0 else err_at(y[ranking(s)], k, max_label) / ideal
 
 
-METRICS = {"ndcg": ndcg, "ap": average_precision, "precision": precision, "nerr": nerr}
+METRICS = {"ndcg": ndcg, "ap": average_precision, "ap_min": average_precision_min,
+           "precision": precision, "nerr": nerr}
 
 
 # --- twin-sigmoid closed-form gradients -------------------------------------------
@@ -121,8 +133,8 @@ def metric_rank_gradient(y, s, metric, k):
         for d in range(n):
             if rank[d] <= k_eff:
                 grad[d] = -b[d] / (k_eff * rank[d])
-    elif metric == "ap":  # Eq. 31: -b_i S_i / (|Y+| r_i)
-        total = b.sum()
+    elif metric in ("ap", "ap_min"):  # Eq. 31: -b_i S_i / (|Y+| r_i); ap_min: min(k, |Y+|)
+        total = b.sum() if metric == "ap" or k is None else min(k, b.sum())
         b_sorted = b[order]
         for d in range(n):
             p = int(rank[d])

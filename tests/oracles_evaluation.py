@@ -16,14 +16,24 @@ def ndcg(labels, scores, k):
     return dcg(ranked_labels(labels, scores)) / ideal if ideal > 0 else 0.0
 
 
-def average_precision(labels, scores, k):
+def _average_precision(labels, scores, k, total):
     relevant = ranked_labels(labels, scores) > 0
-    total = relevant.sum()
-    if total == 0:
+    if total(relevant.sum()) == 0:
         return 0.0
     hits = np.cumsum(relevant)
     ranks = np.arange(1, len(relevant) + 1)
-    return np.sum((hits / ranks * relevant)[:k]) / total
+    return np.sum((hits / ranks * relevant)[:k]) / total(relevant.sum())
+
+
+def average_precision(labels, scores, k):
+    """AP@k over R, all relevant documents of the list."""
+    return _average_precision(labels, scores, k, lambda relevant: relevant)
+
+
+def average_precision_min(labels, scores, k):
+    """AP@k over min(k, R): LightGBM's map@k (its ``rank_metric`` divides by
+    ``std::min(npos, k)``)."""
+    return _average_precision(labels, scores, k, lambda relevant: min(relevant, k))
 
 
 def precision(labels, scores, k):
@@ -44,4 +54,5 @@ def nerr(labels, scores, k):
     return err(ranked_labels(labels, scores)) / err(np.sort(labels)[::-1])
 
 
-ORACLES = {"ndcg": ndcg, "map": average_precision, "p": precision, "nerr": nerr}
+ORACLES = {"ndcg": ndcg, "map": average_precision, "map_min": average_precision_min,
+           "p": precision, "nerr": nerr}

@@ -1,6 +1,7 @@
 """Per-query evaluation: NumPy oracle, TF-Ranking cross-check, conventions, batching."""
 import json
 
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +11,7 @@ from oracles_evaluation import ORACLES
 from stack import needs_tf_ranking, tfr
 from tfr_extensions import evaluation
 from tfr_extensions.data import LibSVMData
+from tfr_extensions.ops import vocabulary
 
 TOPNS = (1, 3, 5, 10, 20, 50)
 
@@ -34,7 +36,7 @@ def test_per_query_values_match_numpy_oracle():
     data = grouped_lists([7, 1, 30, 12, 64, 3], seed=1, no_relevant=(3,))
     scores = np.random.default_rng(2).permutation(data.labels.size).astype(np.float32)
     result = evaluation.evaluate(data.labels, scores, data.query_offsets, qids=data.query_ids,
-                                 topns=TOPNS, no_relevant="zero")
+                                 topns=TOPNS, metrics=tuple(ORACLES), no_relevant="zero")
     frame = result.per_query
     assert list(frame.qid) == list(range(100, 106))
     assert list(frame.num_docs) == [7, 1, 30, 12, 64, 3]
@@ -45,6 +47,50 @@ def test_per_query_values_match_numpy_oracle():
             for k in TOPNS:
                 want = oracle(data.labels[rows], scores[rows], k)
                 assert frame.loc[q, f"{name}@{k}"] == pytest.approx(want, abs=1e-6), (q, name, k)
+
+
+def test_default_columns_and_metric_names_of_the_vocabulary():
+    data = grouped_lists([5, 6, 4], seed=9)
+    scores = np.random.default_rng(10).normal(size=data.labels.size).astype(np.float32)
+    default = evaluation.evaluate(data.labels, scores, data.query_offsets, topns=(5,))
+    assert [c for c in default.per_query.columns if "@" in c] == ["ndcg@5", "map@5", "nerr@5",
+                                                                   "p@5"]
+    assert set(default.summary["metric_definitions"]) == {"ndcg", "map", "nerr", "p"}
+    assert "all relevant documents" in default.summary["metric_definitions"]["map"]
+    # canonical names and aliases give the same columns ("ap" and "map" one column)
+    named = evaluation.evaluate(data.labels, scores, data.query_offsets, topns=(5,),
+                                metrics=("ap", "map", "precision", "map_min"))
+    assert [c for c in named.per_query.columns if "@" in c] == ["map@5", "p@5", "map_min@5"]
+    assert named.summary["map@5"] == default.summary["map@5"]
+    assert named.summary["p@5"] == default.summary["p@5"]
+    assert "min(k, R)" in named.summary["metric_definitions"]["map_min"]
+    assert evaluation.json_summary(named.summary)["metric_definitions"] == \
+        named.summary["metric_definitions"]
+
+
+def test_map_min_and_ndcg_equal_lightgbms_evaluator_under_the_one_rule():
+    """LightGBM's own map@k and ndcg@k (lists without relevant documents count
+    1) of the same scores, given as the validation set's init_score to a
+    booster whose one tree is the constant 0."""
+    data = grouped_lists([7, 1, 30, 12, 64, 3, 9], seed=11, no_relevant=(3,))
+    scores = np.random.default_rng(12).permutation(data.labels.size).astype(np.float64)
+    sizes = np.diff(data.query_offsets)
+    train = lgb.Dataset(data.features, data.labels, group=sizes)
+    valid = lgb.Dataset(data.features, data.labels, group=sizes, init_score=scores,
+                        reference=train)
+    zero_gradients = lambda preds, _: (np.zeros_like(preds), np.ones_like(preds))  # noqa: E731
+    recorded = {}
+    booster = lgb.train({"objective": zero_gradients, "metric": ["map", "ndcg"],
+                         "eval_at": [1, 3, 5, 10], "verbose": -1, "num_threads": 1},
+                        train, num_boost_round=1, valid_sets=[valid], valid_names=["valid"],
+                        callbacks=[lgb.record_evaluation(recorded)])
+    assert (booster.predict(data.features) == 0).all()
+    ours = evaluation.evaluate(data.labels, scores, data.query_offsets, topns=(1, 3, 5, 10),
+                               metrics=("map_min", "map", "ndcg"), no_relevant="one").summary
+    for k in (1, 3, 5, 10):
+        assert ours[f"map_min@{k}"] == pytest.approx(recorded["valid"][f"map@{k}"][0], abs=1e-6)
+        assert ours[f"ndcg@{k}"] == pytest.approx(recorded["valid"][f"ndcg@{k}"][0], abs=1e-6)
+    assert ours["map@1"] < ours["map_min@1"]  # TF-Ranking's map@1 is not LightGBM's
 
 
 def test_no_relevant_conventions():
@@ -248,7 +294,8 @@ def test_json_summary_writes_a_mean_over_no_query_as_null():
     assert np.isnan(summary["ndcg@5"]) and summary["num_counted"] == 0
     strict = evaluation.json_summary(summary)
     assert strict == {"no_relevant": "exclude", "num_queries": 2, "num_counted": 0,
-                      "ndcg@5": None}
+                      "ndcg@5": None,
+                      "metric_definitions": {"ndcg": vocabulary.definition("ndcg")}}
     assert json.loads(json.dumps(strict, allow_nan=False)) == strict
     assert evaluation.json_metric(np.float32(0.5)) == 0.5
     assert evaluation.json_metric(float("inf")) is None

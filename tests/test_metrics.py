@@ -12,6 +12,7 @@ from stack import needs_tf_ranking, tfr
 FUNCTIONS = {
     "ndcg": tfrx.metrics.ndcg,
     "ap": tfrx.metrics.average_precision,
+    "ap_min": tfrx.metrics.average_precision_min,
     "precision": tfrx.metrics.precision,
     "nerr": tfrx.metrics.nerr,
 }
@@ -74,6 +75,32 @@ def test_ties_are_broken_by_index():
                                oracles.ndcg(np.array([0.0, 1.0, 2.0]), np.array([3.0, 2.0, 1.0])))
 
 
+def test_every_name_of_the_vocabulary_gives_its_metric():
+    labels, scores = random_lists(seed=7)
+    for alias, canonical in [("map", "ap"), ("average_precision", "ap"), ("p", "precision"),
+                             ("map_min", "ap_min"), ("ndcg", "ndcg"), ("nerr", "nerr")]:
+        assert tfrx.metrics.metric_function(alias) is FUNCTIONS[canonical]
+        want = FUNCTIONS[canonical](labels, scores, topn=5).numpy()
+        metric = tfrx.metrics.RankingMetric(alias, topn=5)
+        metric.update_state(labels, scores)
+        np.testing.assert_allclose(metric.result().numpy(), want.mean(), rtol=1e-6)
+        assert metric.name == f"{alias}_5"  # named as given
+    assert set(tfrx.metrics.METRIC_FUNCTIONS) == set(tfrx.ops.vocabulary.CANONICAL_METRICS)
+
+
+def test_the_two_map_normalizations():
+    """AP@k over R (TF-Ranking) and over min(k, R) (LightGBM): equal without a
+    cutoff or with at most k relevant documents, else AP over R is smaller."""
+    labels = tf.constant([[1.0, 1.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
+    scores = tf.constant([[5.0, 4.0, 3.0, 2.0, 1.0]] * 2)
+    by_r = tfrx.metrics.average_precision(labels, scores, topn=2).numpy()
+    by_min = tfrx.metrics.average_precision_min(labels, scores, topn=2).numpy()
+    np.testing.assert_allclose(by_r, [2.0 / 4.0, 1.0])  # (1 + 1) / R, R = 4
+    np.testing.assert_allclose(by_min, [1.0, 1.0])  # (1 + 1) / min(2, 4)
+    np.testing.assert_allclose(tfrx.metrics.average_precision_min(labels, scores).numpy(),
+                               tfrx.metrics.average_precision(labels, scores).numpy())
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="topn"):
         tfrx.metrics.ndcg([[1.0]], [[1.0]], topn=0)
@@ -81,8 +108,10 @@ def test_bad_arguments():
         tfrx.metrics.ndcg([[1.0, 0.0]], [[1.0]])
     with pytest.raises(ValueError, match="rank"):
         tfrx.metrics.ndcg([1.0, 0.0], [1.0, 0.0])
-    with pytest.raises(ValueError, match="metric"):
+    with pytest.raises(ValueError, match=r"`metric` must be one of \['ndcg', 'ap', 'map'"):
         tfrx.metrics.RankingMetric("mrr")
+    with pytest.raises(ValueError, match="no_relevant"):
+        tfrx.metrics.RankingMetric("ndcg", no_relevant="drop")
 
 
 def test_keras_metric_wrapper_averages_and_serializes():

@@ -9,7 +9,6 @@ import json
 import os
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
+from local_cluster import assert_equal_weights, run_cluster
 from stack import skip_module_without_tf_ranking, tfr
 
 skip_module_without_tf_ranking()
@@ -298,47 +298,18 @@ def test_validation_metrics_equal_tfrx_evaluation(libsvm_builder, tmp_path):
     assert mean("exclude", "ndcg@5") != mean("zero", "ndcg@5")  # the rule matters on MQ2008
 
 
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_multi_worker_through_the_strategy_hparam(fold, tmp_path):
     """A chief and a worker on 127.0.0.1 with hparams.strategy="MultiWorkerMirroredStrategy"
     end with identical weights; the chief exports the SavedModel into model_dir."""
     # A chief and a worker: TF-Ranking writes the chief's outputs to model_dir and
     # every other task's to model_dir/workertemp_<index>.
-    chief_port, worker_port = free_ports(2)
-    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-    procs = []
-    for index, task in enumerate(({"type": "chief", "index": 0}, {"type": "worker", "index": 0})):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
-            {"cluster": cluster, "task": task}),
-            PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-        procs.append(subprocess.Popen(
-            [sys.executable, str(MULTI_WORKER_JOB), str(fold), str(tmp_path / "model"),
-             str(tmp_path / f"weights_{index}.npz"), str(index)],
-            env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True))
-    logs = []
-    try:
-        for proc in procs:
-            logs.append(proc.communicate(timeout=300)[0])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-    for proc, log in zip(procs, logs):
-        assert proc.returncode == 0, log[-4000:]
-    weights = [np.load(tmp_path / f"weights_{index}.npz") for index in range(2)]
-    assert len(weights[0].files) == len(weights[1].files) > 0
-    for key in weights[0].files:
-        np.testing.assert_array_equal(weights[0][key], weights[1][key], err_msg=key)
+    codes, logs = run_cluster(
+        ({"type": "chief", "index": 0}, {"type": "worker", "index": 0}),
+        lambda index: [MULTI_WORKER_JOB, fold, tmp_path / "model",
+                       tmp_path / f"weights_{index}.npz", index], cwd=tmp_path, timeout=300)
+    for code, log in zip(codes, logs):
+        assert code == 0, log[-4000:]
+    assert_equal_weights([tmp_path / f"weights_{index}.npz" for index in range(2)])
     assert (tmp_path / "model" / "export" / "latest_model" / "saved_model.pb").is_file()
     assert (tmp_path / "model" / "workertemp_0" / "export" / "latest_model").is_dir()
 

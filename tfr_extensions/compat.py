@@ -34,6 +34,8 @@ from typing import Callable, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
+from tfr_extensions.ops.lists import PADDING_LABEL
+
 #: the environment variable that makes TF >= 2.16 map ``tf.keras`` to ``tf_keras``
 LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
 
@@ -122,8 +124,8 @@ def require_tf_ranking(feature: str, instead: str = "") -> types.ModuleType:
 
 # ----------------------------------------------------------------------------- ragged inputs
 
-#: TF-Ranking's paddings (``tensorflow_ranking/python/utils.py``)
-PADDING_LABEL = -1.0
+#: TF-Ranking's paddings (``tensorflow_ranking/python/utils.py``); the label one
+#: is the package's (:data:`tfr_extensions.ops.lists.PADDING_LABEL`)
 PADDING_PREDICTION = -1e6
 PADDING_WEIGHT = 0.0
 

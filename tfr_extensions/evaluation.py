@@ -3,10 +3,15 @@
 :func:`evaluate` turns per-document labels and scores (rows grouped by query,
 as in :class:`tfr_extensions.data.LibSVMData`) into a per-query
 :class:`pandas.DataFrame` (``qid``, ``num_docs``, ``has_relevant``, then one
-column per metric such as ``ndcg@5``, ``map@10``, ``nerr@10``, ``p@5``) and a
-summary of means. The metric values are the exact per-list metrics of
-:mod:`tfr_extensions.metrics` (ties broken by document order, the lower row
-first).
+column per metric such as ``ndcg@5``, ``map@10``, ``map_min@10``, ``nerr@10``,
+``p@5``) and a summary of means. The metric values are the exact per-list
+metrics of :mod:`tfr_extensions.metrics` (ties broken by document order, the
+lower row first). Column names come from the vocabulary of
+:mod:`tfr_extensions.ops.vocabulary`, and so does their meaning: ``map@k``
+divides by all relevant documents R of the list (TF-Ranking, trec_eval),
+``map_min@k`` by ``min(k, R)`` (LightGBM's ``map@k``). The summary's
+``metric_definitions`` says, for each column prefix it holds, which
+definition (and normalization) its numbers use.
 
 Lists without a relevant document have no meaningful nDCG/AP/nERR/P; the field
 disagrees on them, so ``no_relevant`` says which rule a number uses and the
@@ -41,18 +46,17 @@ import pandas as pd
 import tensorflow as tf
 
 from tfr_extensions import metrics as tfrx_metrics
+from tfr_extensions.ops import lists
+from tfr_extensions.ops import validation
+from tfr_extensions.ops import vocabulary
 
 NO_RELEVANT_RULES = ("exclude", "zero", "one")
 DEFAULT_TOPNS = (1, 3, 5, 10, 20, 50)
-#: column prefix -> exact per-list metric
-METRICS = {
-    "ndcg": tfrx_metrics.ndcg,
-    "map": tfrx_metrics.average_precision,
-    "nerr": tfrx_metrics.nerr,
-    "p": tfrx_metrics.precision,
-}
-# Padding label of the padded [queries, max_list] arrays (TF-Ranking's rule).
-_PADDED_LABEL = -1.0
+#: column prefix -> exact per-list metric, for every metric of the vocabulary
+METRICS = {metric.column: tfrx_metrics.METRIC_FUNCTIONS[metric.name]
+           for metric in vocabulary.METRICS}
+#: the columns :func:`evaluate` writes by default (``map_min`` on request)
+DEFAULT_METRICS = ("ndcg", "map", "nerr", "p")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +102,19 @@ def _length_batches(query_offsets: np.ndarray, max_docs: int, max_queries: int):
         yield np.asarray(batch)
 
 
+def column_prefixes(metrics: Sequence[str]) -> List[str]:
+    """The column prefix of each metric name (any name of the vocabulary:
+    ``"ap"`` and ``"map"`` give ``"map"``), with ``ValueError`` naming ``metrics``."""
+    for metric in metrics:
+        if metric not in vocabulary.METRIC_NAMES:
+            raise ValueError(f"`metrics` entries must be in {list(vocabulary.METRIC_NAMES)}; "
+                             f"got {metric!r}.")
+    return [vocabulary.column_prefix(metric) for metric in metrics]
+
+
 def evaluate(labels, scores, query_offsets, qids=None,
              topns: Sequence[int] = DEFAULT_TOPNS,
-             metrics: Sequence[str] = tuple(METRICS),
+             metrics: Sequence[str] = DEFAULT_METRICS,
              no_relevant: str = "exclude") -> Evaluation:
     """Per-query metrics and their means.
 
@@ -110,19 +124,18 @@ def evaluate(labels, scores, query_offsets, qids=None,
       query_offsets: int ``[Q + 1]``; query q is rows ``offsets[q]:offsets[q+1]``.
       qids: optional ``[Q]`` query ids for the ``qid`` column (default 0..Q-1).
       topns: the cutoffs k.
-      metrics: any of ``ndcg``, ``map``, ``nerr``, ``p``.
+      metrics: names of :mod:`~tfr_extensions.ops.vocabulary` (``ndcg``,
+        ``map``, ``map_min``, ``nerr``, ``p``, or their aliases); each gives
+        the columns ``<prefix>@<k>``.
       no_relevant: ``"exclude"``, ``"zero"`` or ``"one"`` (module docstring).
 
     Returns:
       An :class:`Evaluation`; ``summary`` holds ``no_relevant``,
-      ``num_queries``, ``num_counted`` (queries in the means) and each column's mean.
+      ``num_queries``, ``num_counted`` (queries in the means), each column's
+      mean and ``metric_definitions`` (column prefix -> definition).
     """
-    if no_relevant not in NO_RELEVANT_RULES:
-        raise ValueError(f"`no_relevant` must be one of {list(NO_RELEVANT_RULES)}; "
-                         f"got {no_relevant!r}.")
-    for metric in metrics:
-        if metric not in METRICS:
-            raise ValueError(f"`metrics` entries must be in {list(METRICS)}; got {metric!r}.")
+    validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
+    metrics = list(dict.fromkeys(column_prefixes(metrics)))  # "ap" and "map": one column
     labels = np.asarray(labels, np.float32).reshape(-1)
     scores = np.asarray(scores, np.float32).reshape(-1)
     if labels.shape != scores.shape:
@@ -134,7 +147,7 @@ def evaluate(labels, scores, query_offsets, qids=None,
     values = np.zeros((num_queries, len(columns)), np.float64)
     relevant = np.zeros(num_queries, bool)
     for queries in _length_batches(offsets, max_docs=1 << 20, max_queries=4096):
-        padded_labels = tf.constant(pad_lists(labels, offsets, queries, _PADDED_LABEL))
+        padded_labels = tf.constant(pad_lists(labels, offsets, queries, lists.PADDING_LABEL))
         padded_scores = tf.constant(pad_lists(scores, offsets, queries, 0.0))
         relevant[queries] = tfrx_metrics.has_relevant(padded_labels).numpy()
         for j, (metric, k) in enumerate((m, k) for m in metrics for k in topns):
@@ -149,12 +162,16 @@ def evaluate(labels, scores, query_offsets, qids=None,
 
 
 def summarize(per_query: pd.DataFrame, no_relevant: str) -> Dict[str, Any]:
-    """Means of the metric columns (NaN = excluded) and the rule that made them."""
+    """Means of the metric columns (NaN = excluded), the rule that made them,
+    and the definition of each column prefix (``metric_definitions``)."""
     metric_columns = [c for c in per_query.columns if "@" in c]
     counted = per_query[metric_columns].notna().all(axis=1)
     summary = {"no_relevant": no_relevant, "num_queries": int(len(per_query)),
                "num_counted": int(counted.sum())}
     summary.update({c: float(per_query[c].mean()) for c in metric_columns})
+    prefixes = dict.fromkeys(c.partition("@")[0] for c in metric_columns)
+    summary["metric_definitions"] = {
+        prefix: vocabulary.definition(vocabulary.metric_of_column(prefix)) for prefix in prefixes}
     return summary
 
 
@@ -167,16 +184,14 @@ def json_metric(value: Any) -> Any:
 
 def json_summary(summary: Dict[str, Any]) -> Dict[str, Any]:
     """A :func:`summarize` result for strict JSON: NaN means (no query counted) become
-    None (JSON null); counts and the rule are unchanged."""
+    None (JSON null); counts, the rule and the definitions are unchanged."""
     return {key: json_metric(value) for key, value in summary.items()}
 
 
 def num_countable_queries(data, no_relevant: str = "exclude") -> int:
     """How many queries of ``data`` (a ``LibSVMData``) a mean under ``no_relevant``
     counts: all of them, or under ``"exclude"`` those with a document of label > 0."""
-    if no_relevant not in NO_RELEVANT_RULES:
-        raise ValueError(f"`no_relevant` must be one of {list(NO_RELEVANT_RULES)}; "
-                         f"got {no_relevant!r}.")
+    validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
     offsets = np.asarray(data.query_offsets, np.int64)
     if no_relevant != "exclude":
         return int(offsets.size - 1)
@@ -239,31 +254,23 @@ def _scoring_function(model: tf.keras.Model, num_features: int):
 
 def evaluate_model(model: tf.keras.Model, data, no_relevant: str = "exclude",
                    topns: Sequence[int] = DEFAULT_TOPNS,
-                   metrics: Sequence[str] = tuple(METRICS),
+                   metrics: Sequence[str] = DEFAULT_METRICS,
                    max_docs_per_batch: int = 1 << 16) -> Evaluation:
     """:func:`predict_scores` then :func:`evaluate` on a ``LibSVMData``."""
     scores = predict_scores(model, data, max_docs_per_batch=max_docs_per_batch)
-    return evaluate(data.labels, scores, data.query_offsets, qids=query_ids(data),
+    return evaluate(data.labels, scores, data.query_offsets, qids=data.query_ids,
                     topns=topns, metrics=metrics, no_relevant=no_relevant)
 
 
-def query_ids(data) -> Optional[np.ndarray]:
-    """One id per query (the qid of its first row), or None."""
-    qids = getattr(data, "qids", None)
-    if qids is None:
-        return None
-    qids = np.asarray(qids)
-    offsets = np.asarray(data.query_offsets)
-    return qids[offsets[:-1]] if qids.shape[0] == len(data.labels) else qids
-
-
 def parse_metric(metric: str) -> Tuple[str, int]:
-    """``"ndcg@5"`` -> ``("ndcg", 5)``; ValueError naming ``metric`` otherwise."""
+    """``"ndcg@5"`` -> ``("ndcg", 5)``: the column prefix and the cutoff, for
+    any name of the vocabulary (``"ap@10"`` -> ``("map", 10)``, the column
+    ``map@10``); ValueError naming ``metric`` otherwise."""
     name, _, topn = str(metric).partition("@")
-    if name not in METRICS or not topn.isdigit() or int(topn) < 1:
-        raise ValueError(f"`metric` must look like 'ndcg@5' with a name in {list(METRICS)}; "
-                         f"got {metric!r}.")
-    return name, int(topn)
+    if name not in vocabulary.METRIC_NAMES or not topn.isdigit() or int(topn) < 1:
+        raise ValueError(f"`metric` must look like 'ndcg@5' with a name in "
+                         f"{list(vocabulary.METRIC_NAMES)}; got {metric!r}.")
+    return vocabulary.column_prefix(name), int(topn)
 
 
 class BestEpochState(tf.Module):
@@ -388,7 +395,7 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
     def _evaluate(self, data) -> float:
         result = evaluate_model(self.scorer, data, no_relevant=self.no_relevant,
                                 topns=(self._topn,), metrics=(self._name,))
-        return float(result.summary[self.metric])
+        return float(result.summary[f"{self._name}@{self._topn}"])
 
     def on_train_begin(self, logs=None):
         self._state_read = self._state is None

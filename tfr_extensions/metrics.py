@@ -7,13 +7,15 @@ ranks, so the exact metrics and the twin-sigmoid losses share one definition:
 
 * nDCG@k: gain ``2^y - 1``, discount ``1/log2(1 + rank)``, over the ideal DCG@k.
 * AP@k: relevance ``label > 0``; normalized by all relevant documents of the
-  list (TF-Ranking's ``MeanAveragePrecisionMetric`` convention).
+  list (TF-Ranking's ``MeanAveragePrecisionMetric`` convention), or with
+  :func:`average_precision_min` by ``min(k, R)`` (LightGBM's ``map@k``).
 * Precision@k: relevant documents in the top k over ``min(k, #valid)``
   (TF-Ranking's ``PrecisionMetric`` convention).
 * nERR@k: Chapelle et al.'s ERR with ``R = (2^y - 1) / 2^{max y}`` (the list's
   maximum label, Eq. 16 of the twin-sigmoid paper) over the ideal ERR@k.
 
-A list without relevant documents scores 0 here; :func:`has_relevant` tells
+Metric names are those of :mod:`tfr_extensions.ops.vocabulary` (``"ap"``
+and ``"map"`` alike). A list without relevant documents scores 0 here; :func:`has_relevant` tells
 which lists those are, so an evaluation can exclude them or count them as 1
 (``tfrx`` pipelines make that choice explicit).
 
@@ -29,10 +31,12 @@ import tensorflow as tf
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import sorting
+from tfr_extensions.ops import validation
+from tfr_extensions.ops import vocabulary
 
 
 def _exact(metric_fn, labels, scores, topn, mask):
-    topn = lists.validate_topn(topn)
+    topn = validation.validate_topn(topn)
     labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     positions = sorting.exact_ranks(scores, valid)
     return metric_fn(labels, tf.cast(positions, scores.dtype), valid, topn, positions)
@@ -46,6 +50,11 @@ def ndcg(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
 def average_precision(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
     """Exact AP@topn per list, ``[B]`` (MAP is its mean over lists)."""
     return _exact(rank_metrics.average_precision, labels, scores, topn, mask)
+
+
+def average_precision_min(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+    """Exact AP@topn over ``min(topn, R)`` per list, ``[B]`` (LightGBM's ``map@k``)."""
+    return _exact(rank_metrics.average_precision_min, labels, scores, topn, mask)
 
 
 def precision(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
@@ -64,12 +73,20 @@ def has_relevant(labels, mask=None) -> tf.Tensor:
     return lists.has_relevant(labels, valid)
 
 
+#: canonical metric name (:mod:`~tfr_extensions.ops.vocabulary`) -> exact per-list metric
 METRIC_FUNCTIONS = {
     "ndcg": ndcg,
-    "map": average_precision,
+    "ap": average_precision,
+    "ap_min": average_precision_min,
     "precision": precision,
     "nerr": nerr,
 }
+
+
+def metric_function(name: str):
+    """The exact per-list metric for any name of the vocabulary (``"map"`` ->
+    :func:`average_precision`); ``ValueError`` for an unknown name."""
+    return METRIC_FUNCTIONS[vocabulary.canonical_metric(name)]
 
 
 #: rules for lists without a relevant document (see ``tfr_extensions.evaluation``)
@@ -79,6 +96,9 @@ NO_RELEVANT_RULES = ("exclude", "zero", "one")
 @tf.keras.utils.register_keras_serializable(package="tfr_extensions")
 class RankingMetric(tf.keras.metrics.Mean):
     """Mean of an exact per-list metric over the lists seen, for ``model.compile``.
+
+    ``metric`` is any name of :mod:`~tfr_extensions.ops.vocabulary`; the
+    default name is ``<metric>_<topn>`` with the metric as given (``map_10``).
 
     Lists with no valid document are skipped. Lists without a relevant document
     follow ``no_relevant``: ``"zero"`` (default) counts them 0, as TF-Ranking's
@@ -102,10 +122,10 @@ class RankingMetric(tf.keras.metrics.Mean):
     def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
                  name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero",
                  **kwargs):
-        lists.validate_choice(metric, tuple(METRIC_FUNCTIONS), "metric")
-        lists.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
-        self._metric = metric
-        self._topn = lists.validate_topn(topn)
+        self._function = metric_function(metric)
+        validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
+        self._metric = metric  # as given: it names the metric (``map_10``)
+        self._topn = validation.validate_topn(topn)
         self._no_relevant = no_relevant
         default = f"{metric}_{topn}" if topn else metric
         if no_relevant != "zero":
@@ -117,7 +137,7 @@ class RankingMetric(tf.keras.metrics.Mean):
             y_true = y_true.to_tensor(-1.0)
         if isinstance(y_pred, tf.RaggedTensor):
             y_pred = y_pred.to_tensor(0.0)
-        values = METRIC_FUNCTIONS[self._metric](y_true, y_pred, self._topn)
+        values = self._function(y_true, y_pred, self._topn)
         any_valid = tf.reduce_any(tf.greater_equal(tf.cast(y_true, tf.float32), 0.0), axis=-1)
         weights = tf.cast(any_valid, values.dtype)
         if self._no_relevant != "zero":

@@ -45,6 +45,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from tfr_extensions.data.normalization import query_zscore
+from tfr_extensions.ops import validation
 
 ACTIVATIONS = {"R": "relu", "CE": "celu", "GE": "gelu"}
 BRUCH_WIDTHS = (64, 128, 256, 512, 1024)
@@ -52,7 +53,7 @@ NORMALIZATIONS = ("query_zscore", "none")
 ACCEPTED_FORMS = ("R<n>", "CE<n>", "GE<n>", "R<n>.L", "CE<n>.L", "GE<n>.L",
                   "B64", "B128", "B256", "B512", "B1024")
 
-_SEED_NOTATION = re.compile(r"^(R|CE|GE)([1-9][0-9]*)(\.L)?$")
+_PAPER_NOTATION = re.compile(r"^(R|CE|GE)([1-9][0-9]*)(\.L)?$")
 _BRUCH_NOTATION = re.compile(r"^B([0-9]+)$")
 
 
@@ -101,9 +102,9 @@ def parse_notation(notation: str, hidden_units: int = 100) -> Architecture:
     if not isinstance(notation, str):
         raise ValueError(f"`notation` must be a string such as 'R4.L'; got {notation!r}. "
                          f"Accepted forms: {accepted}.")
-    seed = _SEED_NOTATION.match(notation)
-    if seed:
-        letters, digits, linear = seed.groups()
+    paper = _PAPER_NOTATION.match(notation)
+    if paper:
+        letters, digits, linear = paper.groups()
         layers = int(digits)
         num_hidden = layers if linear else layers - 1
         return Architecture(hidden=(int(hidden_units),) * num_hidden,
@@ -149,15 +150,10 @@ class Scorer(tf.keras.Model):
                  name: Optional[str] = None, **kwargs):
         architecture = parse_notation(notation, hidden_units)
         super().__init__(name=name or "scorer_" + notation.replace(".", "_"), **kwargs)
-        if normalization not in NORMALIZATIONS:
-            raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
-                             f"got {normalization!r}.")
-        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
-            raise ValueError(f"`num_features` must be a positive int; got {num_features!r}.")
-        if isinstance(hidden_units, bool) or not isinstance(hidden_units, int) or hidden_units < 1:
-            raise ValueError(f"`hidden_units` must be a positive int; got {hidden_units!r}.")
-        if not l2 >= 0:
-            raise ValueError(f"`l2` must be >= 0; got {l2!r}.")
+        validation.validate_choice(normalization, NORMALIZATIONS, "normalization")
+        num_features = validation.validate_int(num_features, "num_features", minimum=1)
+        hidden_units = validation.validate_int(hidden_units, "hidden_units", minimum=1)
+        l2 = validation.validate_number(l2, "l2", minimum=0.0)
         self.architecture = architecture
         self._config = dict(notation=notation, num_features=num_features,
                             hidden_units=hidden_units, batch_norm=bool(batch_norm),
@@ -218,7 +214,7 @@ def scorer(notation: str, num_features: int, hidden_units: int = 100,
       notation: ``R5``, ``CE5``, ``GE5``, ``R4.L``, ``CE4.L`` (any layer count),
         or ``B64`` ... ``B1024``.
       num_features: F, the feature vector's length.
-      hidden_units: width of the seeds' hidden layers (100 in the papers).
+      hidden_units: width of the papers' hidden layers (100 there).
       batch_norm: batch normalization after each hidden dense layer.
       normalization: ``"query_zscore"`` (per-list z-score inside the model, as
         the papers do) or ``"none"`` (features used as given).

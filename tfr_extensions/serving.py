@@ -58,6 +58,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from tfr_extensions import compat
+from tfr_extensions.ops import validation
 
 PREDICT = tf.saved_model.PREDICT_METHOD_NAME      # "tensorflow/serving/predict"
 REGRESS = tf.saved_model.REGRESS_METHOD_NAME      # "tensorflow/serving/regress"
@@ -197,11 +198,9 @@ def export(model: tf.keras.Model, export_dir: str, num_features: Optional[int] =
     Returns:
       ``export_dir``.
     """
-    if num_features is None:
+    if num_features is None:  # the model's config entry
         num_features = getattr(model, "get_config", dict)().get("num_features")
-    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
-        raise ValueError(f"`num_features` must be a positive int (or readable from the model's "
-                         f"config); got {num_features!r}.")
+    num_features = validation.validate_int(num_features, "num_features", minimum=1)
     if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
         if not overwrite:
             raise ValueError(f"`export_dir` {export_dir!r} exists and is not empty; pass "

@@ -1,11 +1,18 @@
 """IRGAN point / pair / list: training runs, both players learn, the
-discriminator separates ideal from sampled rankings better after training."""
+discriminator separates ideal from sampled rankings better after training;
+under MirroredStrategy too."""
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
-from tfr_extensions.adversarial import IRGAN, log1mexp
+from stack import REPO
+from tfr_extensions.adversarial import IRGAN
 
 NUM_FEATURES = 6
 
@@ -91,14 +98,81 @@ def test_degenerate_lists_are_finite():
         assert all(np.isfinite(v) for v in out.values()), (mode, out)
 
 
-def test_log1mexp_matches_numpy_and_is_finite():
-    x = tf.constant([-1e-8, -0.1, -0.69, -0.7, -5.0, -50.0], tf.float64)
-    np.testing.assert_allclose(log1mexp(x).numpy(), np.log(-np.expm1(x.numpy())), rtol=1e-12,
-                               atol=1e-15)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = tf.reduce_sum(log1mexp(x))
-    assert np.all(np.isfinite(tape.gradient(y, x).numpy()))
+@pytest.mark.parametrize("mode", ["point", "pair", "list"])
+def test_a_batch_of_zero_lists_trains_without_error(mode):
+    """The differentiated scores are gathered with lists.batch_gather, whose
+    gradient, unlike tf.gather's with batch_dims=1, fits an empty batch."""
+    generator, discriminator = _players(7)
+    gan = IRGAN(generator, discriminator, mode=mode, seed=0)
+    gan.compile(run_eagerly=True)
+    out = gan.train_on_batch({"features": tf.zeros([0, 5, NUM_FEATURES])}, tf.zeros([0, 5]),
+                             return_dict=True)
+    assert all(np.isfinite(v) for v in out.values()), out
+
+
+MIRRORED_JOB = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import numpy as np
+import tfr_extensions as tfrx
+from tfr_extensions.adversarial import IRGAN
+from tfr_extensions.ops import plackett_luce
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+data = tfrx.data.synthetic(num_queries=32, num_features=4, seed=3, list_size=(4, 10), noise=0.3)
+
+
+def run(seed):
+    tf.keras.utils.set_random_seed(0)  # the initial weights (and the data order)
+    dataset = tfrx.data.ranking_dataset(data, batch_size=8, shuffle=True, seed=0)
+    with strategy.scope():
+        players = [tfrx.models.scorer("R1.L", 4, hidden_units=4, batch_norm=False, name=name)
+                   for name in ("generator", "discriminator")]
+        gan = IRGAN(*players, mode="list", topn=4, seed=seed)
+        gan.compile(d_optimizer=tf.keras.optimizers.Adam(0.03),
+                    g_optimizer=tf.keras.optimizers.Adam(0.03))
+    before = [w.numpy().copy() for w in gan.trainable_weights]
+    history = gan.fit(dataset, epochs=2, verbose=0).history
+    changed = all(bool(np.any(a != w.numpy())) for a, w in zip(before, gan.trainable_weights))
+    steps = int(gan._calls.numpy())
+
+    @tf.function
+    def draws():  # two steps of one ranking per replica, from the same scores
+        scores = tf.constant([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+        return [strategy.experimental_local_results(strategy.run(
+            lambda: plackett_luce.sample_rankings(scores, seed=gan.next_seed())))
+            for _ in range(2)]
+    rankings = [[r.numpy().ravel().tolist() for r in step] for step in draws()]
+    return {"history": history, "changed": changed, "steps": steps, "rankings": rankings,
+            "weights": [w.numpy().ravel().tolist() for w in gan.trainable_weights]}
+
+
+json.dump({"first": run(5), "again": run(5), "other": run(6)}, sys.stdout)
+"""
+
+
+def test_training_under_mirrored_strategy_is_reproducible_with_replicas_drawing_apart():
+    """Two logical CPU replicas: the step counter (ON_WRITE, ONLY_FIRST_REPLICA)
+    advances once per step, each replica folds in its id (the replicas draw
+    different rankings at every step), training moves both players with finite
+    losses, and one seed gives the same run twice; another seed, another run."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", MIRRORED_JOB], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout)
+    first = runs["first"]
+    assert first["changed"] and first["steps"] == 2 * 4  # 32 queries, batches of 8, 2 epochs
+    for key in ("d_loss", "g_loss", "reward"):
+        assert np.all(np.isfinite(first["history"][key])), key
+    for step in first["rankings"]:
+        assert len(step) == 2 and step[0] != step[1]  # the replicas draw apart
+        assert sorted(step[0]) == sorted(step[1]) == list(range(6))
+    assert first["rankings"][0] != first["rankings"][1]  # and afresh at every step
+    assert runs["again"] == first
+    assert runs["other"]["history"] != first["history"]
 
 
 @pytest.mark.parametrize("kwargs, arg", [

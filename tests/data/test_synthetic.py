@@ -57,11 +57,15 @@ def test_signal_is_learnable_after_query_normalization():
 
 
 def test_argument_errors():
-    with pytest.raises(ValueError, match="`num_queries` must be a positive int; got 0"):
+    with pytest.raises(ValueError, match="`num_queries` must be an int >= 1; got 0"):
         synthetic(num_queries=0)
-    with pytest.raises(ValueError, match="`num_features` must be >= 2; got 1"):
+    with pytest.raises(ValueError, match="`num_features` must be an int >= 2; got 1"):
         synthetic(num_features=1)
+    with pytest.raises(ValueError, match="`num_queries` must be an int >= 1; got True"):
+        synthetic(num_queries=True)
     with pytest.raises(ValueError, match="`list_size` must be"):
         synthetic(list_size=(5, 2))
-    with pytest.raises(ValueError, match="`no_relevant_fraction` must lie in"):
+    with pytest.raises(ValueError, match=r"`no_relevant_fraction` must be a finite number in \[0, 1\]"):
         synthetic(no_relevant_fraction=1.5)
+    with pytest.raises(ValueError, match=r"`noise` must be a finite number in \[0, inf\); got -1"):
+        synthetic(noise=-1)

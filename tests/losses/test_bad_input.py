@@ -19,7 +19,6 @@ TF-Ranking's names (which ``tfrx.losses.get`` passes to TF-Ranking where it
 imports) keep TF-Ranking's own behaviour and are not checked here.
 """
 import importlib
-import inspect
 import itertools
 import math
 
@@ -32,7 +31,6 @@ import oracles
 import tfr_extensions as tfrx
 from loss_modes import value_and_grad
 from oracles_softrank import soft_ndcg_and_gradient
-from tfr_extensions.losses import registry
 from tfr_extensions.ops import lists
 
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
@@ -41,7 +39,7 @@ rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributi
 def _distinct_configurations():
     """One name per distinct loss configuration that our names build."""
     seen, names = set(), []
-    for name in sorted(registry.tfrx_loss_names(), key=lambda n: (n[0].isupper(), n)):
+    for name in tfrx.losses.names(classes=False, aliases=False, tf_ranking=False):
         config = build(name).get_config()
         key = (type(build(name)).__name__,
                tuple(sorted((k, repr(v)) for k, v in config.items() if k != "name")))
@@ -52,16 +50,14 @@ def _distinct_configurations():
 
 
 def build(name, **kwargs):
-    cls = registry._NAMES[name][0]
-    if "seed" in inspect.signature(cls.__init__).parameters:
+    if "seed" in tfrx.losses.get(name).get_config():
         kwargs.setdefault("seed", 0)
     return tfrx.losses.get(name, **kwargs)
 
 
 NAMES = _distinct_configurations()
-#: one name per class, for the (slower) graph and XLA runs
-CLASS_NAMES = sorted({inspect.signature(cls.__init__).parameters["name"].default
-                      for cls, _ in registry._NAMES.values()})
+#: one name per class (its registry key), for the (slower) graph and XLA runs
+CLASS_NAMES = tfrx.losses.names(classes=False, presets=False, aliases=False, tf_ranking=False)
 PAD = -1.0
 NAN, INF = float("nan"), float("inf")
 F32_BOUND = float(np.finfo(np.float32).max) / 4  # where ranknet and the hinge clip
@@ -449,6 +445,34 @@ MIXED_SCORES = np.array([
     [0.5, -0.25, 1.0, 0.25, -1.0, 0.0],
     [0.1, 0.2, 0.3, 0.4, 0.0, 0.0],
 ], np.float32)
+
+
+@pytest.mark.parametrize("name", CLASS_NAMES)
+def test_the_loss_function_applies_the_same_policy(name):
+    """The public function (what a custom loop or a GBDT objective calls) gives
+    the class's per-list values and gradients on the mixed batch: the policy
+    is applied in one place. Its ``mask`` argument is padding too."""
+    loss = build(name, reduction="none")
+    want_values, want_grads = run(name, MIXED_LABELS, MIXED_SCORES)
+    options = loss.options
+    if options.get("seed") is not None:  # the seed of the class's first call
+        options["seed"] = lists.fold_in(lists.seed_tensor(options["seed"]), 0)
+    scores = tf.constant(MIXED_SCORES)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        losses, weights = loss.loss_function(MIXED_LABELS, scores, **options)
+        total = tf.reduce_sum(tf.where(tf.math.is_nan(losses), 0.0, losses * weights))
+    np.testing.assert_array_equal((losses * weights).numpy(), want_values)
+    np.testing.assert_array_equal(tape.gradient(total, scores).numpy(), want_grads)
+    assert np.isnan(losses.numpy()[[0, 6]]).all()
+    # mask=False is padding: the label -1 rows as a mask give the same per-list values
+    mask = MIXED_LABELS >= 0
+    masked, _ = loss.loss_function(np.where(mask, MIXED_LABELS, 7.0), scores, mask=mask,
+                                   **options)
+    np.testing.assert_array_equal(masked.numpy(), losses.numpy())
+    empty_losses, empty_weights = loss.loss_function(np.zeros((0, 4)), np.zeros((0, 4)),
+                                                     **options)
+    assert empty_losses.shape == empty_weights.shape == (0,)
 
 
 @pytest.mark.parametrize("name", CLASS_NAMES)

@@ -1,6 +1,5 @@
 """ExptUtility and MDPRank: REINFORCE estimators against exact enumeration and
 closed forms, logging of the sampled metric, and the ListMLE contrast."""
-import json
 
 import numpy as np
 import pytest
@@ -107,7 +106,7 @@ def test_single_call_matches_paper_closed_forms():
     assert np.all(eu_grad.numpy()[0, 3] == 0.0) and np.all(mdp_grad.numpy()[1, 4] == 0.0)
 
 
-@pytest.mark.parametrize("metric", ["ndcg", "precision", "ap", "nerr"])
+@pytest.mark.parametrize("metric", ["ndcg", "precision", "ap", "ap_min", "nerr"])
 def test_sampled_metric_matches_exact_metric_of_the_sampled_ranking(metric):
     labels = tf.constant([[2.0, 0.0, 1.0, -1.0, 3.0, 0.0]], tf.float64)
     scores = tf.constant([[0.3, 1.0, -0.5, 2.0, 0.0, 0.2]], tf.float64)
@@ -115,7 +114,7 @@ def test_sampled_metric_matches_exact_metric_of_the_sampled_ranking(metric):
     rankings = pl.sample_rankings(scores, valid, num_samples=5, seed=2, topn=3)
     got = policy_gradient.sampled_metric(metric, tf.where(valid, labels, 0.0), rankings, valid)
     # The same rankings scored by tfrx.metrics: scores that sort in sample order.
-    fn = tfrx.metrics.METRIC_FUNCTIONS["map" if metric == "ap" else metric]
+    fn = tfrx.metrics.metric_function(metric)
     for k in range(5):
         order_scores = np.zeros(6)
         order_scores[rankings.numpy()[0, k]] = [3.0, 2.0, 1.0]
@@ -167,7 +166,7 @@ def test_padding_no_relevant_extremes_and_short_lists(name):
 
 
 @pytest.mark.parametrize("name", ["expected_utility", "mdprank"])
-def test_xla_matches_graph_mixed_precision_and_config_round_trip(name):
+def test_xla_matches_graph_and_eager_and_mixed_precision(name):
     labels = tf.constant([[2.0, 0.0, 1.0, 0.0, -1.0], [0.0, 1.0, 0.0, 3.0, 1.0]])
     scores = tf.constant([[0.3, -0.2, 0.1, 0.5, 9.0], [1.0, 0.0, -1.0, 0.2, 0.3]])
     make = lambda: tfrx.losses.get(name, num_samples=5, topn=3, seed=(3, 4))  # noqa: E731
@@ -178,13 +177,6 @@ def test_xla_matches_graph_mixed_precision_and_config_round_trip(name):
     assert float(eager) == pytest.approx(float(xla), rel=1e-5)
     half = make()(labels, tf.cast(scores, tf.float16))
     assert half.dtype == tf.float32 and np.isfinite(float(half))
-    loss = make()
-    config = json.loads(json.dumps(tf.keras.losses.serialize(loss)))
-    clone = tf.keras.losses.deserialize(config)
-    assert type(clone) is type(loss) and clone.get_config() == loss.get_config()
-    assert float(clone(labels, scores)) == pytest.approx(float(eager), rel=1e-6)
-    # Successive calls draw fresh samples.
-    assert float(loss(labels, scores)) != pytest.approx(float(loss(labels, scores)), rel=1e-6)
 
 
 @pytest.mark.parametrize("cls, kwargs, arg", [

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import oracles
-from tfr_extensions.ops import rank_metrics, sorting
+from tfr_extensions.ops import rank_metrics, sorting, vocabulary
 
 
 def lists_with_padding(batch=6, size=12, seed=0):
@@ -21,7 +21,7 @@ def lists_with_padding(batch=6, size=12, seed=0):
 
 
 @pytest.mark.parametrize("metric,topn", list(itertools.product(
-    ["precision", "ap", "ndcg", "nerr"], [None, 1, 4])))
+    ["precision", "ap", "ap_min", "ndcg", "nerr"], [None, 1, 4])))
 def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
     labels, scores = lists_with_padding(seed=3)
     mask = tf.constant(labels >= 0)
@@ -57,3 +57,17 @@ def test_rank_gradient_equals_autodiff_of_the_metric_at_shared_ranks():
         np.testing.assert_allclose(value.numpy(), autodiff_value.numpy(), rtol=1e-14)
         np.testing.assert_allclose(grad.numpy(), tape.gradient(autodiff_value, ranks).numpy(),
                                    rtol=1e-14, atol=1e-16)
+
+
+def test_one_formula_per_name_of_the_vocabulary():
+    assert set(rank_metrics.METRICS) == set(vocabulary.CANONICAL_METRICS)
+    for name in vocabulary.METRIC_NAMES:
+        assert rank_metrics.metric_function(name) is rank_metrics.METRICS[
+            vocabulary.canonical_metric(name)]
+    labels = tf.constant([[2.0, 1.0, 0.0]])
+    ranks = tf.constant([[1.0, 3.0, 2.0]])
+    mask = labels >= 0
+    by_alias = rank_metrics.value_and_rank_gradient("map", labels, ranks, mask, 2)
+    by_name = rank_metrics.value_and_rank_gradient("ap", labels, ranks, mask, 2)
+    for a, b in zip(by_alias, by_name):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -2,7 +2,7 @@
 import pytest
 
 import tfr_extensions as tfrx
-from pipelines import train
+from pipelines import common
 
 
 @pytest.fixture(scope="session")
@@ -10,7 +10,7 @@ def tiny_fold(tmp_path_factory):
     """A folder with train.txt (30 queries), vali.txt and test.txt (10 each), 6 features."""
     folder = tmp_path_factory.mktemp("tiny_fold")
     data = tfrx.data.synthetic(num_queries=50, num_features=6, seed=3, list_size=(3, 12))
-    subsets = train.split_queries(data, (3, 1, 1), seed=0)
+    subsets = common.split_queries(data, (3, 1, 1), seed=0)
     for part, subset in zip(("train", "vali", "test"), subsets):
         tfrx.data.write_libsvm(subset, folder / f"{part}.txt")
     return folder

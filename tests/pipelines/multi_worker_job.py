@@ -34,25 +34,27 @@ def own_initial_values(train, task_index: int) -> None:
     train.build_model = build_with_own_seed
 
 
-def interrupt_after(train, epochs: int, weights_path: str) -> None:
+def interrupt_after(resume, epochs: int, weights_path: str) -> None:
     """Makes ``TrainingBackup`` save the weights and raise once it has backed up
     epoch ``epochs``."""
-    back_up = train.TrainingBackup.on_epoch_end
+    back_up = resume.TrainingBackup.on_epoch_end
 
     def on_epoch_end(self, epoch, logs=None):
         back_up(self, epoch, logs)
         if epoch + 1 == epochs:
             np.savez(weights_path, *self.model.get_weights())
             raise Interrupted()
-    train.TrainingBackup.on_epoch_end = on_epoch_end
+    resume.TrainingBackup.on_epoch_end = on_epoch_end
 
 
 def main(data_dir: str, output_dir: str, weights_path: str, task_index: str, epochs: str,
          interrupt_after_epoch: str = "0") -> None:
-    from pipelines import train  # imported here: nothing runs TF before the strategy exists
+    # imported here: nothing runs TF before the strategy exists
+    from pipelines import resume
+    from pipelines import train
     own_initial_values(train, int(task_index))
     if int(interrupt_after_epoch):
-        interrupt_after(train, int(interrupt_after_epoch), weights_path)
+        interrupt_after(resume, int(interrupt_after_epoch), weights_path)
     config = train.TrainConfig(
         name="multi_worker", data=data_dir, strategy="multi_worker", scorer="R2.L",
         hidden_units=8, epochs=int(epochs), batch_size=8, steps_per_epoch=4, seed=0,

@@ -1,27 +1,32 @@
-"""LambdaMART pipeline: outputs on a fixture, the seeds' preset on MQ2008, and the
+"""LambdaMART pipeline: outputs on a fixture, the paper's preset on MQ2008, and the
 twin-sigmoid objective (``--objective twin_<metric>_<type>``)."""
 import json
+import os
 from dataclasses import replace as dataclasses_replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from pipelines import common
 from pipelines import lambdamart
-from pipelines import train
 
 
 def test_flags_and_presets():
-    config = lambdamart.parse_args(["--data", "x", "--preset", "seeds", "--params",
+    config = lambdamart.parse_args(["--data", "x", "--preset", "paper", "--params",
                                     '{"num_leaves": 63}'])
-    assert config.preset == "seeds" and config.params == {"num_leaves": 63}
+    assert config.preset == "paper" and config.params == {"num_leaves": 63}
     preset, params = lambdamart.resolve_params(config, num_rows=10)
-    assert preset == "seeds" and params["num_leaves"] == 63
+    assert preset == "paper" and params["num_leaves"] == 63
     assert params["min_sum_hessian_in_leaf"] == 200.0 and params["learning_rate"] == 0.05
     assert lambdamart.resolve_params(lambdamart.LambdaMARTConfig(), 10_000)[0] == "small"
-    assert lambdamart.resolve_params(lambdamart.LambdaMARTConfig(), 1_000_000)[0] == "seeds"
+    assert lambdamart.resolve_params(lambdamart.LambdaMARTConfig(), 1_000_000)[0] == "paper"
     with pytest.raises(ValueError, match="preset"):
         lambdamart.LambdaMARTConfig(preset="large")
+    # the old name of the paper's preset still works, from flags and in code
+    assert lambdamart.parse_args(["--preset", "seeds"]).preset == "paper"
+    assert lambdamart.LambdaMARTConfig(preset="seeds") == lambdamart.LambdaMARTConfig(
+        preset="paper")
 
 
 def test_run_on_fixture_writes_outputs(tiny_fold, tmp_path):
@@ -36,22 +41,22 @@ def test_run_on_fixture_writes_outputs(tiny_fold, tmp_path):
     assert (tmp_path / "model.txt").is_file()
 
 
-def test_seeds_preset_stops_after_one_tree_on_mq2008(mq2008_dir, tmp_path):
+def test_paper_preset_stops_after_one_tree_on_mq2008(mq2008_dir, tmp_path):
     """min_sum_hessian_in_leaf=200 exceeds what ~10k lambdarank rows can put in a leaf."""
-    splits = train.load_splits(str(mq2008_dir / "Fold1"))
+    splits = common.load_splits(str(mq2008_dir / "Fold1"))
     assert len(splits.train.labels) == 9630
-    seeds = lambdamart.run(lambdamart.LambdaMARTConfig(preset="seeds", output_dir=str(tmp_path)),
+    paper = lambdamart.run(lambdamart.LambdaMARTConfig(preset="paper", output_dir=str(tmp_path)),
                            splits=splits)
-    trees = seeds.booster.trees_to_dataframe()
-    assert seeds.num_trees == 1 and trees["split_feature"].notna().sum() == 0  # a single leaf
+    trees = paper.booster.trees_to_dataframe()
+    assert paper.num_trees == 1 and trees["split_feature"].notna().sum() == 0  # a single leaf
     # the first split becomes possible only below a threshold of about 167
     _, params = lambdamart.resolve_params(
-        lambdamart.LambdaMARTConfig(preset="seeds", params={"min_sum_hessian_in_leaf": 150.0,
+        lambdamart.LambdaMARTConfig(preset="paper", params={"min_sum_hessian_in_leaf": 150.0,
                                                              "num_threads": 1}), 9630)
     import lightgbm as lgb
     booster = lgb.train(params, lambdamart._lgb_dataset(splits.train), num_boost_round=1)
     assert booster.trees_to_dataframe()["split_feature"].notna().sum() > 0
-    assert np.ptp(seeds.booster.predict(splits.test.features)) == 0.0  # constant scores
+    assert np.ptp(paper.booster.predict(splits.test.features)) == 0.0  # constant scores
 
 
 def test_twin_objective_from_flags_or_params_and_its_errors():
@@ -97,7 +102,9 @@ def test_run_with_the_twin_objective_records_it(tiny_fold, tmp_path):
     assert summary["objective"]["name"] == "twin_ndcg_type3"
     assert summary["objective"]["hessian"] == "lambdamart" and summary["objective"]["seed"] == 0
     assert summary["params"]["objective"] == "twin_ndcg_type3"
-    written = json.loads((tmp_path / "config.json").read_text())
+    written = json.loads((tmp_path / "config.json").read_text())  # strict JSON, atomically
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.txt", "results.json",
+                                            "test_per_query.csv", "vali_per_query.csv"]
     assert written["objective"] == "twin_ndcg_type3"
     assert written["objective_args"] == {"hessian": "lambdamart"}
     per_query = pd.read_csv(tmp_path / "test_per_query.csv")
@@ -106,21 +113,33 @@ def test_run_with_the_twin_objective_records_it(tiny_fold, tmp_path):
     assert again.test.summary["ndcg@5"] == result.test.summary["ndcg@5"]  # seeded
 
 
-def test_a_twinmart_preset_runs_through_cross_validate(tiny_fold, tmp_path):
-    """The ``twinmart_<metric>_<type>`` presets proposed for pipelines.cross_validate:
-    kind "lambdamart" with the objective in ``overrides``, grids over
-    ``objective.<arg>``; train_lambdamart runs them unchanged."""
-    from pipelines import cross_validate
+def test_a_twinmart_preset_trains_through_the_cross_validation_runner(tiny_fold, tmp_path):
+    """``twinmart_<metric>_<type>`` presets: LightGBM trees on the twin-sigmoid objective,
+    trained, marked done, read back and reported like LambdaMART; grids set
+    ``objective.<arg>``; a second run skips them."""
+    from pipelines import cv_presets, cv_report, cv_runner
 
-    method = cross_validate.Method("twinmart_ndcg_type3", "TwinMART nDCG-type3",
-                                   "gradient boosted trees", kind="lambdamart",
-                                   overrides={"objective": "twin_ndcg_type3"})
-    cv = cross_validate.CVConfig(data=str(tiny_fold), lambdamart_rounds=20,
-                                 lambdamart_early_stopping=5, output_dir=str(tmp_path))
-    splits = train.load_splits(str(tiny_fold))
-    summary = cross_validate.train_lambdamart(method, {"objective.hessian": "lambdamart"}, 1,
-                                              splits, str(tmp_path / "run"), cv)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "Fold1").symlink_to(tiny_fold, target_is_directory=True)
+    method = cv_presets.METHODS["twinmart_nerr_type3"]
+    assert method.kind == "lambdamart"
+    assert dict(method.overrides) == {"objective": "twin_nerr_type3", "objective.topn": 10}
+    cv = cv_runner.CVConfig(name="twinmart", data=str(data), folds=(1,), methods=(method.key,),
+                            grid=cv_runner.parse_grid(
+                                ["twinmart_*:objective.hessian=lambdamart"]),
+                            lambdamart_rounds=20, lambdamart_early_stopping=5,
+                            output_dir=str(tmp_path / "runs"),
+                            report_dir=str(tmp_path / "report"))
+    assert cv_runner.run_all(cv, log=lambda line: None) == {"trained": 1, "skipped": 0}
+    run = tmp_path / "runs" / method.key / "objective.hessian=lambdamart" / "fold1"
+    results = json.loads((run / "results.json").read_text())  # pipelines.lambdamart's
+    assert results["objective"]["name"] == "twin_nerr_type3"
+    assert results["objective"]["hessian"] == "lambdamart" and results["objective"]["topn"] == 10
+    summary = cv_runner.finished_run(cv, method, {"objective.hessian": "lambdamart"}, 1)
     assert summary["kind"] == "lambdamart" and summary["players"][""]["best_epoch"] >= 1
-    recorded = json.loads((tmp_path / "run" / "lambdamart.json").read_text())
-    assert recorded["objective"]["name"] == "twin_ndcg_type3"
-    assert recorded["objective"]["hessian"] == "lambdamart"
+    curves = summary["players"][""]["curves"]
+    assert len(curves["iterations"]) == len(curves["test_ndcg@5"]) >= 1
+    [row] = cv_report.collect_rows(cv)
+    assert row.label == "TwinMART nERR10-type3" and row.selected == {1: "objective.hessian=lambdamart"}
+    assert cv_runner.run_all(cv, log=lambda line: None) == {"trained": 0, "skipped": 1}

@@ -2,6 +2,7 @@
 import csv
 import json
 
+import numpy as np
 import pytest
 
 import tfr_extensions as tfrx
@@ -37,3 +38,14 @@ def test_bad_config_raises_value_error(tmp_path):
         srq.QualityConfig(temperature=0.0)
     with pytest.raises(ValueError, match="data"):
         srq.load_training_data(srq.QualityConfig(data=str(tmp_path)))
+
+
+def test_synthetic_by_default_and_the_lists_reach_the_scorer_raw():
+    config = srq.QualityConfig(synthetic_queries=20, min_list_size=1, batch_size=4)
+    assert config.data == "synthetic"
+    data = srq.load_training_data(config)
+    raw_rows = {tuple(row) for row in np.asarray(data.features, np.float32)}
+    features, labels = next(iter(srq.training_dataset(config, data)))
+    valid = features["mask"].numpy()
+    batch_rows = features["features"].numpy()[valid]
+    assert len(batch_rows) > 0 and all(tuple(row) in raw_rows for row in batch_rows)

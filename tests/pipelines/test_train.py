@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
+from pipelines import common
+from pipelines import resume
 from pipelines import train
 from stack import needs_tf_ranking
 
@@ -38,7 +40,7 @@ def test_config_validation():
     with pytest.raises(ValueError, match="metric"):
         train.TrainConfig(validation_metric="ndcg")
     with pytest.raises(ValueError, match="data"):
-        train.load_splits("/nonexistent/folder")
+        common.load_splits("/nonexistent/folder")
 
 
 def test_build_loss_ours_with_arguments():
@@ -103,38 +105,38 @@ def strict_json(path):
 
 def test_write_json_is_strict_and_atomic(tmp_path):
     path = tmp_path / "out.json"
-    train.write_json(str(path), {"a": 1.5})
+    common.write_json(str(path), {"a": 1.5})
     with pytest.raises(ValueError, match="JSON compliant"):
-        train.write_json(str(path), {"a": float("nan")})
+        common.write_json(str(path), {"a": float("nan")})
     assert strict_json(path) == {"a": 1.5}      # the old file, whole
     assert os.listdir(tmp_path) == ["out.json"]  # no temporary file left
 
 
 def test_an_empty_or_unusable_validation_set_is_a_clear_error(tiny_fold, tmp_path):
-    splits = train.load_splits(str(tiny_fold))
+    splits = common.load_splits(str(tiny_fold))
     vali = splits.vali
     no_relevant = tfrx.data.LibSVMData(vali.features, np.zeros_like(vali.labels), vali.qids,
                                        vali.query_offsets)
     config = tiny_config(tiny_fold, tmp_path / "run")
     with pytest.raises(ValueError, match="validation set has no query with a relevant"):
-        train.run(config, splits=train.Splits(splits.train, no_relevant, splits.test))
+        train.run(config, splits=common.Splits(splits.train, no_relevant, splits.test))
     with pytest.raises(ValueError, match="validation set has no query"):
-        train.run(config, splits=train.Splits(splits.train, vali.subset([]), splits.test))
+        train.run(config, splits=common.Splits(splits.train, vali.subset([]), splits.test))
     assert not (tmp_path / "run").exists()  # refused before writing anything
 
 
 def test_a_test_metric_over_no_query_is_null_in_strict_json(tiny_fold, tmp_path):
-    splits = train.load_splits(str(tiny_fold))
+    splits = common.load_splits(str(tiny_fold))
     test = splits.test
     no_relevant = tfrx.data.LibSVMData(test.features, np.zeros_like(test.labels), test.qids,
                                        test.query_offsets)
     config = tiny_config(tiny_fold, tmp_path / "run", epochs=1)
-    result = train.run(config, splits=train.Splits(splits.train, splits.vali, no_relevant))
+    result = train.run(config, splits=common.Splits(splits.train, splits.vali, no_relevant))
     summary = strict_json(tmp_path / "run" / "results.json")
     assert summary["test"]["num_counted"] == 0 and summary["test"]["num_queries"] == 10
     assert summary["test"]["ndcg@5"] is None and summary["test"]["map@10"] is None
     assert summary["validation"]["ndcg@5"] == pytest.approx(result.validation.summary["ndcg@5"])
-    assert train.format_summary(summary["test"]).startswith("ndcg@1=n/a")
+    assert common.format_summary(summary["test"]).startswith("ndcg@1=n/a")
 
 
 class NaNFromCall(tf.keras.losses.Loss):
@@ -165,4 +167,4 @@ def test_a_nan_loss_stops_naming_the_epoch_without_completion(tiny_fold, tmp_pat
     assert message.startswith("pipelines.train: error: The training loss is nan in epoch 2 "
                               "(batch 2 of 3)"), message
     assert not (out / "done.json").exists() and not (out / "results.json").exists()
-    assert train.backed_up_epochs(str(out / "backup")) == 1   # epoch 2 was never backed up
+    assert resume.backed_up_epochs(str(out / "backup")) == 1   # epoch 2 was never backed up

@@ -1,2 +1,2 @@
 """Adversarial learning to rank: IRGAN (pointwise, pairwise) and its listwise version."""
-from tfr_extensions.adversarial.irgan import IRGAN, log1mexp
+from tfr_extensions.adversarial.irgan import IRGAN

@@ -33,10 +33,19 @@ step runs ``d_steps`` discriminator updates, then ``g_steps`` generator updates
 Lists without a relevant document (and, for ``"list"``, with fewer than two
 valid documents) take no part in either update. ``sample_weight`` is ignored.
 
-Numerics: :math:`\log(1 - D)` is ``log1mexp(log D)`` (``log(-expm1)`` near 0,
-``log1p(-exp)`` below :math:`-\log 2`), with :math:`\log D` capped at
-``_MAX_LOG_LIKELIHOOD`` so a ranking the discriminator is certain of costs a
-large finite loss, not -inf.
+Numerics: :math:`\log(1 - D)` is :func:`~tfr_extensions.ops.numerics.log1mexp`
+of :math:`\log D`, with :math:`\log D` capped at ``_MAX_LOG_LIKELIHOOD`` so a
+ranking the discriminator is certain of costs a large finite loss, not -inf.
+Scores that are differentiated are gathered with
+:func:`~tfr_extensions.ops.lists.batch_gather`, whose gradient also works for
+a batch of 0 lists.
+
+Randomness: with ``seed``, step k draws from ``fold_in(seed, k)``
+(:class:`~tfr_extensions.losses.base.StepSeeded`: a counter synchronized
+across replicas), and under a distribution strategy each replica folds in
+its replica id, so the replicas draw different samples at every step and a
+run is reproducible. Under a strategy the losses are scaled by the number of
+replicas before the gradients are summed across them, as Keras does.
 
 Evaluation and export: ``irgan(inputs)`` returns the scores of the player
 named by ``serve`` (``"discriminator"`` or ``"generator"``), so
@@ -52,14 +61,16 @@ named by ``serve`` (``"discriminator"`` or ``"generator"``), so
 >>> sorted(gan.train_on_batch(x, y, return_dict=True))
 ['d_loss', 'g_loss', 'reward']
 """
-import math
 from typing import Optional
 
 import tensorflow as tf
 
+from tfr_extensions.losses.base import StepSeeded
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
 from tfr_extensions.ops import plackett_luce as pl
 from tfr_extensions.ops import sorting
+from tfr_extensions.ops import validation
 
 MODES = ("point", "pair", "list")
 PLAYERS = ("discriminator", "generator")
@@ -68,16 +79,6 @@ DEFAULT_NUM_SAMPLES = {"point": 5, "pair": 5, "list": 1}
 # The largest log D(pi) used in log(1 - D): a certain discriminator costs
 # log(1 - e^{-1e-6}) ~ -13.8 instead of log(0).
 _MAX_LOG_LIKELIHOOD = -1e-6
-
-
-def log1mexp(x: tf.Tensor) -> tf.Tensor:
-    """``log(1 - exp(x))`` for ``x < 0`` without cancellation (Maechler's split)."""
-    near_zero = x > -math.log(2.0)
-    # Each branch's argument is masked so the unused branch stays finite.
-    safe_near = tf.where(near_zero, x, -tf.ones_like(x))
-    safe_far = tf.where(near_zero, -tf.ones_like(x), x)
-    return tf.where(near_zero, tf.math.log(-tf.math.expm1(safe_near)),
-                    tf.math.log1p(-tf.exp(safe_far)))
 
 
 def _masked_logits(scores, valid, temperature):
@@ -101,18 +102,18 @@ def _sample_categorical(logits, valid, num_samples, seed):
 def _log_softmax_at(logits, valid, index):
     """log softmax(logits)[index] over ``valid``; logits/valid ``[B, K, L]``, index ``[B, K]``."""
     masked = tf.where(valid, logits, tf.constant(logits.dtype.min, logits.dtype))
-    chosen = tf.gather(masked, index[..., None], batch_dims=2)[..., 0]
+    shape = tf.shape(masked)
+    flat = tf.reshape(masked, tf.stack([shape[0] * shape[1], shape[2]]))  # [B K, L]
+    chosen = tf.reshape(lists.batch_gather(flat, tf.reshape(index, [-1, 1])), shape[:2])
     return chosen - tf.reduce_logsumexp(masked, axis=-1)
 
 
 def _weighted_mean(values, weights):
-    """sum(w * v) / sum(w), 0 without weight (the division's argument is masked)."""
-    total = tf.reduce_sum(weights)
-    safe = tf.where(total > 0, total, tf.ones_like(total))
-    return tf.where(total > 0, tf.reduce_sum(values * weights) / safe, tf.zeros_like(total))
+    """sum(w * v) / sum(w), 0 without weight."""
+    return numerics.safe_divide(tf.reduce_sum(values * weights), tf.reduce_sum(weights))
 
 
-class IRGAN(tf.keras.Model):
+class IRGAN(StepSeeded, tf.keras.Model):
     """A generator and a discriminator scorer trained adversarially (Algorithm 1).
 
     Args:
@@ -143,20 +144,18 @@ class IRGAN(tf.keras.Model):
                  serve: str = "discriminator", seed: lists.Seed = None,
                  name: str = "irgan", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.mode = lists.validate_choice(mode, MODES, "mode")
-        self.num_samples = pl.validate_num_samples(
-            DEFAULT_NUM_SAMPLES[mode] if num_samples is None else num_samples)
-        self.topn = lists.validate_topn(topn, "topn")
-        if self.topn is None:
-            raise ValueError("`topn` must be a positive int; got None.")
-        self.temperature = lists.validate_positive(temperature, "temperature")
-        self.d_steps = pl.validate_num_samples(d_steps, "d_steps")
-        self.g_steps = pl.validate_num_samples(g_steps, "g_steps")
-        self._serve = lists.validate_choice(serve, PLAYERS, "serve")
+        self.mode = validation.validate_choice(mode, MODES, "mode")
+        self.num_samples = validation.validate_int(
+            DEFAULT_NUM_SAMPLES[mode] if num_samples is None else num_samples, "num_samples",
+            minimum=1)
+        self.topn = validation.validate_int(topn, "topn", minimum=1)
+        self.temperature = validation.validate_positive(temperature, "temperature")
+        self.d_steps = validation.validate_int(d_steps, "d_steps", minimum=1)
+        self.g_steps = validation.validate_int(g_steps, "g_steps", minimum=1)
+        self._serve = validation.validate_choice(serve, PLAYERS, "serve")
         self.generator = generator
         self.discriminator = discriminator
-        self._seed = seed if seed is None or isinstance(seed, int) else [int(s) for s in seed]
-        self._seed_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="seed_step")
+        self._init_seed(seed)
         self.d_loss_tracker = tf.keras.metrics.Mean(name="d_loss")
         self.g_loss_tracker = tf.keras.metrics.Mean(name="g_loss")
         self.reward_tracker = tf.keras.metrics.Mean(name="reward")
@@ -181,14 +180,14 @@ class IRGAN(tf.keras.Model):
 
     @serve.setter
     def serve(self, which: str) -> None:
-        self._serve = lists.validate_choice(which, PLAYERS, "serve")
+        self._serve = validation.validate_choice(which, PLAYERS, "serve")
         # Traced evaluate/predict functions captured the previous player.
         self.test_function = None
         self.predict_function = None
 
     def player(self, which: str) -> tf.keras.Model:
         """The ``"generator"`` or ``"discriminator"`` scorer."""
-        lists.validate_choice(which, PLAYERS, "which")
+        validation.validate_choice(which, PLAYERS, "which")
         return self.generator if which == "generator" else self.discriminator
 
     def call(self, inputs, training=None):
@@ -197,7 +196,7 @@ class IRGAN(tf.keras.Model):
     def train_step(self, data):
         x, labels = data[0], data[1]
         labels, valid = self._labels_and_mask(x, labels)
-        step_seed = self._next_seed()
+        step_seed = self.next_seed()
         for k in range(self.d_steps):
             d_loss = self._update(self.discriminator, self.d_optimizer, self._d_loss,
                                   x, labels, valid, lists.fold_in(step_seed, 2 * k))
@@ -217,12 +216,6 @@ class IRGAN(tf.keras.Model):
                 if m.name not in ("d_loss", "g_loss", "reward", "loss")}
 
     # --------------------------------------------------------------- internals
-    def _next_seed(self) -> tf.Tensor:
-        if self._seed is None:
-            return lists.fresh_seed()
-        step = self._seed_step.assign_add(1) - 1
-        return lists.fold_in(lists.seed_tensor(self._seed), step)
-
     @staticmethod
     def _labels_and_mask(x, labels):
         labels = tf.cast(labels, tf.float32)
@@ -237,6 +230,8 @@ class IRGAN(tf.keras.Model):
             loss = outputs[0] if isinstance(outputs, tuple) else outputs
             total = loss + tf.add_n([tf.cast(l, loss.dtype) for l in model.losses]) \
                 if model.losses else loss
+            # the optimizer sums the replicas' gradients: scale as Keras's train_step does
+            total = total / tf.distribute.get_strategy().num_replicas_in_sync
         grads = tape.gradient(total, model.trainable_variables)
         optimizer.apply_gradients(
             [(g, v) for g, v in zip(grads, model.trainable_variables) if g is not None])
@@ -301,19 +296,19 @@ class IRGAN(tf.keras.Model):
         if self.mode == "point":
             relevant = tf.cast(tf.logical_and(valid, labels > 0), tf.float32)
             positive = _weighted_mean_per_list(tf.math.softplus(-d_scores), relevant)
-            sampled = tf.gather(d_scores, samples, batch_dims=1)
+            sampled = lists.batch_gather(d_scores, samples)
             negative = tf.reduce_mean(tf.math.softplus(sampled), axis=-1)
             return _weighted_mean(positive + negative, weights)
         if self.mode == "pair":
             positives, negatives, pair_valid = samples
-            diffs = (tf.gather(d_scores, positives, batch_dims=1)
-                     - tf.gather(d_scores, negatives, batch_dims=1))
+            diffs = (lists.batch_gather(d_scores, positives)
+                     - lists.batch_gather(d_scores, negatives))
             pair_weights = tf.cast(pair_valid, tf.float32) * weights[:, None]
             return _weighted_mean(tf.math.softplus(-diffs), pair_weights)
         ideal = self._ideal_rankings(labels, valid, lists.fold_in(seed, 1))
         log_d_ideal = self._d_log_likelihoods(d_scores, ideal, valid)[:, 0]
         log_d_sampled = self._d_log_likelihoods(d_scores, samples, valid)
-        per_list = -(log_d_ideal + tf.reduce_mean(log1mexp(log_d_sampled), axis=-1))
+        per_list = -(log_d_ideal + tf.reduce_mean(numerics.log1mexp(log_d_sampled), axis=-1))
         return _weighted_mean(per_list, weights)
 
     # -- the generator's REINFORCE surrogate (Eq. 11 and IRGAN's)
@@ -329,15 +324,15 @@ class IRGAN(tf.keras.Model):
                                                                   tf.shape(logits)[1]]))
             log_probs = _log_softmax_at(tiled, tf.broadcast_to(valid[:, None, :], tf.shape(tiled)),
                                         samples)
-            reward = tf.math.softplus(tf.gather(d_scores, samples, batch_dims=1))
+            reward = tf.math.softplus(lists.batch_gather(d_scores, samples))
             sample_weights = tf.broadcast_to(weights[:, None], tf.shape(reward))
         elif self.mode == "pair":
             positives, negatives, pair_valid = samples
             candidates = self._pair_candidates(labels, valid, positives)
             tiled = tf.broadcast_to(logits[:, None, :], tf.shape(candidates))
             log_probs = _log_softmax_at(tiled, candidates, negatives)
-            reward = tf.math.softplus(tf.gather(d_scores, negatives, batch_dims=1)
-                                      - tf.gather(d_scores, positives, batch_dims=1))
+            reward = tf.math.softplus(lists.batch_gather(d_scores, negatives)
+                                      - lists.batch_gather(d_scores, positives))
             sample_weights = tf.cast(pair_valid, tf.float32) * weights[:, None]
         else:
             log_probs = pl.plackett_luce_log_prob(g_scores, samples, valid,
@@ -372,7 +367,5 @@ class IRGAN(tf.keras.Model):
 
 def _weighted_mean_per_list(values, weights):
     """Per-list weighted mean ``[B]`` of ``[B, L]`` values (0 for empty lists)."""
-    total = tf.reduce_sum(weights, axis=-1)
-    safe = tf.where(total > 0, total, tf.ones_like(total))
-    return tf.where(total > 0, tf.reduce_sum(values * weights, axis=-1) / safe,
-                    tf.zeros_like(total))
+    return numerics.safe_divide(tf.reduce_sum(values * weights, axis=-1),
+                                tf.reduce_sum(weights, axis=-1))

@@ -83,14 +83,6 @@ class Chunk(NamedTuple):
     value: np.ndarray  # float64 [nnz]
     dense: Optional[np.ndarray] = None  # float64 [n, k]: features 1..k of each line
 
-    def triplets(self):
-        """``(doc, index, value)`` of every entry, whichever the representation."""
-        if self.dense is None:
-            return self.doc, self.index, self.value
-        num_docs, width = self.dense.shape
-        return (np.repeat(np.arange(num_docs), width), np.tile(np.arange(1, width + 1), num_docs),
-                self.dense.reshape(-1))
-
 
 def _empty_chunk() -> Chunk:
     empty_f, empty_i = np.zeros(0, np.float64), np.zeros(0, np.int64)

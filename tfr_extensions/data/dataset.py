@@ -30,18 +30,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.data.libsvm import LibSVMData
+from tfr_extensions.ops.lists import PADDING_LABEL
+from tfr_extensions.ops.validation import validate_choice, validate_int
 
 NORMALIZATIONS = ("query_zscore", "none")
-PADDING_LABEL = -1.0  # TF-Ranking's label for padded documents
-
-
-def _check_int(value, arg: str, minimum: int, allow_none: bool = False) -> Optional[int]:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        kind = f"None or an int >= {minimum}" if allow_none else f"an int >= {minimum}"
-        raise ValueError(f"`{arg}` must be {kind}; got {value!r}.")
-    return int(value)
 
 
 def check_options(list_size: Optional[int], batch_size: int, seed: int,
@@ -52,11 +44,10 @@ def check_options(list_size: Optional[int], batch_size: int, seed: int,
     Raises:
       ValueError: naming the option and what it must be.
     """
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
-                         f"got {normalization!r}.")
-    return (_check_int(list_size, "list_size", 1, allow_none=True),
-            _check_int(batch_size, "batch_size", 1), _check_int(seed, "seed", 0))
+    validate_choice(normalization, NORMALIZATIONS, "normalization")
+    return (validate_int(list_size, "list_size", minimum=1, allow_none=True),
+            validate_int(batch_size, "batch_size", minimum=1),
+            validate_int(seed, "seed", minimum=0))
 
 
 def select_queries(data: LibSVMData, drop_no_relevant: bool = False,
@@ -70,7 +61,7 @@ def select_queries(data: LibSVMData, drop_no_relevant: bool = False,
     >>> select_queries(data, min_list_size=2).tolist()
     [0, 1]
     """
-    min_list_size = _check_int(min_list_size, "min_list_size", 1)
+    min_list_size = validate_int(min_list_size, "min_list_size", minimum=1)
     offsets = np.asarray(data.query_offsets)
     keep = np.diff(offsets) >= min_list_size
     if drop_no_relevant:
@@ -224,9 +215,7 @@ def feature_table(data: LibSVMData, normalization: str = "query_zscore",
     >>> feature_table(data).tolist()
     [[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
     """
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"`normalization` must be one of {list(NORMALIZATIONS)}; "
-                         f"got {normalization!r}.")
+    validate_choice(normalization, NORMALIZATIONS, "normalization")
     features = data.features
     table = np.empty((data.num_documents + 1, data.num_features), np.float32)
     table[-1] = 0.0

@@ -53,6 +53,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from tfr_extensions.data import _parse
+from tfr_extensions.ops.validation import validate_int
 
 PathLike = Union[str, os.PathLike]
 
@@ -233,9 +234,9 @@ class _DenseBuilder:
 class _Checksum:
     """Cache key of a byte stream: its length and the CRC-32 of every 8 MiB segment.
 
-    CRC-32 (zlib, 3-4 GB/s per core) rather than a cryptographic hash: the key
-    is computed on every cache hit, and blake2b (0.9 GB/s) or sha256 would make
-    a hit only 6-14x faster than parsing (``benchmarks/libsvm_read.py``). The
+    CRC-32 (zlib) rather than a cryptographic hash: the key is computed on
+    every cache hit, and blake2b or sha256, several times slower, would take
+    most of a hit's advantage over parsing (``benchmarks/libsvm_read.py``). The
     key only has to notice accidental changes: with the length in it, a changed
     file keeps its key with probability 2**-32. Fixed segments make the key
     independent of how the bytes are fed (parser blocks of any size, or
@@ -466,8 +467,8 @@ def read_libsvm(
 
     The file is parsed in blocks of ``chunk_bytes`` straight into one float32
     array, so memory stays near the size of ``features``. A binary cache keyed
-    on the file's content (its size and CRC-32s, computed on every call at 3-6
-    GB/s: a hit is 25-50x faster than parsing), its absolute path, the group
+    on the file's content (its size and CRC-32s, computed on every call, far
+    faster than parsing: ``benchmarks/libsvm_read.py``), its absolute path, the group
     file's path and content, and the options below makes the next read of an
     unchanged file a memory map. Rewrites that restore the old size and mtime
     (``cp -p``, ``rsync -t``, ``tar``) are noticed.
@@ -518,13 +519,8 @@ def read_libsvm(
     >>> shutil.rmtree(folder)
     """
     path = pathlib.Path(path).resolve()
-    if num_features is not None and (isinstance(num_features, bool) or not isinstance(
-            num_features, (int, np.integer)) or num_features < 1):
-        raise ValueError(f"`num_features` must be None or a positive int; got {num_features!r}.")
-    if (isinstance(max_features, bool) or not isinstance(max_features, (int, np.integer))
-            or not 1 <= max_features <= _parse._MAX_INDEX):
-        raise ValueError(f"`max_features` must be an int in [1, {_parse._MAX_INDEX}]; "
-                         f"got {max_features!r}.")
+    validate_int(num_features, "num_features", minimum=1, allow_none=True)
+    validate_int(max_features, "max_features", minimum=1, maximum=_parse._MAX_INDEX)
     if not abs(null_value) < _parse._F32_LIMIT:
         raise ValueError(f"`null_value` must be finite in float32; got {null_value!r}.")
     if chunk_bytes < 1:

@@ -1,6 +1,6 @@
 r"""Per-query feature normalization: one formula shared by datasets and models.
 
-The seeds' protocol (policy-gradient-ranking-diagnostic, Sec. 5: "the raw
+The papers' protocol (policy-gradient-ranking-diagnostic, Sec. 5: "the raw
 features per query-document pair ... were normalized using the z-score method at
 a query level"; PT-Ranking does it with scikit-learn's ``StandardScaler``):
 

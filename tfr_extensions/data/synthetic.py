@@ -14,15 +14,10 @@ from typing import Tuple
 import numpy as np
 
 from tfr_extensions.data.libsvm import LibSVMData
+from tfr_extensions.ops.validation import validate_int, validate_number
 
 #: MSLR-WEB30K's label distribution (grades 0..4), the synthetic target skew.
 MSLR_LABEL_PROBS = (0.514, 0.325, 0.134, 0.019, 0.008)
-
-
-def _check_positive_int(value, arg: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{arg}` must be a positive int; got {value!r}.")
-    return int(value)
 
 
 def synthetic(
@@ -51,18 +46,13 @@ def synthetic(
     >>> data.features.shape[1], data.num_queries, int(data.labels.max()) <= 4
     (5, 20, True)
     """
-    num_queries = _check_positive_int(num_queries, "num_queries")
-    num_features = _check_positive_int(num_features, "num_features")
-    if num_features < 2:
-        raise ValueError(f"`num_features` must be >= 2; got {num_features}.")
+    num_queries = validate_int(num_queries, "num_queries", minimum=1)
+    num_features = validate_int(num_features, "num_features", minimum=2)
     low, high = (int(v) for v in list_size)
     if not 1 <= low <= high:
         raise ValueError(f"`list_size` must be (min, max) with 1 <= min <= max; got {list_size!r}.")
-    if not 0.0 <= no_relevant_fraction <= 1.0:
-        raise ValueError(
-            f"`no_relevant_fraction` must lie in [0, 1]; got {no_relevant_fraction!r}.")
-    if not noise >= 0:
-        raise ValueError(f"`noise` must be >= 0; got {noise!r}.")
+    validate_number(no_relevant_fraction, "no_relevant_fraction", minimum=0.0, maximum=1.0)
+    noise = validate_number(noise, "noise", minimum=0.0)
     rng = np.random.default_rng(seed)
     sizes = rng.integers(low, high + 1, size=num_queries)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -1,49 +1,78 @@
-"""The Keras base class every ``tfrx`` loss derives from.
+"""The functional core of every ``tfrx`` loss, and the one Keras class around it.
 
-Conventions shared by all losses (written once here, not in each class):
+Every loss is first a pure function of tensors, public in :mod:`tfr_extensions.losses`::
 
-* ``y_true`` = labels ``[batch, list_size]``, a label < 0 marks padding;
-  ``y_pred`` = scores ``[batch, list_size]``. With ``ragged=True`` both may be
-  ``tf.RaggedTensor`` and are padded as TF-Ranking does (label -1).
-* A subclass implements :meth:`RankingLoss.per_list`, returning per-list losses
-  ``[batch]`` and per-list weights ``[batch]``. Lists without relevant documents
-  (or that cannot be ranked at all) get weight 0, a finite loss and zero gradient.
-* ``sample_weight``: ``[batch, 1]`` per list, or ``[batch, list_size]`` per item,
-  turned into a per-list weight by TF-Ranking's listwise rule (the
-  label-weighted mean of the item weights).
-* Reduction is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the weighted sum
-  over lists divided by the batch size), including distribution scaling.
+    losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ap", topn=10)
+
+``fn(labels, scores, *, mask=None, <options>)`` returns per-list losses
+``[batch]`` and per-list weights ``[batch]``; the batch loss of a custom
+training loop (or of a gradient-boosting objective) is then, for example,
+``tf.reduce_sum(losses * weights) / batch``. The options are keyword-only and
+validated at every call (a ``ValueError`` naming the option). The Keras class
+of a loss (:class:`RankingLoss`) holds that function and its options: its
+constructor validates them (errors come at construction), ``get_config``
+returns them and ``from_config`` is ``cls(**config)``, so every option
+round-trips through a JSON config without any code of its own.
+
+Conventions shared by all losses (written once here, not in each loss):
+
+* ``labels`` ``[batch, list_size]``, a label < 0 marks padding; ``scores``
+  ``[batch, list_size]``; ``mask`` (optional, bool, True = valid) narrows
+  validity further. Both may be ``tf.RaggedTensor`` (padded as TF-Ranking
+  does, label -1); the Keras classes take them with ``ragged=True``.
+* Lists without relevant documents (or that cannot be ranked at all) get
+  weight 0, a finite loss and zero gradient.
+* Keras classes: ``sample_weight`` is ``[batch, 1]`` per list, or
+  ``[batch, list_size]`` per item, turned into a per-list weight by
+  TF-Ranking's listwise rule (the label-weighted mean of the item weights);
+  the reduction is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the weighted
+  sum over lists divided by the batch size), distribution scaling included.
 * Computation is float32 (float64 for float64 scores), also under
-  ``mixed_float16``; the returned loss has that dtype.
-* Randomized losses draw from stateless ops; with a fixed ``seed`` they fold a
-  per-instance call counter into it, so each training step sees fresh samples
-  and two runs with one seed are identical.
+  ``mixed_float16``; the returned losses have that dtype.
+* Randomized losses take ``seed``: None (fresh randomness at every call), an
+  int, a pair of ints or an int32 ``[2]`` seed tensor, for TF's stateless
+  random ops. A Keras class built with a seed folds a per-instance call
+  counter into it (:class:`StepSeeded`), so each training step sees fresh
+  samples and two runs with one seed are identical.
 
-Bad input (the policy of every loss, applied here in :meth:`RankingLoss.call`):
+Bad input (the policy of every loss, applied in one place, :func:`loss_function`,
+so that the functions and the classes behave identically):
 
-* **Padding** (label < 0, or NaN): ignored whatever its score, NaN and
-  infinite scores included; its gradient is exactly 0.
+* **Padding** (label < 0, or NaN, or ``mask`` False): ignored whatever its
+  score, NaN and infinite scores included; its gradient is exactly 0.
 * **A non-finite score** (NaN, +inf or -inf) of a valid document, or a valid
-  label above :attr:`RankingLoss.max_label` (31, :data:`~tfr_extensions.ops.lists.MAX_LABEL`,
-  +inf included): that list's loss is NaN, so the reduced loss is NaN (Keras's
+  label above the loss's maximum label (31,
+  :data:`~tfr_extensions.ops.lists.MAX_LABEL`, +inf included): that list's
+  loss is NaN, so a weighted sum or mean over lists is NaN (Keras's
   ``TerminateOnNaN`` stops, whatever the list's weight or sample weight), and
   the list's gradient is exactly 0: the other lists of the batch train as if
   it were absent, and no NaN reaches the gradient from the loss (a NaN that the
   model itself produced may still reach its own weights through the chain rule).
   A loss is never finite over a non-finite gradient.
 * **A batch of 0 lists** (``[0, L]``, also ``[0, 0]``) or lists of 0
-  documents: loss 0 and a zero-size (resp. zero) gradient.
+  documents: losses ``[0]`` (a reduced loss of 0) and a zero-size (resp.
+  zero) gradient.
 * **Labels**: graded relevance, fractional ones included (gain ``2^y - 1``,
   so 2.5 has gain ``2^2.5 - 1``); metrics with binary relevance count
   ``label > 0`` as relevant.
 
 The screening costs O(B L) element-wise operations and no host sync.
 """
-from typing import Any, Dict, Optional, Tuple
+import functools
+import inspect
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
+
 from tfr_extensions import compat
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
+from tfr_extensions.ops import validation
+
+#: what a loss function's body returns: ``(losses, weights)``, or with a third
+#: entry, a dict of auxiliary per-list tensors that only the Keras class reads
+#: (e.g. the metric of a policy-gradient loss's sampled rankings, for logging)
+Output = Tuple[tf.Tensor, ...]
 
 
 def listwise_sample_weights(labels: tf.Tensor, sample_weight) -> tf.Tensor:
@@ -62,77 +91,206 @@ def listwise_sample_weights(labels: tf.Tensor, sample_weight) -> tf.Tensor:
     relevance = tf.where(labels >= 0, labels, tf.constant(0, labels.dtype))
     total = tf.reduce_sum(relevance, axis=1, keepdims=True)
     weighted = tf.reduce_sum(weights * relevance, axis=1, keepdims=True)
-    return tf.where(total > 0, weighted / tf.where(total > 0, total, tf.ones_like(total)),
-                    tf.constant(0, total.dtype))
+    return numerics.safe_divide(weighted, total)
 
 
-def screen_lists(labels: tf.Tensor, scores: tf.Tensor, max_label: float):
+def screen_lists(labels: tf.Tensor, scores: tf.Tensor, max_label: float, mask=None):
     """The bad-input policy of the module docstring, as tensors.
 
     Args:
       labels, scores: ``[batch, list_size]`` in the compute dtype.
       max_label: the largest label a valid document may have.
+      mask: optional bool ``[batch, list_size]``, False for more padding.
 
     Returns:
       ``(labels, scores, mask, broken)``: ``mask`` bool ``[batch, list_size]``,
-      True for valid documents (label >= 0; NaN labels are padding); labels 0
-      at padded documents and capped at ``max_label``; scores with every NaN
-      or infinite entry set to 0 by ``tf.where`` (so its gradient is exactly 0);
-      ``broken`` bool ``[batch]``, the lists with a valid document whose score
-      is not finite or whose label exceeds ``max_label``. What a loss computes
-      for a broken list is discarded, but it is finite: no NaN or inf reaches
-      a loss, so none reaches another list through a batch-wide reduction.
+      True for valid documents (label >= 0 and ``mask``; NaN labels are
+      padding); labels 0 at padded documents and capped at ``max_label``;
+      scores with every NaN or infinite entry set to 0 by ``tf.where`` (so its
+      gradient is exactly 0); ``broken`` bool ``[batch]``, the lists with a
+      valid document whose score is not finite or whose label exceeds
+      ``max_label``. What a loss computes for a broken list is discarded, but
+      it is finite: no NaN or inf reaches a loss, so none reaches another list
+      through a batch-wide reduction.
 
     Only the per-element selects feed the loss (so that XLA, which fuses them
     into the O(L^2) kernels that read the scores, repeats as little as
     possible there); ``broken`` is one reduction beside them.
     """
     lists.check_list_shapes(labels, scores)
-    mask = tf.greater_equal(labels, 0.0)
+    valid = tf.greater_equal(labels, 0.0)
+    if mask is not None:
+        valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
     finite = tf.math.is_finite(scores)
     zero = tf.constant(0, scores.dtype)
-    bad = tf.logical_and(mask, tf.logical_not(
+    bad = tf.logical_and(valid, tf.logical_not(
         tf.logical_and(finite, tf.less_equal(labels, max_label))))
     broken = tf.reduce_any(bad, axis=-1)
-    labels = tf.where(mask, tf.minimum(labels, max_label), zero)
-    return labels, tf.where(finite, scores, zero), mask, broken
+    labels = tf.where(valid, tf.minimum(labels, max_label), zero)
+    return labels, tf.where(finite, scores, zero), valid, broken
 
 
-class RankingLoss(tf.keras.losses.Loss):
-    """Base class: subclasses implement :meth:`per_list` and extend ``get_config``.
+def _dense(labels, scores, mask):
+    """Ragged inputs padded as TF-Ranking does; dense ones pass through."""
+    if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
+        labels, scores, _, _ = compat.ragged_to_dense(labels, scores)
+        if isinstance(mask, tf.RaggedTensor):
+            mask = mask.to_tensor(False)
+    return labels, scores, mask
 
-    :meth:`call` applies the bad-input policy of the module docstring before
-    :meth:`per_list` sees the lists: a list with a non-finite valid score or
-    an out-of-range label gets the value NaN and zero gradient; padded
-    documents are ignored and get zero gradient.
+
+def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
+                  max_label: Optional[Callable[[Dict[str, Any]], float]] = None):
+    """Decorator: a per-list loss body -> the public loss function.
+
+    The body is written ``body(labels, scores, *, mask=None, <options with
+    defaults>)`` and documented as the public function; it sees inputs already
+    through :func:`screen_lists` (compute dtype, padded labels 0, finite
+    scores, ``mask`` a bool tensor) and options already checked. It returns
+    ``(losses, weights)`` ``[batch]`` each, or ``(losses, weights, aux)``
+    (see :data:`Output`). The decorated function (same name, signature and
+    docstring) converts ragged inputs, checks every option with ``checks``
+    (option name -> ``check(value, arg) -> value``, one per keyword-only
+    option, which this decorator enforces), applies the bad-input policy and
+    returns ``(losses, weights)``. It also carries, for :class:`RankingLoss`:
+
+    * ``check_options(**options)``: the options with defaults filled in, checked;
+    * ``compute(labels, scores, mask, options)``: ``(losses, weights, aux)``
+      for checked options;
+    * ``max_label(options)``: the largest valid label (:data:`lists.MAX_LABEL`
+      unless ``max_label`` says otherwise).
+    """
+    def decorate(body):
+        parameters = inspect.signature(body).parameters
+        defaults = {name: p.default for name, p in parameters.items()
+                    if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
+        if set(defaults) != set(checks) or "mask" not in parameters:
+            raise TypeError(f"{body.__name__}: `checks` must cover exactly its keyword-only "
+                            f"options {sorted(defaults)} (and it must take `mask`); "
+                            f"got {sorted(checks)}.")
+
+        def check_options(**options) -> Dict[str, Any]:
+            unknown = sorted(set(options) - set(defaults))
+            if unknown:
+                raise TypeError(f"{body.__name__}() got unexpected options {unknown}; "
+                                f"it takes {sorted(defaults)}.")
+            options = {**defaults, **options}
+            return {name: checks[name](value, name) for name, value in options.items()}
+
+        def label_limit(options) -> float:
+            return lists.MAX_LABEL if max_label is None else max_label(options)
+
+        def compute(labels, scores, mask, options) -> Output:
+            labels, scores, mask = _dense(labels, scores, mask)
+            scores = tf.convert_to_tensor(scores)
+            dtype = lists.compute_dtype(scores)
+            labels, scores, valid, broken = screen_lists(
+                tf.cast(tf.convert_to_tensor(labels), dtype), tf.cast(scores, dtype),
+                label_limit(options), mask)
+            losses, weights, *aux = body(labels, scores, mask=valid, **options)
+            losses = tf.where(broken, tf.constant(float("nan"), dtype), losses)
+            return losses, weights, (aux[0] if aux else {})
+
+        @functools.wraps(body)
+        def function(labels, scores, *, mask=None, **options):
+            losses, weights, _ = compute(labels, scores, mask, check_options(**options))
+            return losses, weights
+
+        function.check_options = check_options
+        function.compute = compute
+        function.max_label = label_limit
+        return function
+
+    return decorate
+
+
+def keyword_options(function) -> Dict[str, Any]:
+    """A loss function's options and their defaults (its keyword-only
+    parameters but ``mask``)."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
+
+
+class StepSeeded:
+    """Mixin for randomized losses and models: a seed that changes at every call.
+
+    With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``;
+    the counter is a non-trainable variable, so it works inside
+    ``tf.function``, XLA and distribution strategies (synchronized on write,
+    updated once per step by the first replica). Under a strategy with more
+    than one replica, each replica folds in its replica id as well, so the
+    replicas draw different samples at every step while a run stays
+    reproducible. With ``seed=None`` every call draws a fresh seed.
     """
 
-    #: registry keys of presets -> constructor kwargs; filled by subclasses
+    def _init_seed(self, seed: lists.Seed, salt: int = 0) -> None:
+        self._seed = validation.validate_seed(seed)
+        self._seed_salt = salt
+        self._calls = None
+        if seed is not None:
+            with tf.init_scope():
+                self._calls = tf.Variable(
+                    0, dtype=tf.int64, trainable=False, name="seed_step",
+                    synchronization=tf.VariableSynchronization.ON_WRITE,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    def next_seed(self) -> tf.Tensor:
+        """The stateless seed ``int32 [2]`` for this call."""
+        if self._seed is None:
+            return lists.fresh_seed()
+        step = self._calls.assign_add(1) - 1
+        seed = lists.fold_in(lists.seed_tensor(self._seed, self._seed_salt), step)
+        replica = tf.distribute.get_replica_context()
+        if replica is not None and replica.num_replicas_in_sync > 1:
+            seed = lists.fold_in(seed, replica.replica_id_in_sync_group)
+        return seed
+
+
+class RankingLoss(StepSeeded, tf.keras.losses.Loss):
+    """The Keras class of a loss function: holds the function and its options.
+
+    A subclass names its function (``loss_function = staticmethod(fn)``) and
+    writes its documented constructor, whose options are exactly the
+    function's keyword-only options with the same defaults (the registry suite
+    checks it), followed by ``ragged``, ``reduction`` and ``name``; the body is
+    ``super().__init__(locals())``. This base class checks the options (the
+    function's own checks, so errors come at construction), returns them from
+    ``get_config`` (so ``from_config``, Keras's ``cls(**config)``, rebuilds the
+    loss), folds a step counter into ``seed`` for randomized losses
+    (:class:`StepSeeded`), and in :meth:`call` applies the function: per-list
+    ``losses * weights``, NaN for broken lists (module docstring).
+    """
+
+    #: the loss function (set by each subclass, as a staticmethod)
+    loss_function: Callable = None
+    #: registry keys of presets -> constructor kwargs
     PRESETS: Dict[str, Dict[str, Any]] = {}
+    #: more registry keys for this class with its defaults (names of earlier versions)
+    ALIASES: Tuple[str, ...] = ()
 
-    def __init__(self, reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: Optional[str] = None, ragged: bool = False):
+    def __init__(self, arguments: Mapping[str, Any]):
+        options = {key: value for key, value in arguments.items()
+                   if key not in ("self", "__class__")}
+        reduction = options.pop("reduction", tf.keras.losses.Reduction.AUTO)
+        name = options.pop("name", None)
+        ragged = options.pop("ragged", False)
         super().__init__(reduction=reduction, name=name)
-        self._ragged = bool(ragged)
+        self._ragged = validation.validate_bool(ragged, "ragged")
+        self._options = self.loss_function.check_options(**options)
+        self._seeded = "seed" in self._options and self._options["seed"] is not None
+        if self._seeded:
+            self._init_seed(self._options["seed"])
 
-    def per_list(self, labels: tf.Tensor, scores: tf.Tensor,
-                 mask: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """Per-list ``(losses, weights)``, both ``[batch]``.
-
-        Args:
-          labels: ``[batch, list_size]`` in the compute dtype, padded labels = 0;
-            valid labels are in ``[0, max_label]``.
-          scores: ``[batch, list_size]`` in the compute dtype, finite; padded
-            scores = 0.
-          mask: bool ``[batch, list_size]``, True for valid documents.
-        """
-        raise NotImplementedError
+    @property
+    def options(self) -> Dict[str, Any]:
+        """The loss function's options, as checked (a copy)."""
+        return dict(self._options)
 
     @property
     def max_label(self) -> float:
-        """The largest valid label this loss accepts (:data:`lists.MAX_LABEL`);
-        a list with a larger one gets the loss NaN."""
-        return lists.MAX_LABEL
+        """The largest valid label this loss accepts (:data:`lists.MAX_LABEL`
+        unless the loss says otherwise); a list with a larger one gets NaN."""
+        return self.loss_function.max_label(self._options)
 
     def _to_dense(self, y_true, y_pred, sample_weight):
         if self._ragged or isinstance(y_true, tf.RaggedTensor):
@@ -152,45 +310,19 @@ class RankingLoss(tf.keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         """Per-list weighted losses ``[batch, 1]``, NaN for broken lists."""
-        scores = tf.convert_to_tensor(y_pred)
-        dtype = lists.compute_dtype(scores)
-        labels, scores, mask, broken = screen_lists(
-            tf.cast(tf.convert_to_tensor(y_true), dtype), tf.cast(scores, dtype), self.max_label)
-        losses, weights = self.per_list(labels, scores, mask)
-        values = tf.where(broken, tf.constant(float("nan"), dtype), losses * weights)
-        return values[:, None]
+        options = self._options
+        if self._seeded:  # this call's seed: the counter folded in (None: fresh draws)
+            options = {**options, "seed": self.next_seed()}
+        losses, weights, aux = self.loss_function.compute(y_true, y_pred, None, options)
+        self._record(aux, weights)
+        return (losses * weights)[:, None]
+
+    def _record(self, aux: Dict[str, tf.Tensor], weights: tf.Tensor) -> None:
+        """Hook for the auxiliary outputs of the function (none here)."""
+        del aux, weights  # (a body AutoGraph can convert, unlike a docstring alone)
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
         config["ragged"] = self._ragged
+        config.update(self._options)
         return config
-
-
-class StepSeeded:
-    """Mixin for randomized losses: a seed that changes at every call.
-
-    With ``seed`` set, call ``k`` of this loss instance uses
-    ``fold_in(seed, k)``; the counter is a non-trainable variable of the loss,
-    so it works inside ``tf.function``, XLA and distribution strategies.
-    With ``seed=None`` every call draws a fresh seed.
-    """
-
-    def _init_seed(self, seed: lists.Seed, salt: int = 0) -> None:
-        if seed is not None and not isinstance(seed, int):
-            seed = [int(s) for s in seed]
-        self._seed = seed
-        self._seed_salt = salt
-        self._calls = None
-        if seed is not None:
-            with tf.init_scope():
-                self._calls = tf.Variable(
-                    0, dtype=tf.int64, trainable=False, name="seed_step",
-                    synchronization=tf.VariableSynchronization.ON_WRITE,
-                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-
-    def next_seed(self) -> tf.Tensor:
-        """The stateless seed ``int32 [2]`` for this call."""
-        if self._seed is None:
-            return lists.fresh_seed()
-        step = self._calls.assign_add(1) - 1
-        return lists.fold_in(lists.seed_tensor(self._seed, self._seed_salt), step)

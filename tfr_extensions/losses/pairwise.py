@@ -18,6 +18,8 @@ import tensorflow as tf
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
+from tfr_extensions.ops import validation
 
 
 def _pairs(labels, scores, mask):
@@ -58,37 +60,51 @@ def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
     return tf.where(pair_mask, pair_losses, tf.zeros_like(pair_losses)), pair_mask
 
 
-@register
-class RankNetLoss(base.RankingLoss):
+@base.loss_function({"sigma": validation.validate_positive})
+def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     r"""RankNet: mean pairwise cross entropy with targets :math:`(1+S_{ij})/2`.
 
     Per list, :math:`\frac{1}{|P|}\sum_{(i,j) \in P} C_{ij}` over the unordered
     pairs P of valid documents (tied pairs included, with target 1/2), Eq. 1-4
-    of the RankNet report and Eq. 4-5 of SoftRank. ``sigma`` scales the score
-    difference in :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has 1).
+    of the RankNet report and Eq. 4-5 of SoftRank (:func:`ranknet_pair_losses`).
+    ``sigma`` scales the score difference in
+    :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has 1).
+
+    Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      sigma: the scale :math:`\sigma > 0`.
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a
+      relevant document.
+
+    >>> losses, _ = ranknet_loss([[1., 0.]], [[0., 0.]])
+    >>> float(losses[0])  # log 2
+    0.6931471824645996
+    """
+    pair_losses, pair_mask = ranknet_pair_losses(labels, scores, mask, sigma)
+    num_pairs = tf.reduce_sum(tf.cast(pair_mask, scores.dtype), axis=[1, 2])
+    # each pair's share before the sum, which could overflow at extreme gaps
+    share = (1.0 / tf.maximum(num_pairs, 1.0))[:, None, None]
+    weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    return tf.reduce_sum(pair_losses * share, axis=[1, 2]), weights
+
+
+@register
+class RankNetLoss(base.RankingLoss):
+    r"""Keras loss of :func:`ranknet_loss`: RankNet with tie targets 1/2.
 
     >>> float(RankNetLoss()([[1., 0.]], [[0., 0.]]))  # log 2
     0.6931471824645996
     """
 
-    def __init__(self, sigma: float = 1.0, ragged: bool = False,
-                 reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "ranknet"):
-        super().__init__(reduction=reduction, name=name, ragged=ragged)
-        self._sigma = lists.validate_positive(sigma, "sigma")
+    loss_function = staticmethod(ranknet_loss)
 
-    def per_list(self, labels, scores, mask):
-        pair_losses, pair_mask = ranknet_pair_losses(labels, scores, mask, self._sigma)
-        num_pairs = tf.reduce_sum(tf.cast(pair_mask, scores.dtype), axis=[1, 2])
-        # each pair's share before the sum, which could overflow at extreme gaps
-        share = (1.0 / tf.maximum(num_pairs, 1.0))[:, None, None]
-        weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-        return tf.reduce_sum(pair_losses * share, axis=[1, 2]), weights
-
-    def get_config(self):
-        config = super().get_config()
-        config["sigma"] = self._sigma
-        return config
+    def __init__(self, sigma=1.0, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 name="ranknet"):
+        super().__init__(locals())
 
 
 def ideal_dcg_beta(labels, mask):
@@ -112,44 +128,58 @@ def ndcg_beta_pair_weights(labels, mask):
     pair_mask = tf.logical_and(tf.logical_and(mask[:, :, None], mask[:, None, :]),
                                label_diffs > 0)
     norm = ideal_dcg_beta(labels, mask)[:, None, None]
-    safe_norm = tf.where(norm > 0, norm, tf.ones_like(norm))
-    return tf.where(pair_mask, label_diffs / safe_norm, tf.zeros_like(label_diffs))
+    return tf.where(pair_mask, numerics.safe_divide(label_diffs, norm), tf.zeros_like(label_diffs))
+
+
+@base.loss_function({"margin": validation.validate_positive,
+                     "squared": validation.validate_bool})
+def ndcg_beta_hinge_loss(labels, scores, *, mask=None, margin=1.0, squared=False):
+    r"""RankSVM-ndcg: the NDCG-beta weighted pairwise hinge, Eq. 19-20.
+
+    Per list, :math:`\sum_{y_i > y_j} \tau_{ij}\,\phi(m - (s_i - s_j))` with
+    :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` (:func:`ndcg_beta_pair_weights`),
+    margin :math:`m` (1 in the paper) and :math:`\phi(x) = \max(0, x)`
+    (L1-SVM) or :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It
+    upper-bounds :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the
+    batch mean.
+
+    Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      margin: :math:`m > 0`.
+      squared: the squared hinge (L2-SVM).
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each; weight 0 for lists whose ideal
+      :math:`DCG_\beta` is 0.
+
+    >>> losses, _ = ndcg_beta_hinge_loss([[1., 0.]], [[0., 0.]])
+    >>> float(losses[0])
+    1.0
+    """
+    weights = ndcg_beta_pair_weights(labels, mask)
+    scores = clip_scores(scores, squared)
+    score_diffs = scores[:, :, None] - scores[:, None, :]
+    hinge = tf.nn.relu(margin - score_diffs)
+    if squared:
+        hinge = tf.square(hinge)
+    losses = tf.reduce_sum(tf.where(weights > 0, weights * hinge, tf.zeros_like(hinge)),
+                           axis=[1, 2])
+    list_weights = tf.cast(ideal_dcg_beta(labels, mask) > 0, scores.dtype)
+    return losses, list_weights
 
 
 @register
 class NDCGBetaHingeLoss(base.RankingLoss):
-    r"""RankSVM-ndcg: the NDCG-beta weighted pairwise hinge, Eq. 19-20.
-
-    Per list, :math:`\sum_{y_i > y_j} \tau_{ij}\,\phi(1 - (s_i - s_j))` with
-    :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` and :math:`\phi(x) = \max(0, x)`
-    (L1-SVM) or :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It upper-bounds
-    :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the batch mean.
-    Lists whose ideal :math:`DCG_\beta` is 0 get weight 0.
+    r"""Keras loss of :func:`ndcg_beta_hinge_loss`: the RankSVM-ndcg hinge.
 
     >>> float(NDCGBetaHingeLoss()([[1., 0.]], [[0., 0.]]))
     1.0
     """
 
-    def __init__(self, margin: float = 1.0, squared: bool = False, ragged: bool = False,
-                 reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "ndcg_beta_hinge"):
-        super().__init__(reduction=reduction, name=name, ragged=ragged)
-        self._margin = lists.validate_positive(margin, "margin")
-        self._squared = bool(squared)
+    loss_function = staticmethod(ndcg_beta_hinge_loss)
 
-    def per_list(self, labels, scores, mask):
-        weights = ndcg_beta_pair_weights(labels, mask)
-        scores = clip_scores(scores, self._squared)
-        score_diffs = scores[:, :, None] - scores[:, None, :]
-        hinge = tf.nn.relu(self._margin - score_diffs)
-        if self._squared:
-            hinge = tf.square(hinge)
-        losses = tf.reduce_sum(tf.where(weights > 0, weights * hinge, tf.zeros_like(hinge)),
-                               axis=[1, 2])
-        list_weights = tf.cast(ideal_dcg_beta(labels, mask) > 0, scores.dtype)
-        return losses, list_weights
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"margin": self._margin, "squared": self._squared})
-        return config
+    def __init__(self, margin=1.0, squared=False, ragged=False,
+                 reduction=tf.keras.losses.Reduction.AUTO, name="ndcg_beta_hinge"):
+        super().__init__(locals())

@@ -7,17 +7,18 @@ Both losses sample rankings from the Plackett-Luce model of the scores
 log-probability of each sampled ranking, or of each of its positions, by a
 reward computed from the labels:
 
-* :class:`ExpectedUtilityLoss` (ExptUtility, Eq. 4-5): one weight per sampled
+* :func:`expected_utility_loss` (ExptUtility, Eq. 4-5): one weight per sampled
   ranking, its metric (nDCG@topn by default), for every document of it.
-* :class:`MDPRankLoss` (MDPRank, Eq. 6-7): position t weighted by
+* :func:`mdprank_loss` (MDPRank, Eq. 6-7): position t weighted by
   :math:`\gamma^t G_t`, the discounted return from position t on.
 
 The loss *value* is the REINFORCE surrogate, minus the weighted
 log-probabilities with the weights held constant (``tf.stop_gradient``), so
 its gradient is exactly the estimator of Eq. 5 / Eq. 7 with the sign flipped
 for minimization. It is not the expected metric; that one is logged instead:
-each call stores the mean metric of its sampled rankings (over lists with a
-relevant document) in :attr:`sampled_metric`, and
+each call of the Keras classes (:class:`ExpectedUtilityLoss`,
+:class:`MDPRankLoss`) stores the mean metric of its sampled rankings (over
+lists with a relevant document) in :attr:`sampled_metric`, and
 :class:`SampledRankingMetric` reports it in ``model.compile``/``fit``::
 
     loss = tfrx.losses.ExpectedUtilityLoss(topn=10, seed=0)
@@ -25,8 +26,10 @@ relevant document) in :attr:`sampled_metric`, and
                   metrics=[tfrx.losses.SampledRankingMetric(loss)])
     history = model.fit(ds)   # history.history["sampled_ndcg_10"]
 
-Sampling uses ``self.next_seed()`` (:class:`~tfr_extensions.losses.base.StepSeeded`):
-fresh rankings at every call, reproducible for a fixed ``seed``. A sampled
+The functions sample with their ``seed`` (None: fresh randomness); the
+classes fold a step counter into theirs
+(:class:`~tfr_extensions.losses.base.StepSeeded`): fresh rankings at every
+call, reproducible for a fixed ``seed``. A sampled
 ranking of a list shorter than ``topn`` ends with padded documents, which get
 no reward and no log-probability term; an all-padding list, or a list without
 relevant documents, has reward 0, weight 0 and zero gradient.
@@ -39,17 +42,11 @@ import tensorflow as tf
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
 from tfr_extensions.ops import plackett_luce as pl
 from tfr_extensions.ops import rank_metrics
-
-METRIC_NAMES = tuple(rank_metrics.METRICS)  # precision, ap, ndcg, nerr
-
-
-def _safe_divide(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
-    """value / norm, 0 where norm == 0 (the division's argument is masked)."""
-    positive = norm > 0
-    return tf.where(positive, value / tf.where(positive, norm, tf.ones_like(norm)),
-                    tf.zeros_like(value))
+from tfr_extensions.ops import validation
+from tfr_extensions.ops import vocabulary
 
 
 def _ranking_size(rankings: tf.Tensor):
@@ -58,7 +55,7 @@ def _ranking_size(rankings: tf.Tensor):
     return int(size) if size is not None else tf.shape(rankings)[-1]
 
 
-def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True) -> tf.Tensor:
+def sampled_dcg_rewards(labels, rankings, normalize: bool = True) -> tf.Tensor:
     r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``.
 
     :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based
@@ -66,15 +63,14 @@ def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True) -> tf.Te
     (then :math:`\sum_t r_t` is the sampled ranking's nDCG@n). ``labels``
     must have padded entries 0 (as :func:`~tfr_extensions.ops.lists.prepare_lists`
     gives), so positions holding padded documents get 0; so does every
-    position of a list without relevant documents. ``mask`` is accepted for
-    symmetry with :func:`sampled_metric` and not needed.
+    position of a list without relevant documents.
     """
     # Padded documents have label 0 here, hence gain 0: no mask needed.
     sampled_gains = lists.gains(tf.gather(labels, rankings, batch_dims=1))
     rewards = sampled_gains * _discounts(rankings, labels.dtype)
     if not normalize:
         return rewards
-    return _safe_divide(rewards, ideal_dcg(labels, rankings)[:, None, None])
+    return numerics.safe_divide(rewards, ideal_dcg(labels, rankings)[:, None, None])
 
 
 def _discounts(rankings, dtype) -> tf.Tensor:
@@ -104,8 +100,9 @@ def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
     documents at ranks 1..n and every other document at rank n + 1 (beyond the
     cutoff) and call :mod:`tfr_extensions.ops.rank_metrics`.
     """
+    metric = vocabulary.canonical_metric(metric)
     if metric == "ndcg":
-        return tf.reduce_sum(sampled_dcg_rewards(labels, rankings, mask), axis=-1)
+        return tf.reduce_sum(sampled_dcg_rewards(labels, rankings), axis=-1)
     shape = tf.shape(rankings)  # [B, S, n]
     list_size = tf.shape(labels)[1]
     batch_idx = tf.broadcast_to(tf.range(shape[0])[:, None, None], shape)
@@ -122,54 +119,18 @@ def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
     return tf.reshape(values, shape[:2])
 
 
-class _PolicyGradientLoss(base.StepSeeded, base.RankingLoss):
-    """Shared parts: sampling, the logged sampled metric, the config."""
-
-    def __init__(self, topn, num_samples, temperature, seed, ragged, reduction, name):
-        super().__init__(reduction=reduction, name=name, ragged=ragged)
-        self._topn = lists.validate_topn(topn)
-        self._num_samples = pl.validate_num_samples(num_samples)
-        self._temperature = lists.validate_positive(temperature, "temperature")
-        self._init_seed(seed)
-        with tf.init_scope():
-            self._sampled_metric = tf.Variable(
-                0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
-                synchronization=tf.VariableSynchronization.ON_WRITE,
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-
-    @property
-    def sampled_metric(self) -> tf.Variable:
-        """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the
-        last call, over the lists with a relevant document."""
-        return self._sampled_metric
-
-    @property
-    def metric_name(self) -> str:
-        """``sampled_<metric>[_<topn>]``, the default name of its logging metric."""
-        metric = getattr(self, "_metric", "ndcg")
-        return f"sampled_{metric}_{self._topn}" if self._topn else f"sampled_{metric}"
-
-    def _sample(self, scores, mask):
-        """Sampled rankings ``[B, S, n]`` and their per-position log-probs."""
-        return pl.sample_rankings_with_log_probs(
-            scores, mask, self._num_samples, seed=self.next_seed(),
-            temperature=self._temperature, topn=self._topn)
-
-    def _log_metric(self, values, weights):
-        """Stores the weighted mean over lists of the per-list mean ``values``."""
-        per_list = tf.reduce_mean(values, axis=-1)
-        mean = _safe_divide(tf.reduce_sum(per_list * weights), tf.reduce_sum(weights))
-        self._sampled_metric.assign(tf.cast(mean, tf.float32))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"topn": self._topn, "num_samples": self._num_samples,
-                       "temperature": self._temperature, "seed": self._seed})
-        return config
+_SAMPLING_CHECKS = {
+    "topn": validation.validate_topn,
+    "num_samples": validation.integer(minimum=1),
+    "temperature": validation.validate_positive,
+    "seed": validation.validate_seed,
+}
 
 
-@register
-class ExpectedUtilityLoss(_PolicyGradientLoss):
+@base.loss_function({"metric": vocabulary.canonical_metric,
+                     "baseline": validation.validate_bool, **_SAMPLING_CHECKS})
+def expected_utility_loss(labels, scores, *, mask=None, metric="ndcg", topn=10, num_samples=1,
+                          temperature=1.0, baseline=False, seed=None):
     r"""ExptUtility: REINFORCE on the expected metric of PL-sampled rankings.
 
     Minimizes :math:`R_{EU} = -\mathbb{E}_{\pi \sim P_\theta}[M(\pi, y^*)]`
@@ -186,49 +147,42 @@ class ExpectedUtilityLoss(_PolicyGradientLoss):
     (0 otherwise, as in the paper, and always 0 for K = 1).
 
     Args:
-      metric: ``"ndcg"``, ``"ap"``, ``"precision"`` or ``"nerr"``.
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ndcg"``,
+        ``"ap"``, ``"precision"``, ``"nerr"``, ...).
       topn: sampled ranking size and metric cutoff; None = full rankings.
       num_samples: K >= 1.
       temperature: PL temperature T > 0 (scores are divided by T).
       baseline: subtract the leave-one-out mean reward (needs K >= 2 to act).
-      seed: None, an int or a pair of ints.
-      ragged: accept ``tf.RaggedTensor`` labels and scores.
+      seed: None, an int, a pair of ints or a seed tensor.
 
-    >>> loss = ExpectedUtilityLoss(topn=2, num_samples=4, seed=0)
-    >>> value = loss([[0., 1., 2.]], [[3., 2., 1.]])
-    >>> bool(value > 0), 0.0 <= float(loss.sampled_metric) <= 1.0
-    (True, True)
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate (its
+      value is not the metric), and 1 for lists with a relevant document.
+
+    >>> losses, weights = expected_utility_loss([[0., 1., 2.]], [[3., 2., 1.]], topn=2,
+    ...                                         num_samples=4, seed=0)
+    >>> bool(losses[0] > 0), float(weights[0])
+    (True, 1.0)
     """
-
-    def __init__(self, metric: str = "ndcg", topn: Optional[int] = 10,
-                 num_samples: int = 1, temperature: float = 1.0, baseline: bool = False,
-                 seed: lists.Seed = None, ragged: bool = False,
-                 reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "expected_utility"):
-        self._metric = lists.validate_choice(metric, METRIC_NAMES, "metric")
-        self._baseline = bool(baseline)
-        super().__init__(topn, num_samples, temperature, seed, ragged, reduction, name)
-
-    def per_list(self, labels, scores, mask):
-        rankings, log_probs = self._sample(scores, mask)
-        rewards = tf.stop_gradient(sampled_metric(self._metric, labels, rankings, mask))  # [B, S]
-        weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-        self._log_metric(rewards, weights)
-        advantages = rewards
-        if self._baseline and self._num_samples > 1:
-            others = tf.reduce_sum(rewards, axis=-1, keepdims=True) - rewards
-            advantages = rewards - others / float(self._num_samples - 1)
-        surrogate = advantages * tf.reduce_sum(log_probs, axis=-1)
-        return -tf.reduce_mean(surrogate, axis=-1), weights
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"metric": self._metric, "baseline": self._baseline})
-        return config
+    rankings, log_probs = pl.sample_rankings_with_log_probs(
+        scores, mask, num_samples, seed=seed, temperature=temperature, topn=topn)
+    rewards = tf.stop_gradient(sampled_metric(metric, labels, rankings, mask))  # [B, S]
+    weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    advantages = rewards
+    if baseline and num_samples > 1:
+        others = tf.reduce_sum(rewards, axis=-1, keepdims=True) - rewards
+        advantages = rewards - others / float(num_samples - 1)
+    surrogate = advantages * tf.reduce_sum(log_probs, axis=-1)
+    return -tf.reduce_mean(surrogate, axis=-1), weights, {"sampled_metric": rewards}
 
 
-@register
-class MDPRankLoss(_PolicyGradientLoss):
+@base.loss_function({"gamma": validation.number(0.0, 1.0, open_minimum=True),
+                     "normalize": validation.validate_bool, **_SAMPLING_CHECKS})
+def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1,
+                 temperature=1.0, normalize=True, seed=None):
     r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
 
     Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy
@@ -244,53 +198,113 @@ class MDPRankLoss(_PolicyGradientLoss):
 
     With ``gamma=1`` and ``normalize=True``, :math:`G_0` is the sampled
     ranking's nDCG@n and the expected gradient equals ExptUtility's; the
-    per-position weights only change the variance. :attr:`sampled_metric` logs
-    nDCG@n of the samples whatever ``gamma``.
+    per-position weights only change the variance.
 
     Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
       gamma: discount rate in (0, 1].
       topn: sampled ranking size n (10 in the paper); None = full rankings.
       num_samples: K >= 1.
       temperature: PL temperature T > 0.
       normalize: divide rewards by the list's ideal DCG@n (a per-list constant
         scale, so lists with many relevant documents do not dominate).
-      seed: None, an int or a pair of ints.
-      ragged: accept ``tf.RaggedTensor`` labels and scores.
+      seed: None, an int, a pair of ints or a seed tensor.
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate, and 1
+      for lists with a relevant document.
+
+    >>> losses, _ = mdprank_loss([[0., 1., 2.]], [[3., 2., 1.]], topn=2, num_samples=4, seed=0)
+    >>> bool(losses[0] > 0)
+    True
+    """
+    rankings, log_probs = pl.sample_rankings_with_log_probs(
+        scores, mask, num_samples, seed=seed, temperature=temperature, topn=topn)  # [B, S, n]
+    rewards = sampled_dcg_rewards(labels, rankings, normalize)
+    weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    ndcg = rewards if normalize else sampled_dcg_rewards(labels, rankings)
+    # gamma^t G_t = sum_{i >= t} gamma^i r_i: a reverse cumulative sum.
+    steps = tf.cast(tf.range(tf.shape(rewards)[-1]), rewards.dtype)
+    discounts = tf.pow(tf.constant(gamma, rewards.dtype), steps)
+    returns = tf.cumsum(rewards * discounts, axis=-1, reverse=True)
+    surrogate = tf.reduce_sum(tf.stop_gradient(returns) * log_probs, axis=-1)
+    return (-tf.reduce_mean(surrogate, axis=-1), weights,
+            {"sampled_metric": tf.reduce_sum(ndcg, axis=-1)})
+
+
+class _PolicyGradientLoss(base.RankingLoss):
+    """The Keras classes' shared part: the logged sampled metric."""
+
+    def __init__(self, arguments):
+        super().__init__(arguments)
+        with tf.init_scope():
+            self._sampled_metric = tf.Variable(
+                0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
+                synchronization=tf.VariableSynchronization.ON_WRITE,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    @property
+    def sampled_metric(self) -> tf.Variable:
+        """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the
+        last call, over the lists with a relevant document."""
+        return self._sampled_metric
+
+    @property
+    def metric_name(self) -> str:
+        """``sampled_<metric>[_<topn>]``, the default name of its logging metric."""
+        metric, topn = self._options.get("metric", "ndcg"), self._options["topn"]
+        return f"sampled_{metric}_{topn}" if topn else f"sampled_{metric}"
+
+    def _record(self, aux, weights):
+        """Stores the weighted mean over lists of the per-list mean sampled metric."""
+        per_list = tf.reduce_mean(aux["sampled_metric"], axis=-1)
+        mean = numerics.safe_divide(tf.reduce_sum(per_list * weights), tf.reduce_sum(weights))
+        self._sampled_metric.assign(tf.cast(mean, tf.float32))
+
+
+@register
+class ExpectedUtilityLoss(_PolicyGradientLoss):
+    r"""Keras loss of :func:`expected_utility_loss` (ExptUtility, Eq. 4-5).
+
+    The options are :func:`expected_utility_loss`'s; ``ragged`` accepts
+    ``tf.RaggedTensor`` labels and scores. Each call logs the mean metric of
+    its sampled rankings in :attr:`sampled_metric`.
+
+    >>> loss = ExpectedUtilityLoss(topn=2, num_samples=4, seed=0)
+    >>> value = loss([[0., 1., 2.]], [[3., 2., 1.]])
+    >>> bool(value > 0), 0.0 <= float(loss.sampled_metric) <= 1.0
+    (True, True)
+    """
+
+    loss_function = staticmethod(expected_utility_loss)
+
+    def __init__(self, metric="ndcg", topn=10, num_samples=1, temperature=1.0, baseline=False,
+                 seed=None, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 name="expected_utility"):
+        super().__init__(locals())
+
+
+@register
+class MDPRankLoss(_PolicyGradientLoss):
+    r"""Keras loss of :func:`mdprank_loss` (MDPRank, Eq. 6-7).
+
+    The options are :func:`mdprank_loss`'s; ``ragged`` accepts
+    ``tf.RaggedTensor`` labels and scores. :attr:`sampled_metric` logs
+    nDCG@n of the samples whatever ``gamma``.
 
     >>> loss = MDPRankLoss(topn=2, num_samples=4, seed=0)
     >>> bool(loss([[0., 1., 2.]], [[3., 2., 1.]]) > 0)
     True
     """
 
-    def __init__(self, gamma: float = 1.0, topn: Optional[int] = 10, num_samples: int = 1,
-                 temperature: float = 1.0, normalize: bool = True,
-                 seed: lists.Seed = None, ragged: bool = False,
-                 reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "mdprank"):
-        gamma = lists.validate_positive(gamma, "gamma")
-        if gamma > 1.0:
-            raise ValueError(f"`gamma` must be in (0, 1]; got {gamma!r}.")
-        self._gamma = gamma
-        self._normalize = bool(normalize)
-        super().__init__(topn, num_samples, temperature, seed, ragged, reduction, name)
+    loss_function = staticmethod(mdprank_loss)
 
-    def per_list(self, labels, scores, mask):
-        rankings, log_probs = self._sample(scores, mask)  # [B, S, n] each
-        rewards = sampled_dcg_rewards(labels, rankings, mask, self._normalize)
-        weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-        ndcg = rewards if self._normalize else sampled_dcg_rewards(labels, rankings, mask)
-        self._log_metric(tf.reduce_sum(ndcg, axis=-1), weights)
-        # gamma^t G_t = sum_{i >= t} gamma^i r_i: a reverse cumulative sum.
-        steps = tf.cast(tf.range(tf.shape(rewards)[-1]), rewards.dtype)
-        discounts = tf.pow(tf.constant(self._gamma, rewards.dtype), steps)
-        returns = tf.cumsum(rewards * discounts, axis=-1, reverse=True)
-        surrogate = tf.reduce_sum(tf.stop_gradient(returns) * log_probs, axis=-1)
-        return -tf.reduce_mean(surrogate, axis=-1), weights
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"gamma": self._gamma, "normalize": self._normalize})
-        return config
+    def __init__(self, gamma=1.0, topn=10, num_samples=1, temperature=1.0, normalize=True,
+                 seed=None, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 name="mdprank"):
+        super().__init__(locals())
 
 
 @tf.keras.utils.register_keras_serializable(package="tfr_extensions")

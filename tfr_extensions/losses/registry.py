@@ -1,11 +1,20 @@
 """Loss names: derived from the loss classes, never a hand-kept list.
 
-A class decorated with :func:`register` is known under its class name, under its
-default ``name`` (the snake_case key users type), and under each key of its
-``PRESETS`` (e.g. ``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg",
-gradient="type3")``). It is also registered as Keras-serializable.
-:func:`get` falls back to ``tfr.keras.losses.get`` for TF-Ranking's names where
-TF-Ranking imports (the ``tf215`` stack); without it only our names exist.
+The naming rule: a loss's key is its function's name without ``_loss``
+(``twin_sigmoid_loss`` -> ``twin_sigmoid``, ``wassrank_loss`` -> ``wassrank``),
+and its Keras class is the CamelCase of that name with ``Loss`` (method names
+of the literature keep their spelling: ``SoftNDCGLoss``, ``WassRankLoss``,
+``MDPRankLoss``, ``RankNetLoss``); the key is the class's default ``name``.
+TF-Ranking's keys all end in ``_loss``, ours never do.
+
+A class decorated with :func:`register` is known under its key, under its
+class name, under each key of its ``PRESETS`` (e.g. ``twin_ndcg_type3`` ->
+``TwinSigmoidLoss(metric="ndcg", gradient="type3")``) and under each of its
+``ALIASES`` (keys of earlier versions, e.g. ``twin_sigmoid_loss``, so that
+saved configs and commands keep working). It is also registered as
+Keras-serializable. :func:`get` falls back to ``tfr.keras.losses.get`` for
+TF-Ranking's names where TF-Ranking imports (the ``tf215`` stack); without it
+only our names exist.
 """
 import inspect
 from typing import Any, Dict, Tuple, Type
@@ -14,23 +23,36 @@ import tensorflow as tf
 
 from tfr_extensions import compat
 
-_CLASSES: Dict[str, type] = {}
-_NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}
+_CLASSES: Dict[str, type] = {}  # key -> class
+_NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}  # every name -> (class, preset kwargs)
+_KINDS: Dict[str, str] = {}  # every name -> "key", "class", "preset" or "alias"
 
 
 def register(cls: Type) -> Type:
     """Class decorator: Keras-serializable, and known to :func:`get`."""
     cls = tf.keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
-    default_name = inspect.signature(cls.__init__).parameters["name"].default
-    entries = {cls.__name__: {}, default_name: {}}
-    for key, kwargs in getattr(cls, "PRESETS", {}).items():
-        entries[key] = dict(kwargs)
-    for key, kwargs in entries.items():
-        if key in _NAMES and _NAMES[key][0] is not cls:
-            raise ValueError(f"Loss name {key!r} is registered twice.")
-        _NAMES[key] = (cls, kwargs)
-    _CLASSES[cls.__name__] = cls
+    key = default_name(cls)
+    entries = [(key, {}, "key"), (cls.__name__, {}, "class")]
+    entries += [(preset, dict(kwargs), "preset")
+                for preset, kwargs in getattr(cls, "PRESETS", {}).items()]
+    entries += [(alias, {}, "alias") for alias in getattr(cls, "ALIASES", ())]
+    for name, kwargs, kind in entries:
+        if name in _NAMES and _NAMES[name][0] is not cls:
+            raise ValueError(f"Loss name {name!r} is registered twice.")
+        _NAMES[name] = (cls, kwargs)
+        _KINDS[name] = kind
+    _CLASSES[key] = cls
     return cls
+
+
+def default_name(cls: Type) -> str:
+    """A loss class's registry key: the default of its constructor's ``name``."""
+    return inspect.signature(cls.__init__).parameters["name"].default
+
+
+def loss_classes() -> Dict[str, type]:
+    """Registry key -> loss class, for every registered class (sorted by key)."""
+    return dict(sorted(_CLASSES.items()))
 
 
 def tfr_loss_names() -> Tuple[str, ...]:
@@ -68,19 +90,32 @@ def _lambda_weight(value):
 
 
 def tfrx_loss_names() -> Tuple[str, ...]:
-    """Our loss names (class names, default names, presets), sorted."""
+    """Our loss names (keys, class names, presets, aliases), sorted."""
     return tuple(sorted(_NAMES))
 
 
-def names() -> Tuple[str, ...]:
-    """Every name :func:`get` accepts: ours, then TF-Ranking's (where it imports)."""
-    return tfrx_loss_names() + tfr_loss_names()
+def names(*, classes: bool = True, presets: bool = True, aliases: bool = True,
+          tf_ranking: bool = True) -> Tuple[str, ...]:
+    """Names :func:`get` accepts: ours (sorted), then TF-Ranking's (where it imports).
+
+    By default every accepted name. Each flag leaves one kind out: our class
+    names (``classes``), preset names (``presets``), earlier keys
+    (``aliases``), TF-Ranking's names (``tf_ranking``). With all four False,
+    one key per loss class of ours, its default name:
+
+    >>> names(classes=False, presets=False, aliases=False, tf_ranking=False)[:3]
+    ('expected_utility', 'mdprank', 'ndcg_beta_hinge')
+    """
+    left_out = {kind for kind, keep in (("class", classes), ("preset", presets),
+                                        ("alias", aliases)) if not keep}
+    ours = tuple(name for name in tfrx_loss_names() if _KINDS[name] not in left_out)
+    return ours + (tfr_loss_names() if tf_ranking else ())
 
 
 def get(name: str, **kwargs) -> tf.keras.losses.Loss:
     """A loss instance by name.
 
-    Our names (class names, default names, presets such as ``twin_ap_type2``)
+    Our names (keys, class names, presets such as ``twin_ap_type2``, aliases)
     build our classes, with ``kwargs`` overriding the preset. Where TF-Ranking
     imports, its names go to ``tfr.keras.losses.get(name, **kwargs)``, where
     ``lambda_weight`` may be a name from :data:`LAMBDA_WEIGHTS` (LambdaRank is

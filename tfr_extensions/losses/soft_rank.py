@@ -14,6 +14,8 @@ import tensorflow as tf
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
+from tfr_extensions.ops import validation
 from tfr_extensions.ops.rank_distributions import METHODS, distributions_of, rank_distributions
 
 
@@ -55,8 +57,15 @@ def _relevant_first(gains: tf.Tensor) -> Optional[tf.Tensor]:
     return order[:, :most]
 
 
-@register
-class SoftNDCGLoss(base.RankingLoss):
+@base.loss_function({
+    "sigma": validation.validate_positive,
+    "topn": validation.validate_topn,
+    "discount_alpha": validation.number(-1.0, 1.0),
+    "method": validation.choice(METHODS),
+    "sinkhorn_iterations": validation.integer(minimum=0),
+})
+def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_alpha=1.0,
+                  method="auto", sinkhorn_iterations=0):
     r"""Minus SoftNDCG (Eq. 14-15), per list.
 
     .. math:: \ell = -\mathcal{G} = -\frac{1}{G_{max}} \sum_j g_j
@@ -83,72 +92,67 @@ class SoftNDCGLoss(base.RankingLoss):
     needs every row, and outside XLA, whose shapes are static) the rank
     distributions are computed for the relevant documents only: the cost is
     :math:`O(B \cdot L \cdot K \cdot R)` with K the most relevant documents
-    of any list in the batch.
+    of any list in the batch. The gradient is TensorFlow's derivative of the
+    recursion, the paper's Eq. 18-23; scores are bounded where the smoothing
+    would overflow (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
 
     Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
       sigma: standard deviation of the score smoothing :math:`\sigma_s` (Eq. 8), > 0.
       topn: the cutoff R; None uses all ranks.
       discount_alpha: :math:`\alpha \in [-1, 1]`, the training discount.
       method: ``"exact"``, ``"normal"`` or ``"auto"`` rank distributions
         (:func:`~tfr_extensions.ops.rank_distributions`).
-      sinkhorn_iterations: Sinkhorn scaling of the rank distributions (Section 3.2).
-      ragged: accept ``tf.RaggedTensor`` labels and scores.
+      sinkhorn_iterations: Sinkhorn scaling of the rank distributions (Section 3.2), >= 0.
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: minus SoftNDCG, and 1 for lists
+      with a relevant document (0 otherwise).
+
+    >>> losses, _ = softndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], sigma=1e-3)
+    >>> round(float(losses[0]), 4)  # minus the exact nDCG
+    -0.5869
+    """
+    gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
+    if sinkhorn_iterations:  # Sinkhorn needs every document's row
+        columns = None
+        probs = rank_distributions(
+            scores, mask, sigma=sigma, topn=topn, method=method,
+            sinkhorn_iterations=sinkhorn_iterations)  # [B, L, R]
+    else:  # only relevant documents add to Eq. 15: compute their rows only
+        columns = _relevant_first(gains)
+        probs = distributions_of(scores, mask, sigma, topn, method, columns)  # [B, K, R]
+    column_gains = gains if columns is None else tf.gather(gains, columns, batch_dims=1)
+    num_ranks = tf.shape(probs)[2]
+    count = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
+    if topn is not None:
+        count = tf.minimum(count, topn)
+    discount = training_discount(num_ranks, count, discount_alpha, scores.dtype)
+    expected_discount = tf.einsum("bjr,br->bj", probs, discount)  # E[D(r_j)]
+    dcg = tf.reduce_sum(column_gains * expected_discount, axis=-1)
+    sorted_gains = tf.sort(gains, axis=-1, direction="DESCENDING")[:, :num_ranks]
+    ideal = tf.reduce_sum(sorted_gains * discount, axis=-1)
+    soft_ndcg = numerics.safe_divide(dcg, ideal)
+    return -soft_ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+
+
+@register
+class SoftNDCGLoss(base.RankingLoss):
+    r"""Keras loss of :func:`softndcg_loss`: minus SoftNDCG (Eq. 14-15), per list.
+
+    The options are :func:`softndcg_loss`'s; ``ragged`` accepts
+    ``tf.RaggedTensor`` labels and scores.
 
     >>> loss = SoftNDCGLoss(sigma=1e-3)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # -nDCG
     -0.5869
     """
 
-    def __init__(self, sigma: float = 1.0, topn: Optional[int] = None,
-                 discount_alpha: float = 1.0, method: str = "auto",
-                 sinkhorn_iterations: int = 0, ragged: bool = False,
-                 reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "softndcg"):
-        super().__init__(reduction=reduction, name=name, ragged=ragged)
-        self._sigma = lists.validate_positive(sigma, "sigma")
-        self._topn = lists.validate_topn(topn)
-        alpha = float(discount_alpha)
-        if not -1.0 <= alpha <= 1.0:
-            raise ValueError(f"`discount_alpha` must be in [-1, 1]; got {discount_alpha!r}.")
-        self._discount_alpha = alpha
-        self._method = lists.validate_choice(method, METHODS, "method")
-        if (isinstance(sinkhorn_iterations, bool) or not isinstance(sinkhorn_iterations, int)
-                or sinkhorn_iterations < 0):
-            raise ValueError("`sinkhorn_iterations` must be a non-negative int; "
-                             f"got {sinkhorn_iterations!r}.")
-        self._sinkhorn_iterations = sinkhorn_iterations
+    loss_function = staticmethod(softndcg_loss)
 
-    def per_list(self, labels, scores, mask):
-        gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
-        if self._sinkhorn_iterations:  # Sinkhorn needs every document's row
-            columns = None
-            probs = rank_distributions(
-                scores, mask, sigma=self._sigma, topn=self._topn, method=self._method,
-                sinkhorn_iterations=self._sinkhorn_iterations)  # [B, L, R]
-        else:  # only relevant documents add to Eq. 15: compute their rows only
-            columns = _relevant_first(gains)
-            probs = distributions_of(scores, mask, self._sigma, self._topn, self._method,
-                                     columns)  # [B, K, R]
-        column_gains = gains if columns is None else tf.gather(gains, columns, batch_dims=1)
-        num_ranks = tf.shape(probs)[2]
-        count = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
-        if self._topn is not None:
-            count = tf.minimum(count, self._topn)
-        discount = training_discount(num_ranks, count, self._discount_alpha, scores.dtype)
-        expected_discount = tf.einsum("bjr,br->bj", probs, discount)  # E[D(r_j)]
-        dcg = tf.reduce_sum(column_gains * expected_discount, axis=-1)
-        sorted_gains = tf.sort(gains, axis=-1, direction="DESCENDING")[:, :num_ranks]
-        ideal = tf.reduce_sum(sorted_gains * discount, axis=-1)
-        has_relevant = ideal > 0
-        soft_ndcg = tf.where(has_relevant, dcg / tf.where(has_relevant, ideal, tf.ones_like(ideal)),
-                             tf.zeros_like(dcg))
-        return -soft_ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({
-            "sigma": self._sigma, "topn": self._topn,
-            "discount_alpha": self._discount_alpha, "method": self._method,
-            "sinkhorn_iterations": self._sinkhorn_iterations,
-        })
-        return config
+    def __init__(self, sigma=1.0, topn=None, discount_alpha=1.0, method="auto",
+                 sinkhorn_iterations=0, ragged=False,
+                 reduction=tf.keras.losses.Reduction.AUTO, name="softndcg"):
+        super().__init__(locals())

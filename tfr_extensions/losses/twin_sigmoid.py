@@ -6,7 +6,6 @@ Eq. 12 (:func:`tfr_extensions.ops.twin_sigmoid_ranks`). Its value is minus the
 exact metric; its gradient is the paper's type1/2/3 gradient (Section 5).
 """
 import itertools
-from typing import Optional
 
 import tensorflow as tf
 
@@ -14,67 +13,84 @@ from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops import validation
+from tfr_extensions.ops import vocabulary
 from tfr_extensions.ops.twin_sigmoid import (GRADIENT_TYPES, exact_forward_ranks,
                                               with_twin_sigmoid_gradient)
 
-METRIC_NAMES = tuple(rank_metrics.METRICS)  # precision, ap, ndcg, nerr
 
-
-@register
-class TwinSigmoidLoss(base.StepSeeded, base.RankingLoss):
+@base.loss_function({
+    "metric": vocabulary.canonical_metric,
+    "topn": validation.validate_topn,
+    "gradient": validation.choice(GRADIENT_TYPES),
+    "alpha_b": validation.validate_positive,
+    "tie_break": validation.validate_bool,
+    "seed": validation.validate_seed,
+})
+def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gradient="type1",
+                      alpha_b=1.0, tie_break=True, seed=None):
     r"""Minus a rank metric computed on twin-sigmoid ranks, per list.
 
     :math:`\ell(\mathbf{s}, \mathbf{y}) = -M(\mathbf{y}, \pi^+(\mathbf{s}))` with
     :math:`M` one of Precision@k (Eq. 13), AP (Eq. 14), nDCG (Eq. 15) and
     nERR@k (Eq. 16), :math:`\pi^+` the ranks of Eq. 12 and the gradient of Eq.
-    11 (``type1``), 20 (``type2``) or 21 (``type3``).
+    11 (``type1``), 20 (``type2``) or 21 (``type3``). The value is minus the
+    exact metric; the gradient is the paper's closed form (Eq. 17-18 chained
+    onto Eq. 29, 31-33), finite for any scores (see
+    :mod:`tfr_extensions.ops.twin_sigmoid`).
 
     Args:
-      metric: ``"precision"``, ``"ap"``, ``"ndcg"`` or ``"nerr"``.
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      metric: a name of :mod:`~tfr_extensions.ops.vocabulary`: ``"precision"``,
+        ``"ap"`` (``"map"``), ``"ap_min"``, ``"ndcg"`` or ``"nerr"``.
       topn: cutoff k of the metric; None = the whole list.
       gradient: ``"type1"``, ``"type2"`` or ``"type3"``.
-      alpha_b: backward sigmoid steepness (1.0 in the paper).
+      alpha_b: backward sigmoid steepness :math:`\alpha_b` (1.0 in the paper).
       tie_break: random tie breaking of Section 4.2 (on in the paper).
-      seed: None, an int or a pair of ints for the tie-breaking permutations.
-      ragged: accept ``tf.RaggedTensor`` labels and scores.
+      seed: None, an int, a pair of ints or a seed tensor, for the
+        tie-breaking permutations.
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: minus the metric, and 1 for
+      lists with a relevant document (0 otherwise).
+
+    >>> losses, weights = twin_sigmoid_loss([[0., 1., 2.]], [[3., 2., 1.]], gradient="type3")
+    >>> round(float(losses[0]), 4), float(weights[0])  # minus nDCG
+    (-0.5869, 1.0)
+    """
+    ranks, positions = exact_forward_ranks(scores, mask, tie_break,
+                                           seed=seed if tie_break else None)
+    value, rank_gradient = rank_metrics.value_and_rank_gradient(
+        metric, labels, ranks, mask, topn, positions)
+    value = with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, mask,
+                                       gradient, alpha_b)
+    return -value, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+
+
+@register
+class TwinSigmoidLoss(base.RankingLoss):
+    r"""Keras loss of :func:`twin_sigmoid_loss`: minus a rank metric on twin-sigmoid ranks.
+
+    The options are :func:`twin_sigmoid_loss`'s; ``ragged`` accepts
+    ``tf.RaggedTensor`` labels and scores. With a ``seed``, each call breaks
+    ties with a new draw (a step counter is folded in). Presets
+    ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
 
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG
     -0.5869
     """
 
+    loss_function = staticmethod(twin_sigmoid_loss)
     PRESETS = {
         f"twin_{metric}_{gradient}": {"metric": metric, "gradient": gradient}
-        for metric, gradient in itertools.product(METRIC_NAMES, GRADIENT_TYPES)
+        for metric, gradient in itertools.product(vocabulary.PAPER_METRICS, GRADIENT_TYPES)
     }
+    ALIASES = ("twin_sigmoid_loss",)
 
-    def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
-                 gradient: str = "type1", alpha_b: float = 1.0,
-                 tie_break: bool = True, seed: lists.Seed = None,
-                 ragged: bool = False,
-                 reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "twin_sigmoid_loss"):
-        super().__init__(reduction=reduction, name=name, ragged=ragged)
-        self._metric = lists.validate_choice(metric, METRIC_NAMES, "metric")
-        self._topn = lists.validate_topn(topn)
-        self._gradient = lists.validate_choice(gradient, GRADIENT_TYPES, "gradient")
-        self._alpha_b = lists.validate_positive(alpha_b, "alpha_b")
-        self._tie_break = bool(tie_break)
-        self._init_seed(seed)
-
-    def per_list(self, labels, scores, mask):
-        ranks, positions = exact_forward_ranks(
-            scores, mask, self._tie_break, seed=self.next_seed() if self._tie_break else None)
-        value, rank_gradient = rank_metrics.value_and_rank_gradient(
-            self._metric, labels, ranks, mask, self._topn, positions)
-        metric = with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, mask,
-                                            self._gradient, self._alpha_b)
-        return -metric, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({
-            "metric": self._metric, "topn": self._topn, "gradient": self._gradient,
-            "alpha_b": self._alpha_b, "tie_break": self._tie_break, "seed": self._seed,
-        })
-        return config
+    def __init__(self, metric="ndcg", topn=None, gradient="type1", alpha_b=1.0, tie_break=True,
+                 seed=None, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 name="twin_sigmoid"):
+        super().__init__(locals())

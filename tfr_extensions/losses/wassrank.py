@@ -66,8 +66,8 @@ Large labels: the costs grow as :math:`\beta^y`, and the Sinkhorn iterations
 resolve :math:`(f_i + g_j - C_{ij}) / \lambda` only to the rounding unit of
 :math:`C_{max}/\lambda`. With the defaults (:math:`\beta = 4`, :math:`\lambda =
 0.1`) float32 is accurate to about 1e-4 relative for labels up to 7 (3% off
-at 8, 20% at 10); float64 to label 20 or so. Up to :attr:`WassRankLoss.max_label`
-(31, lower for :math:`\beta > 4`) values and gradients stay finite, but past
+at 8, 20% at 10); float64 to label 20 or so. Up to the maximum label
+(:func:`max_label`: 31, lower for :math:`\beta > 4`) values and gradients stay finite, but past
 those labels they are not the entropic transport distance: use float64 scores,
 a larger ``regularization`` or a smaller ``gain_base`` there.
 """
@@ -79,6 +79,7 @@ from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import sorting
+from tfr_extensions.ops import validation
 
 COST_TYPES = ("eg", "dg", "ddg", "p1", "p2")
 TARGETS = ("gain", "softmax")
@@ -199,13 +200,59 @@ def target_log_distribution(labels, mask, target: str):
     return _masked_log_softmax(log_gains, positive), positive
 
 
-def wassrank_losses(labels, scores, mask, regularization: float = 0.1,
-                    sinkhorn_iterations: int = 20, cost_type: str = "eg",
-                    target: str = "gain", gain_base: float = 4.0,
-                    non_rele_gap: float = 100.0, var_penalty: float = math.e,
-                    epsilon_scaling: bool = True) -> tf.Tensor:
-    """Per-list WassRank losses ``[B]`` with the paper's dual gradient
-    (module docstring). ``labels`` with padding already 0, bool ``mask``."""
+def max_label(options) -> float:
+    r"""The largest valid label of WassRank with these options: 31
+    (:data:`~tfr_extensions.ops.lists.MAX_LABEL`), lower when ``gain_base``
+    :math:`\beta > 4`: :math:`64 / \log_2\beta`, so that the costs stay below
+    :math:`2^{64}` (and their ratios to :math:`\lambda` finite)."""
+    gain_base = options["gain_base"]
+    if gain_base <= 4.0:
+        return lists.MAX_LABEL
+    return min(lists.MAX_LABEL, 64.0 / math.log2(gain_base))
+
+
+@base.loss_function({
+    "regularization": validation.validate_positive,
+    "sinkhorn_iterations": validation.integer(minimum=1),
+    "cost_type": validation.choice(COST_TYPES),
+    "target": validation.choice(TARGETS),
+    "gain_base": validation.validate_positive,
+    "non_rele_gap": validation.number(minimum=0.0),
+    "var_penalty": validation.validate_positive,
+    "epsilon_scaling": validation.validate_bool,
+}, max_label=max_label)
+def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_iterations=20,
+                  cost_type="eg", target="gain", gain_base=4.0, non_rele_gap=100.0,
+                  var_penalty=math.e, epsilon_scaling=True):
+    r"""WassRank's Sinkhorn distance between predicted and target distributions.
+
+    See the module docstring for the definition, the gradient (the paper's
+    dual potential, a custom gradient), the ground costs and the numerics.
+
+    Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      regularization: :math:`\lambda`, the entropic regularization, > 0.
+      sinkhorn_iterations: number of Sinkhorn iterations, >= 1.
+      cost_type: ``"eg"``, ``"dg"``, ``"ddg"``, ``"p1"`` or ``"p2"``.
+      target: ``"gain"`` (normalized gains) or ``"softmax"`` (of the labels).
+      gain_base: :math:`\beta` of the ground cost's gains :math:`\beta^y - 1`.
+      non_rele_gap: the gap between relevant and non-relevant documents (``eg``), >= 0.
+      var_penalty: the cost between distinct documents of one label (``eg``).
+      epsilon_scaling: anneal the regularization from the largest cost down to
+        ``regularization`` over the first half of the iterations (module docstring).
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: the transport cost
+      :math:`\langle P_\lambda, C\rangle`, and 1 for lists with a relevant
+      document (0 otherwise).
+
+    >>> good, _ = wassrank_loss([[0., 1., 2.]], [[-9., 0., 2.]])
+    >>> bad, _ = wassrank_loss([[0., 1., 2.]], [[2., 0., -9.]])
+    >>> bool(good[0] < bad[0])
+    True
+    """
     cost = cost_matrix(labels, mask, cost_type, gain_base, non_rele_gap, var_penalty)
     log_b, col_mask = target_log_distribution(labels, mask, target)
     has_target = tf.reduce_any(col_mask, axis=-1, keepdims=True)
@@ -226,27 +273,16 @@ def wassrank_losses(labels, scores, mask, regularization: float = 0.1,
 
         return value, grad
 
-    return distance(scores)
+    return distance(scores), tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 
 @register
 class WassRankLoss(base.RankingLoss):
-    r"""WassRank's Sinkhorn distance between predicted and target distributions.
+    r"""Keras loss of :func:`wassrank_loss`: WassRank's Sinkhorn distance.
 
-    See the module docstring for the definition, the gradient and the ground
-    costs. Lists without relevant documents get weight 0.
-
-    Args:
-      regularization: :math:`\lambda`, the entropic regularization, > 0.
-      sinkhorn_iterations: number of Sinkhorn iterations, >= 1.
-      cost_type: ``"eg"``, ``"dg"``, ``"ddg"``, ``"p1"`` or ``"p2"``.
-      target: ``"gain"`` (normalized gains) or ``"softmax"`` (of the labels).
-      gain_base: :math:`\beta` of the ground cost's gains :math:`\beta^y - 1`.
-      non_rele_gap: the gap between relevant and non-relevant documents (``eg``).
-      var_penalty: the cost between distinct documents of one label (``eg``).
-      epsilon_scaling: anneal the regularization from the largest cost down to
-        ``regularization`` over the first half of the iterations (see below).
-      ragged: accept ``tf.RaggedTensor`` labels and scores.
+    The options are :func:`wassrank_loss`'s; ``ragged`` accepts
+    ``tf.RaggedTensor`` labels and scores. Lists without relevant documents
+    get weight 0; :attr:`max_label` is :func:`max_label` of the options.
 
     >>> loss = WassRankLoss()
     >>> good = float(loss([[0., 1., 2.]], [[-9., 0., 2.]]))
@@ -255,51 +291,10 @@ class WassRankLoss(base.RankingLoss):
     True
     """
 
-    def __init__(self, regularization: float = 0.1, sinkhorn_iterations: int = 20,
-                 cost_type: str = "eg", target: str = "gain", gain_base: float = 4.0,
-                 non_rele_gap: float = 100.0, var_penalty: float = math.e,
-                 epsilon_scaling: bool = True, ragged: bool = False, reduction: str = tf.keras.losses.Reduction.AUTO,
-                 name: str = "wassrank"):
-        super().__init__(reduction=reduction, name=name, ragged=ragged)
-        self._regularization = lists.validate_positive(regularization, "regularization")
-        if (isinstance(sinkhorn_iterations, bool) or not isinstance(sinkhorn_iterations, int)
-                or sinkhorn_iterations < 1):
-            raise ValueError("`sinkhorn_iterations` must be a positive int; "
-                             f"got {sinkhorn_iterations!r}.")
-        self._sinkhorn_iterations = sinkhorn_iterations
-        self._cost_type = lists.validate_choice(cost_type, COST_TYPES, "cost_type")
-        self._target = lists.validate_choice(target, TARGETS, "target")
-        self._gain_base = lists.validate_positive(gain_base, "gain_base")
-        self._non_rele_gap = float(non_rele_gap)
-        if not math.isfinite(self._non_rele_gap) or self._non_rele_gap < 0:
-            raise ValueError(f"`non_rele_gap` must be a finite number >= 0; got {non_rele_gap!r}.")
-        self._var_penalty = lists.validate_positive(var_penalty, "var_penalty")
-        self._epsilon_scaling = bool(epsilon_scaling)
+    loss_function = staticmethod(wassrank_loss)
 
-    @property
-    def max_label(self) -> float:
-        r"""The largest valid label: 31 (:data:`~tfr_extensions.ops.lists.MAX_LABEL`),
-        lower when ``gain_base`` :math:`\beta > 4`: :math:`64 / \log_2\beta`, so
-        that the costs stay below :math:`2^{64}` (and their ratios to
-        :math:`\lambda` finite)."""
-        if self._gain_base <= 4.0:
-            return lists.MAX_LABEL
-        return min(lists.MAX_LABEL, 64.0 / math.log2(self._gain_base))
-
-    def per_list(self, labels, scores, mask):
-        losses = wassrank_losses(
-            labels, scores, mask, self._regularization, self._sinkhorn_iterations,
-            self._cost_type, self._target, self._gain_base, self._non_rele_gap,
-            self._var_penalty, self._epsilon_scaling)
-        return losses, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({
-            "regularization": self._regularization,
-            "sinkhorn_iterations": self._sinkhorn_iterations,
-            "cost_type": self._cost_type, "target": self._target,
-            "gain_base": self._gain_base, "non_rele_gap": self._non_rele_gap,
-            "var_penalty": self._var_penalty, "epsilon_scaling": self._epsilon_scaling,
-        })
-        return config
+    def __init__(self, regularization=0.1, sinkhorn_iterations=20, cost_type="eg",
+                 target="gain", gain_base=4.0, non_rele_gap=100.0, var_penalty=math.e,
+                 epsilon_scaling=True, ragged=False,
+                 reduction=tf.keras.losses.Reduction.AUTO, name="wassrank"):
+        super().__init__(locals())

@@ -1,5 +1,11 @@
-"""Differentiable building blocks: pure TensorFlow functions of tensors."""
-from tfr_extensions.ops import lists, rank_metrics, sorting
+"""Differentiable building blocks: pure TensorFlow functions of tensors.
+
+Beside them: :mod:`~tfr_extensions.ops.lists` (list and mask conventions),
+:mod:`~tfr_extensions.ops.validation` (argument checks),
+:mod:`~tfr_extensions.ops.numerics` (``safe_divide``, ``log1mexp``) and
+:mod:`~tfr_extensions.ops.vocabulary` (the metric names).
+"""
+from tfr_extensions.ops import lists, numerics, rank_metrics, sorting, validation, vocabulary
 from tfr_extensions.ops.twin_sigmoid import (
     twin_sigmoid,
     twin_sigmoid_derivative,

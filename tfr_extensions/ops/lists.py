@@ -1,4 +1,4 @@
-"""Shapes, masks, dtypes and seeds shared by every op and loss.
+"""Lists, masks, dtypes and seeds: the tensor conventions of every op and loss.
 
 Conventions (TF-Ranking's, see DESIGN.md):
 
@@ -12,6 +12,9 @@ Conventions (TF-Ranking's, see DESIGN.md):
   stateless random ops.
 * Labels are graded relevance in ``[0, MAX_LABEL]``, fractional ones too
   (gain ``2^2.5 - 1`` for 2.5); NaN and negative labels are padding.
+
+Argument checks live in :mod:`tfr_extensions.ops.validation`, numerical
+tricks (``safe_divide``, ``log1mexp``) in :mod:`tfr_extensions.ops.numerics`.
 """
 from typing import Optional, Sequence, Tuple, Union
 
@@ -23,6 +26,10 @@ except ImportError:  # pragma: no cover - callers fall back to their general pat
     GraphOrParentsInXlaContext = None
 
 Seed = Union[None, int, Sequence[int], tf.Tensor]
+
+#: The label of a padded document (TF-Ranking's ``utils.is_label_valid``: any
+#: label < 0 is padding); what ragged inputs and padded arrays are filled with.
+PADDING_LABEL = -1.0
 
 #: The largest label the losses accept: gains up to ``2^31 - 1`` (exact in
 #: float64, ``2^31`` in float32), which leaves every sum of gains, every ratio
@@ -156,30 +163,3 @@ def fold_in(seed: tf.Tensor, step) -> tf.Tensor:
     """Derives a new stateless seed from ``seed`` and a step counter."""
     step = tf.cast(step, tf.int32)
     return tf.random.experimental.stateless_fold_in(seed, step)
-
-
-def validate_topn(topn: Optional[int], arg: str = "topn") -> Optional[int]:
-    """Returns ``topn`` if it is None or a positive int, else raises ValueError."""
-    if topn is None:
-        return None
-    if isinstance(topn, bool) or not isinstance(topn, int) or topn <= 0:
-        raise ValueError(f"`{arg}` must be None or a positive int; got {topn!r}.")
-    return topn
-
-
-def validate_positive(value: float, arg: str) -> float:
-    """Returns ``float(value)`` if it is a finite number > 0, else raises ValueError."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{arg}` must be a positive number; got {value!r}.") from None
-    if not number > 0 or number == float("inf"):
-        raise ValueError(f"`{arg}` must be a positive finite number; got {value!r}.")
-    return number
-
-
-def validate_choice(value: str, choices: Sequence[str], arg: str) -> str:
-    """Returns ``value`` if it is one of ``choices``, else raises ValueError."""
-    if value not in choices:
-        raise ValueError(f"`{arg}` must be one of {list(choices)}; got {value!r}.")
-    return value

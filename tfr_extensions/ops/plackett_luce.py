@@ -63,6 +63,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import validation
 
 
 def _excluded_logit(dtype: tf.DType) -> tf.Tensor:
@@ -70,13 +71,6 @@ def _excluded_logit(dtype: tf.DType) -> tf.Tensor:
     any real score underflows to 0, and it never reaches arithmetic with a
     real score's gradient (it is chosen by ``tf.where``)."""
     return tf.constant(dtype.min, dtype)
-
-
-def validate_num_samples(num_samples, arg: str = "num_samples") -> int:
-    """Returns ``num_samples`` if it is an int >= 1, else raises ValueError."""
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"`{arg}` must be an int >= 1; got {num_samples!r}.")
-    return num_samples
 
 
 def uniform_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
@@ -169,9 +163,9 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed: lists.Seed = 
     Raises:
       ValueError: for ``num_samples < 1``, ``temperature <= 0`` or a bad ``topn``.
     """
-    num_samples = validate_num_samples(num_samples)
-    temperature = lists.validate_positive(temperature, "temperature")
-    topn = lists.validate_topn(topn)
+    num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
+    temperature = validation.validate_positive(temperature, "temperature")
+    topn = validation.validate_topn(topn)
     scores, mask = lists.prepare_scores(scores, mask)
     order, _, _ = _gumbel_order(_logits(scores, temperature), mask, num_samples, seed, topn)
     return order
@@ -203,7 +197,7 @@ def _gumbel_order(logits, mask, num_samples, seed, topn):
     values, order = tf.math.top_k(keys, k=topn, sorted=True)
     placed = values > -float("inf")
     # (Comparing ``keys`` with the n-th value would also find the left-out
-    # documents, but XLA on CPU then runs ~10x slower than with a one-hot.)
+    # documents, but XLA on CPU then runs much slower than with a one-hot.)
     return order, placed, _left_out(mask, order, placed)
 
 
@@ -245,8 +239,8 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
     Returns:
       ``[batch, num_samples, min(n, topn)]`` (or without the sample axis, as given).
     """
-    topn = lists.validate_topn(topn)
-    temperature = lists.validate_positive(temperature, "temperature")
+    topn = validation.validate_topn(topn)
+    temperature = validation.validate_positive(temperature, "temperature")
     scores, mask = lists.prepare_scores(scores, mask)
     rankings, squeeze = _with_sample_axis(rankings)
     if topn is not None:
@@ -270,9 +264,9 @@ def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1,
     Returns:
       ``(rankings, log_probs)``: int32 and float ``[batch, num_samples, n]``.
     """
-    num_samples = validate_num_samples(num_samples)
-    temperature = lists.validate_positive(temperature, "temperature")
-    topn = lists.validate_topn(topn)
+    num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
+    temperature = validation.validate_positive(temperature, "temperature")
+    topn = validation.validate_topn(topn)
     scores, mask = lists.prepare_scores(scores, mask)
     logits = _logits(scores, temperature)
     order, placed, left_out = _gumbel_order(

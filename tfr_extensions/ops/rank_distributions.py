@@ -89,6 +89,8 @@ from typing import List, Optional
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
+from tfr_extensions.ops import validation
 
 METHODS = ("exact", "normal", "auto")
 
@@ -101,9 +103,9 @@ XLA_CHUNK_SIZE = 16
 #: (XLA_MAX_TREE_LIST_SIZE under XLA) and at most MAX_TREE_RANKS ranks, the
 #: exact recursion is one product tree over all documents (no loop, fastest in
 #: graph mode); otherwise a loop over chunks (least memory). XLA on CPU runs
-#: the loop faster than the tree past 64 documents (1.35x at 128, 1.15x at
-#: 1024; XLA duplicates the tree's cheap producers into their consumers), and
-#: the loop's first call at 1024 grows the resident set by 368 MB, not 1.2 GB.
+#: the loop faster than the tree past 64 documents (XLA duplicates the tree's
+#: cheap producers into their consumers), and the loop's first call needs far
+#: less memory than the tree's (``benchmarks/loss_throughput.py`` measures both).
 MAX_TREE_RANKS = 16
 MAX_TREE_LIST_SIZE = 2048
 XLA_MAX_TREE_LIST_SIZE = 64
@@ -225,11 +227,10 @@ def _next_level(polys: List[tf.Tensor], max_len: Optional[int]) -> List[tf.Tenso
 #: Outside XLA, trees over at least this many documents run each level (and
 #: its gradient) as one XLA program: it reads its input coefficients once and
 #: writes the products once, where graph mode runs up to 65 products and
-#: add_n's, each a pass over memory (SoftNDCG@10 1.6-1.8x faster at L = 128,
-#: 1.5x at 1024). Shorter trees stay graph ops: there the launches of the
-#: programs cost more than they save (0.26 vs 0.31 of ApproxNDCG's throughput
-#: at L = 32, 0.21 vs 0.23 at 64). Inside a caller's XLA program the levels
-#: are inlined.
+#: add_n's, each a pass over memory. Shorter trees stay graph ops: there the
+#: launches of the programs cost more than they save (``benchmarks/loss_throughput.py``
+#: measures both sides of this threshold). Inside a caller's XLA program the
+#: levels are inlined.
 COMPILED_LEVELS_MIN_LIST_SIZE = 128
 _compiled_first_level = tf.function(_first_level, jit_compile=True, reduce_retracing=True)
 _compiled_next_level = tf.function(_next_level, jit_compile=True, reduce_retracing=True)
@@ -351,16 +352,11 @@ def _sinkhorn(probs: tf.Tensor, mask: tf.Tensor, iterations: int) -> tf.Tensor:
     targets = tf.concat([tf.cast(ranks < num_valid, dtype),
                          tf.maximum(num_valid - tf.cast(num_ranks, dtype), 0.0)], axis=-1)
 
-    def safe_divide(x, total):
-        positive = total > 0
-        return tf.where(positive, x / tf.where(positive, total, tf.ones_like(total)),
-                        tf.zeros_like(x))
-
     for _ in range(iterations):
         column_sums = tf.reduce_sum(matrix, axis=1, keepdims=True)  # [B, 1, R + 1]
-        matrix = matrix * safe_divide(targets[:, None, :], column_sums)
+        matrix = matrix * numerics.safe_divide(targets[:, None, :], column_sums)
         row_sums = tf.reduce_sum(matrix, axis=-1, keepdims=True)
-        matrix = safe_divide(matrix, row_sums)
+        matrix = numerics.safe_divide(matrix, row_sums)
     return matrix[..., :-1]
 
 
@@ -395,13 +391,11 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
     >>> p.numpy().round(3).tolist()
     [[[1.0, 0.0], [0.0, 1.0]]]
     """
-    lists.validate_positive(sigma, "sigma")
-    topn = lists.validate_topn(topn)
-    lists.validate_choice(method, METHODS, "method")
-    if (isinstance(sinkhorn_iterations, bool) or not isinstance(sinkhorn_iterations, int)
-            or sinkhorn_iterations < 0):
-        raise ValueError("`sinkhorn_iterations` must be a non-negative int; "
-                         f"got {sinkhorn_iterations!r}.")
+    sigma = validation.validate_positive(sigma, "sigma")
+    topn = validation.validate_topn(topn)
+    validation.validate_choice(method, METHODS, "method")
+    sinkhorn_iterations = validation.validate_int(sinkhorn_iterations, "sinkhorn_iterations",
+                                                  minimum=0)
     scores, valid = lists.prepare_scores(scores, mask)
     probs = distributions_of(scores, valid, sigma, topn, method)
     if sinkhorn_iterations:

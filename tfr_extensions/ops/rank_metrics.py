@@ -26,14 +26,18 @@ w_d f'(r_d) / Z`: Eq. 29 and 31-33 in one line.
 twin-sigmoid losses, which then need no autodiff through the metric.
 
 A list without relevant documents (label > 0) scores 0 with zero gradient.
-Relevance for Precision and AP is binary: label > 0.
+Relevance for Precision and AP is binary: label > 0. :data:`METRICS` is keyed
+by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function
+that takes a metric name also takes its aliases (``"map"`` for ``"ap"``).
 """
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
 from tfr_extensions.ops import sorting
+from tfr_extensions.ops import vocabulary
 
 
 class RankTransform(NamedTuple):
@@ -78,13 +82,6 @@ def _safe_ranks(ranks: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.where(mask, ranks, tf.constant(1, ranks.dtype))
 
 
-def _normalize(value: tf.Tensor, norm: tf.Tensor) -> tf.Tensor:
-    """value / norm, and 0 where norm == 0 (a list without relevant documents)."""
-    positive = norm > 0
-    return tf.where(positive, value / tf.where(positive, norm, tf.constant(1, norm.dtype)),
-                    tf.constant(0, value.dtype))
-
-
 def _where(condition, values):
     return tf.where(condition, values, tf.constant(0, values.dtype))
 
@@ -103,8 +100,9 @@ def _precision_form(labels, ranks, mask, topn, positions):
     return _where(relevant, tf.cast(positions, ranks.dtype)), k, RECIPROCAL
 
 
-def _average_precision_form(labels, ranks, mask, topn, positions):
-    """Eq. 30: w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), normalized by |Y+|."""
+def _average_precision_weights(labels, ranks, mask, topn, positions):
+    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), and the
+    number R of relevant documents of each list."""
     positions = _positions(ranks, mask, positions)
     order = sorting.order_from_positions(positions)
     relevant = tf.logical_and(_cutoff(positions, mask, topn), labels > 0)
@@ -115,7 +113,20 @@ def _average_precision_form(labels, ranks, mask, topn, positions):
     suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
     num_relevant = tf.reduce_sum(
         tf.cast(tf.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
-    return _where(relevant, pos * suffix_per_doc), num_relevant, RECIPROCAL
+    return _where(relevant, pos * suffix_per_doc), num_relevant
+
+
+def _average_precision_form(labels, ranks, mask, topn, positions):
+    """Eq. 30, normalized by |Y+| = R."""
+    weights, num_relevant = _average_precision_weights(labels, ranks, mask, topn, positions)
+    return weights, num_relevant, RECIPROCAL
+
+
+def _average_precision_min_form(labels, ranks, mask, topn, positions):
+    """Eq. 30, normalized by min(k, R) (LightGBM's map@k)."""
+    weights, num_relevant = _average_precision_weights(labels, ranks, mask, topn, positions)
+    norm = num_relevant if topn is None else tf.minimum(num_relevant, float(topn))
+    return weights, norm, RECIPROCAL
 
 
 def _dcg_weights(gains, ranks, mask, topn, positions):
@@ -149,10 +160,10 @@ def _nerr_form(labels, ranks, mask, topn, positions):
 
 
 def _evaluate(form, ranks, mask) -> tf.Tensor:
-    """sum_d w_d f(r_d) / norm for a form ``(w, norm, f)``; norm None = 1."""
+    """sum_d w_d f(r_d) / norm for a form ``(w, norm, f)`` (0 where norm is 0)."""
     weights, norm, transform = form
     value = tf.reduce_sum(weights * transform.value(_safe_ranks(ranks, mask)), axis=-1)
-    return value if norm is None else _normalize(value, norm)
+    return numerics.safe_divide(value, norm)
 
 
 def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
@@ -176,6 +187,19 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None,
     return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
+def average_precision_min(labels, ranks, mask, topn: Optional[int] = None,
+                          positions=None) -> tf.Tensor:
+    r"""AP@k normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
+    (LightGBM's ``map@k``): :math:`\frac{1}{\min(k, |Y^+|)}\sum_{d: p_d\le k}
+    b_d \frac{p_d}{r_d} \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
+
+    Equal to :func:`average_precision` without a cutoff or when the list has
+    at most k relevant documents. Gradient: Eq. 31 with that norm.
+    """
+    return _evaluate(_average_precision_min_form(labels, ranks, mask, topn, positions),
+                     ranks, mask)
+
+
 def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]) -> tf.Tensor:
     """DCG@k of the gains sorted descending (the labels' order: one ``pow``)."""
     ideal = sorting.sort_descending(gains, mask, topn)
@@ -185,12 +209,6 @@ def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]) -> tf.Tensor:
 def ideal_dcg(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
     """DCG@k of the ideal ranking (labels sorted descending), ``[B]``."""
     return _ideal_dcg_of_gains(lists.gains(labels), mask, topn)
-
-
-def dcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
-    r"""DCG@k: :math:`\sum_{d: p_d \le k} (2^{y_d}-1) / \log_2(1 + r_d)`."""
-    weights = _dcg_weights(lists.gains(labels), ranks, mask, topn, positions)
-    return _evaluate((weights, None, LOG_DISCOUNT), ranks, mask)
 
 
 def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
@@ -213,21 +231,9 @@ def _err_by_position(stop_prob_by_position):
     return reach * stop_prob_by_position
 
 
-def err(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
-    r"""ERR@k, Eq. 9 with ranks: :math:`\sum_{d: p_d\le k}
-    \frac{R_d\prod_{e: p_e<p_d}(1-R_e)}{r_d}`, :math:`R=\frac{2^y-1}{2^{\max y}}`."""
-    weights = _err_weights(_stop_probabilities(labels, mask), ranks, mask, topn, positions)
-    return _evaluate((weights, None, RECIPROCAL), ranks, mask)
-
-
 def _ideal_err_of(stop_prob, mask, topn: Optional[int]) -> tf.Tensor:
     ideal = sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
     return tf.reduce_sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
-
-
-def ideal_err(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
-    """ERR@k of the ideal ranking, ``[B]``."""
-    return _ideal_err_of(_stop_probabilities(labels, mask), mask, topn)
 
 
 def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
@@ -235,24 +241,34 @@ def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.
     return _evaluate(_nerr_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
+#: canonical metric name (:mod:`~tfr_extensions.ops.vocabulary`) -> per-list metric of ranks
 METRICS = {
-    "precision": precision,
-    "ap": average_precision,
     "ndcg": ndcg,
+    "ap": average_precision,
+    "ap_min": average_precision_min,
+    "precision": precision,
     "nerr": nerr,
 }
 
 _FORMS = {
-    "precision": _precision_form,
-    "ap": _average_precision_form,
     "ndcg": _ndcg_form,
+    "ap": _average_precision_form,
+    "ap_min": _average_precision_min_form,
+    "precision": _precision_form,
     "nerr": _nerr_form,
 }
 
 
+def metric_function(name: str):
+    """The per-list metric of ranks for any name of the vocabulary (``"map"``
+    gives :func:`average_precision`)."""
+    return METRICS[vocabulary.canonical_metric(name)]
+
+
 def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,
                             positions=None) -> Tuple[tf.Tensor, tf.Tensor]:
-    r"""A metric of :data:`METRICS` and its derivative with respect to the ranks.
+    r"""A metric (any name of :mod:`~tfr_extensions.ops.vocabulary`) and its
+    derivative with respect to the ranks.
 
     With :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`, returns :math:`M` ``[B]`` and
     :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` ``[B, L]`` (0 at padded
@@ -266,7 +282,8 @@ def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int
     (0.5, -0.25)
     """
     ranks = tf.stop_gradient(ranks)
-    weights, norm, transform = form = _FORMS[metric](labels, ranks, mask, topn, positions)
-    rank_gradient = _normalize(weights * transform.derivative(_safe_ranks(ranks, mask)),
-                               norm[:, None])
+    form = _FORMS[vocabulary.canonical_metric(metric)](labels, ranks, mask, topn, positions)
+    weights, norm, transform = form
+    rank_gradient = numerics.safe_divide(
+        weights * transform.derivative(_safe_ranks(ranks, mask)), norm[:, None])
     return _evaluate(form, ranks, mask), rank_gradient

@@ -69,8 +69,8 @@ def _accelerator_visible() -> bool:
 def _invert_rows(permutations: tf.Tensor, scatter: bool = False) -> tf.Tensor:
     """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``.
 
-    On CPU one ``invert_permutation`` over the rows laid end to end (4-8x
-    faster than a ``scatter_nd``; int32, so B * L < 2^31). TF runs that op in
+    On CPU one ``invert_permutation`` over the rows laid end to end (faster
+    than a ``scatter_nd``; int32, so B * L < 2^31). TF runs that op in
     host memory, so where a GPU or TPU is visible a device-side ``scatter_nd``
     is used instead; so it is where ``scatter`` is set.
     """

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import sorting
+from tfr_extensions.ops import validation
 
 GRADIENT_TYPES = ("type1", "type2", "type3")
 
@@ -67,10 +68,10 @@ def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
 
 
 def _validate(alpha_b, gradient, label_signs) -> float:
-    lists.validate_choice(gradient, GRADIENT_TYPES, "gradient")
+    validation.validate_choice(gradient, GRADIENT_TYPES, "gradient")
     if gradient != "type1" and label_signs is None:
         raise ValueError(f"`label_signs` (or `labels`) is required for gradient={gradient!r}.")
-    return lists.validate_positive(alpha_b, "alpha_b")
+    return validation.validate_positive(alpha_b, "alpha_b")
 
 
 def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1",
@@ -119,10 +120,9 @@ _EXP_SPREAD_LIMIT = {tf.float32: 60.0, tf.float64: 600.0}
 _TINY = {tf.float32: 1e-37, tf.float64: 1e-300}
 
 #: Inside a caller's XLA program, lists of a static length up to this take
-#: the tanh form unconditionally: the spread check and XLA's conditional cost
-#: about 70 us per call on CPU, more than the exps save on short lists
-#: (ratio to ApproxNDCG, tanh vs exp with the conditional: 2.3-2.9 vs
-#: 1.7-2.0 at L = 32, 1.6 vs 2.8 at L = 64).
+#: the tanh form unconditionally: on short lists the spread check and XLA's
+#: conditional cost more than the exps save (``benchmarks/loss_throughput.py``
+#: measures both forms).
 XLA_TANH_MAX_LIST_SIZE = 32
 
 #: The backward pass sums each row of G in blocks of this many columns, then
@@ -298,10 +298,9 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     Outside an XLA cluster the lists are padded (as padded documents, which
     get exactly zero gradient) to :func:`bucket_size`, so XLA compiles one
     program per batch size and bucket, not one per list length; the first
-    call at each new bucket pays the compilation (0.15-0.2 s measured for
-    batches of 32 lists of 128 to 1,251 documents). The choice between the
+    call at each new bucket pays the compilation. The choice between the
     two forms is a graph-mode ``cond`` on a flag that the exp program
-    computes (10-15 us). Inside a caller's XLA program the choice is an
+    computes. Inside a caller's XLA program the choice is an
     XLA conditional, which costs more than the exps save on short lists (see
     ``XLA_TANH_MAX_LIST_SIZE``).
     """
@@ -360,22 +359,21 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     >>> twin_sigmoid_ranks(s, labels=tf.constant([[0., 2., 1., -1.]])).numpy()
     array([[3., 1., 2., 0.]], dtype=float32)
     """
-    return ranks_and_positions(scores, labels, mask, gradient, alpha_b, tie_break, seed)[0]
-
-
-def ranks_and_positions(scores, labels=None, mask=None, gradient: str = "type1",
-                        alpha_b: float = 1.0, tie_break: bool = True,
-                        seed: lists.Seed = None):
-    """:func:`twin_sigmoid_ranks` plus the integer positions of the forward
-    pass (int32 ``[B, L]``; equal to the ranks with tie breaking, ties by index
-    without), which the rank metrics reuse instead of sorting again."""
     if labels is not None:
         labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     else:
         scores, valid = lists.prepare_scores(scores, mask)
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
-    return prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b,
-                                        tie_break, seed)
+    forward, _ = exact_forward_ranks(scores, valid, tie_break, seed)
+
+    @tf.custom_gradient
+    def _ranks(s):
+        def grad(upstream):
+            return _ranks_backward(upstream, s, labels, valid, alpha_b, gradient)
+
+        return tf.identity(forward), grad
+
+    return _ranks(scores)
 
 
 def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed):
@@ -393,21 +391,6 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed):
         positions = sorting.exact_ranks(scores, valid)
         ranks = sorting.midranks(scores, valid)
     return ranks, positions
-
-
-def prepared_ranks_and_positions(scores, labels, valid, gradient, alpha_b, tie_break, seed):
-    """:func:`ranks_and_positions` on inputs already through
-    :func:`lists.prepare_lists` and validated."""
-    forward, positions = exact_forward_ranks(scores, valid, tie_break, seed)
-
-    @tf.custom_gradient
-    def _ranks(s):
-        def grad(upstream):
-            return _ranks_backward(upstream, s, labels, valid, alpha_b, gradient)
-
-        return tf.identity(forward), grad
-
-    return _ranks(scores), positions
 
 
 def with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid,

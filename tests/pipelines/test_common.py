@@ -1,0 +1,24 @@
+"""Shared pieces of the jobs: the synthetic data's splits and folds."""
+import numpy as np
+import pytest
+
+from pipelines import common
+
+
+def test_synthetic_folds_rotate_five_parts_like_letor():
+    folds = [common.load_splits(common.SYNTHETIC, fold=k) for k in range(1, 6)]
+    everything = set(common.load_splits(common.SYNTHETIC).train.query_ids) | \
+        set(common.load_splits(common.SYNTHETIC).vali.query_ids) | \
+        set(common.load_splits(common.SYNTHETIC).test.query_ids)
+    tests = [set(f.test.query_ids) for f in folds]
+    assert set.union(*tests) == everything and sum(map(len, tests)) == len(everything) == 500
+    for k, splits in enumerate(folds):
+        parts = [set(p.query_ids) for p in (splits.train, splits.vali, splits.test)]
+        assert [len(p) for p in parts] == [300, 100, 100]
+        assert parts[0] | parts[1] | parts[2] == everything  # disjoint and complete
+        assert parts[2] == set(folds[(k + 1) % 5].vali.query_ids)  # the next fold validates on it
+    again = common.load_splits(common.SYNTHETIC, fold=3)
+    np.testing.assert_array_equal(again.test.features, folds[2].test.features)
+    for fold in (0, 6, 1.0):
+        with pytest.raises(ValueError, match="fold"):
+            common.load_splits(common.SYNTHETIC, fold=fold)

@@ -1,0 +1,46 @@
+r"""Numerical tricks that keep values and gradients finite, each named once.
+
+* :func:`safe_divide`: :math:`x / y`, and 0 where :math:`y = 0` (a list
+  without relevant documents, an empty batch). The *argument* of the division
+  is masked (``y`` replaced by 1 there), not its result, so neither the value
+  nor the gradient of the unused branch is ever ``inf`` or NaN: ``tf.where``
+  back-propagates ``0 * inf = NaN`` from an unmasked branch.
+* :func:`log1mexp`: :math:`\log(1 - e^x)` for :math:`x < 0` without
+  cancellation (Maechler, "Accurately Computing log(1 - exp(-|a|))", 2012).
+
+>>> safe_divide(tf.constant([1.0, 2.0]), tf.constant([4.0, 0.0])).numpy().tolist()
+[0.25, 0.0]
+"""
+import math
+
+import tensorflow as tf
+
+
+def safe_divide(numerator: tf.Tensor, denominator: tf.Tensor) -> tf.Tensor:
+    """``numerator / denominator`` where ``denominator > 0``, else 0 (broadcasting).
+
+    The gradient is finite everywhere, also where the denominator is 0.
+    """
+    numerator = tf.convert_to_tensor(numerator)
+    denominator = tf.cast(denominator, numerator.dtype)
+    positive = denominator > 0
+    ratio = numerator / tf.where(positive, denominator, tf.ones_like(denominator))
+    return tf.where(positive, ratio, tf.zeros_like(ratio))
+
+
+def log1mexp(x: tf.Tensor) -> tf.Tensor:
+    r""":math:`\log(1 - e^x)` for ``x < 0``, accurate over the whole range.
+
+    ``log(-expm1(x))`` for :math:`x > -\log 2` (where :math:`1 - e^x` would
+    cancel), ``log1p(-exp(x))`` below. Each branch's argument is masked, so the
+    unused branch stays finite and so does the gradient.
+
+    >>> round(float(log1mexp(tf.constant(-1e-8, tf.float64))), 4)  # log(1e-8)
+    -18.4207
+    """
+    x = tf.convert_to_tensor(x)
+    near_zero = x > -math.log(2.0)
+    safe_near = tf.where(near_zero, x, -tf.ones_like(x))
+    safe_far = tf.where(near_zero, -tf.ones_like(x), x)
+    return tf.where(near_zero, tf.math.log(-tf.math.expm1(safe_near)),
+                    tf.math.log1p(-tf.exp(safe_far)))

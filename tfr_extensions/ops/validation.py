@@ -1,0 +1,169 @@
+"""Argument checks shared by every op, loss, metric, model and data reader.
+
+Each check returns the value in its canonical Python type, or raises a
+``ValueError`` that names the argument and the value received (never an
+``assert``). The rules are the same everywhere:
+
+* **Integers** (:func:`validate_int`, :func:`validate_topn`): Python ints and
+  NumPy integers (``np.int64(5)``), returned as ``int``. ``bool`` is rejected
+  (``True`` is not a list size), and so is every float, whole ones (``2.0``)
+  included.
+* **Numbers** (:func:`validate_number`, :func:`validate_positive`): ints,
+  floats, NumPy scalars (anything ``float()`` takes but a string), returned as
+  ``float``; ``bool``, NaN and infinities are rejected.
+* **Choices** (:func:`validate_choice`): one of a fixed tuple of strings.
+* **Seeds** (:func:`validate_seed`): None, an int, or a pair of ints (the
+  ``seed`` of TF's stateless random ops), returned as None, ``int`` or
+  ``[int, int]`` (JSON-able, so a Keras config round-trips it); a seed tensor
+  passes through unchanged.
+
+>>> validate_int(np.int64(3), "batch_size", minimum=1)
+3
+>>> validate_topn(None) is None
+True
+>>> validate_int(2.0, "batch_size", minimum=1)
+Traceback (most recent call last):
+...
+ValueError: `batch_size` must be an int >= 1; got 2.0.
+"""
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _int_kind(minimum: Optional[int], maximum: Optional[int]) -> str:
+    if minimum is not None and maximum is not None:
+        return f"an int in [{minimum}, {maximum}]"
+    if minimum is not None:
+        return f"an int >= {minimum}"
+    if maximum is not None:
+        return f"an int <= {maximum}"
+    return "an int"
+
+
+def validate_int(value, arg: str, minimum: Optional[int] = None,
+                 maximum: Optional[int] = None, allow_none: bool = False) -> Optional[int]:
+    """``int(value)`` if it is an int in ``[minimum, maximum]`` (None when
+    ``allow_none`` and ``value`` is None), else ``ValueError``.
+
+    >>> validate_int(None, "list_size", minimum=1, allow_none=True) is None
+    True
+    >>> validate_int(True, "num_samples", minimum=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: `num_samples` must be an int >= 1; got True.
+    """
+    if value is None and allow_none:
+        return None
+    if (not _is_int(value) or (minimum is not None and value < minimum)
+            or (maximum is not None and value > maximum)):
+        kind = _int_kind(minimum, maximum)
+        raise ValueError(f"`{arg}` must be {'None or ' if allow_none else ''}{kind}; "
+                         f"got {value!r}.")
+    return int(value)
+
+
+def validate_topn(topn, arg: str = "topn") -> Optional[int]:
+    """A cutoff: None (the whole list) or an int >= 1."""
+    return validate_int(topn, arg, minimum=1, allow_none=True)
+
+
+def _interval(minimum, maximum, open_minimum: bool) -> str:
+    low = "(-inf" if minimum is None else ("(" if open_minimum else "[") + f"{minimum:g}"
+    high = "inf)" if maximum is None else f"{maximum:g}]"
+    return f"{low}, {high}"
+
+
+def validate_number(value, arg: str, minimum: Optional[float] = None,
+                    maximum: Optional[float] = None, open_minimum: bool = False) -> float:
+    """``float(value)`` if it is a finite number in ``[minimum, maximum]``
+    (``(minimum, maximum]`` with ``open_minimum``), else ``ValueError``.
+
+    >>> validate_number(0.5, "gamma", minimum=0.0, maximum=1.0, open_minimum=True)
+    0.5
+    >>> validate_number(2, "discount_alpha", minimum=-1.0, maximum=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `discount_alpha` must be a finite number in [-1, 1]; got 2.
+    """
+    number = _finite_float(value)
+    if (number is None or (minimum is not None and (number < minimum or (
+            open_minimum and number == minimum))) or (maximum is not None and number > maximum)):
+        raise ValueError(f"`{arg}` must be a finite number in "
+                         f"{_interval(minimum, maximum, open_minimum)}; got {value!r}.")
+    return number
+
+
+def validate_positive(value, arg: str) -> float:
+    """``float(value)`` if it is a finite number > 0, else ``ValueError``."""
+    number = _finite_float(value)
+    if number is None or not number > 0:
+        raise ValueError(f"`{arg}` must be a positive finite number; got {value!r}.")
+    return number
+
+
+def _finite_float(value) -> Optional[float]:
+    """``float(value)`` for a finite real number that is not a bool, else None."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def validate_choice(value, choices: Sequence[str], arg: str) -> str:
+    """``value`` if it is one of ``choices``, else ``ValueError`` listing them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"`{arg}` must be one of {list(choices)}; got {value!r}.")
+    return value
+
+
+def validate_bool(value, arg: str) -> bool:
+    """``bool(value)`` for a bool (NumPy's too) or the ints 0 and 1, else
+    ``ValueError`` (a string such as ``"false"`` is not taken for True)."""
+    if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"`{arg}` must be a bool; got {value!r}.")
+
+
+def validate_seed(seed, arg: str = "seed"):
+    """None, ``int`` or ``[int, int]``; a ``tf.Tensor`` seed passes through.
+
+    >>> validate_seed((3, np.int32(4)))
+    [3, 4]
+    """
+    if seed is None or isinstance(seed, (tf.Tensor, tf.Variable)):
+        return seed
+    if _is_int(seed):
+        return int(seed)
+    if isinstance(seed, (list, tuple, np.ndarray)) and len(seed) == 2 and all(
+            _is_int(s) for s in seed):
+        return [int(s) for s in seed]
+    raise ValueError(f"`{arg}` must be None, an int or a pair of ints; got {seed!r}.")
+
+
+# --- checks as values: ``check(value, arg)``, for tables of options ---------------
+
+def choice(choices: Sequence[str]):
+    """A check ``(value, arg) -> value`` for one of ``choices``."""
+    return lambda value, arg: validate_choice(value, choices, arg)
+
+
+def integer(minimum: Optional[int] = None, maximum: Optional[int] = None,
+            allow_none: bool = False):
+    """A check ``(value, arg) -> int`` for :func:`validate_int` with these bounds."""
+    return lambda value, arg: validate_int(value, arg, minimum, maximum, allow_none)
+
+
+def number(minimum: Optional[float] = None, maximum: Optional[float] = None,
+           open_minimum: bool = False):
+    """A check ``(value, arg) -> float`` for :func:`validate_number` with these bounds."""
+    return lambda value, arg: validate_number(value, arg, minimum, maximum, open_minimum)

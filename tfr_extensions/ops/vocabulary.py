@@ -1,0 +1,100 @@
+"""The one table of rank metric names: ops, metrics, losses and evaluation columns.
+
+Every place that takes a metric name (:mod:`tfr_extensions.ops.rank_metrics`,
+:func:`tfr_extensions.metrics.RankingMetric`, the ``metric`` of
+:class:`~tfr_extensions.losses.TwinSigmoidLoss` and
+:class:`~tfr_extensions.losses.ExpectedUtilityLoss`, and the columns of
+:mod:`tfr_extensions.evaluation`) accepts every name of this table, canonical
+or alias, and means the same metric by it:
+
+* ``ndcg`` (column ``ndcg``): DCG@k over the ideal DCG@k, gain ``2^y - 1``;
+* ``ap``, also ``map`` and ``average_precision`` (column ``map``): AP@k over
+  R, all relevant documents of the list;
+* ``ap_min``, also ``map_min`` (column ``map_min``): AP@k over min(k, R);
+* ``precision``, also ``p`` (column ``p``): relevant documents in the top k
+  over min(k, n), n the valid documents;
+* ``nerr`` (column ``nerr``): ERR@k over the ideal ERR@k, with stop
+  probabilities ``(2^y - 1) / 2^{max y}``.
+
+MAP@k comes in the two normalizations that users meet, each under its own
+name: ``map`` divides by all relevant documents R of the list (TF-Ranking's
+``MeanAveragePrecisionMetric``, trec_eval's ``map_cut``, the twin-sigmoid
+paper's Eq. 14); ``map_min`` divides by ``min(k, R)`` (LightGBM's and
+Kaggle's ``map@k``), so that a ranking with relevant documents in every one
+of its first k places scores 1. Without a cutoff the two are equal. Relevance
+is ``label > 0`` for both (LightGBM counts ``label > 0.5``: the same for
+integer labels). A column is ``<column>@<k>``, e.g. ``map@10``, ``map_min@10``.
+
+>>> canonical_metric("map"), column_prefix("precision")
+('ap', 'p')
+>>> canonical_metric("mrr")
+Traceback (most recent call last):
+...
+ValueError: `metric` must be one of ['ndcg', 'ap', 'map', 'average_precision', 'ap_min', 'map_min', 'precision', 'p', 'nerr']; got 'mrr'.
+"""
+import dataclasses
+from typing import Dict, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricName:
+    """One metric: its canonical name, aliases, column prefix and definition."""
+
+    name: str
+    aliases: Tuple[str, ...]
+    column: str
+    definition: str
+
+
+METRICS: Tuple[MetricName, ...] = (
+    MetricName("ndcg", (), "ndcg",
+               "nDCG@k: DCG@k (gain 2^y - 1, discount 1/log2(1 + rank)) over the ideal DCG@k"),
+    MetricName("ap", ("map", "average_precision"), "map",
+               "AP@k over R, all relevant documents (label > 0) of the list "
+               "(TF-Ranking, trec_eval)"),
+    MetricName("ap_min", ("map_min",), "map_min",
+               "AP@k over min(k, R), R the relevant documents (label > 0) of the list "
+               "(LightGBM's map@k)"),
+    MetricName("precision", ("p",), "p",
+               "Precision@k: relevant documents (label > 0) in the top k over min(k, n)"),
+    MetricName("nerr", (), "nerr",
+               "nERR@k: ERR@k with R = (2^y - 1) / 2^{max y} over the ideal ERR@k"),
+)
+
+#: The metrics of the twin-sigmoid paper (Eq. 13-16), named as its loss presets are.
+PAPER_METRICS = ("precision", "ap", "ndcg", "nerr")
+
+_BY_NAME: Dict[str, MetricName] = {
+    alias: metric for metric in METRICS for alias in (metric.name,) + metric.aliases}
+_BY_COLUMN: Dict[str, MetricName] = {metric.column: metric for metric in METRICS}
+
+#: every accepted name, canonical ones first within each metric
+METRIC_NAMES: Tuple[str, ...] = tuple(_BY_NAME)
+#: the canonical names
+CANONICAL_METRICS: Tuple[str, ...] = tuple(metric.name for metric in METRICS)
+
+
+def canonical_metric(name: str, arg: str = "metric") -> str:
+    """The canonical name of ``name`` (any name of the table), else ``ValueError``."""
+    if not isinstance(name, str) or name not in _BY_NAME:
+        raise ValueError(f"`{arg}` must be one of {list(METRIC_NAMES)}; got {name!r}.")
+    return _BY_NAME[name].name
+
+
+def metric_of_column(prefix: str) -> str:
+    """The canonical metric of a column prefix (``"map"`` -> ``"ap"``); any
+    accepted name is taken too."""
+    metric = _BY_COLUMN.get(prefix) or _BY_NAME.get(prefix)
+    if metric is None:
+        raise ValueError(f"Unknown metric {prefix!r}: use one of {list(METRIC_NAMES)}.")
+    return metric.name
+
+
+def column_prefix(name: str) -> str:
+    """The evaluation column prefix of a metric (``"ap"`` -> ``"map"``)."""
+    return _BY_NAME[canonical_metric(name)].column
+
+
+def definition(name: str) -> str:
+    """The one-line definition of a metric, normalization included."""
+    return _BY_NAME[canonical_metric(name)].definition

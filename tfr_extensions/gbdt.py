@@ -65,9 +65,8 @@ times :math:`u_{ij}`, type3 :math:`h = -2\alpha_b^2 q(1-q)|u_{ij}|`.
   :math:`\sigma^2\rho(1-\rho)|\Delta\mathrm{nDCG}|` with :math:`\sigma = \alpha_b`.
 
 ``"exact"`` is the default because it is the Hessian of the gradient used and
-because it did as well or better on MQ2008 (5 folds, 3 seeds, test nDCG@5:
-nDCG-type3 0.633 against 0.617 with ``"lambdamart"``, Wilcoxon p = 0.001;
-Precision-type3 0.634 against 0.632; ``docs/results/mq2008.md``).
+because it did as well or better on MQ2008 (significantly better for
+nDCG-type3; ``docs/results/mq2008.md``).
 
 **alpha_b.** Gradient and Hessian are functions of :math:`\alpha_b s` times
 :math:`\alpha_b` and :math:`\alpha_b^2`, so with LightGBM's Newton leaves
@@ -676,7 +675,7 @@ class TwinSigmoidObjective:
 _WORKSPACES = threading.local()
 
 #: Below this many pair terms per round the blocks run in the calling thread:
-#: handing them to threads costs more than it saves (MQ2008: 0.3M pairs, 3 ms).
+#: handing them to threads costs more than it saves (``benchmarks.gbdt_objective``).
 _THREADED_MIN_PAIRS = 1 << 21
 _EXECUTORS: Dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 _EXECUTORS_LOCK = threading.Lock()

@@ -82,7 +82,7 @@ def uniform_noise(shape, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Te
     so ``0 < u < 1`` exactly and ``log(u)``, ``log(-log(u))`` are finite.
     """
     bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
-                                       dtype=tf.uint32)
+                                       dtype=tf.uint32, alg=lists.RNG_ALG)
     if dtype == tf.float64:
         return (tf.cast(bits, tf.float64) + 0.5) * (2.0 ** -32)
     top = tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32))

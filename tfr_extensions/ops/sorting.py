@@ -148,8 +148,8 @@ def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
     """Stateless random int32 keys in [0, 2^31 - 1): a random permutation per
     list once used as the secondary sort key (Section 4.2 of the twin-sigmoid
     paper; a collision, probability ~L^2 / 2^32, falls back to index order)."""
-    return tf.random.stateless_uniform(shape, seed=seed, minval=0,
-                                       maxval=2**31 - 1, dtype=tf.int32)
+    return tf.random.stateless_uniform(shape, seed=seed, minval=0, maxval=2**31 - 1,
+                                       dtype=tf.int32, alg=lists.RNG_ALG)
 
 
 def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:

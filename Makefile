@@ -1,6 +1,8 @@
 # Everything runs inside a virtualenv per stack, created with Python 3.11 on first use:
 #   make test                 the default stack tf215: .venv, TF 2.15 + TF-Ranking 0.5.5, numpy 1
 #   make test STACK=tf221     .venv-tf221: TF 2.21 + tf-keras 2.21 (Keras 2), numpy 2, no TF-Ranking
+#   make test STACK=keras3    .venv-keras3: TF 2.21 with its default Keras 3 + keras-rs, numpy 2
+# Tests that cross stacks run with TFRX_CROSS_STACK=1 once every stack is set up (.ci/run).
 # The versions are pinned by stacks/$(STACK).txt (pip constraints) and the setup.py extra $(STACK).
 PYTHON ?= python3.11
 STACK ?= tf215
@@ -11,8 +13,12 @@ else ifeq ($(STACK),tf221)
 VENV := .venv-tf221
 # TF >= 2.16 maps tf.keras to Keras 3 unless told to use tf-keras (Keras 2).
 export TF_USE_LEGACY_KERAS := 1
+else ifeq ($(STACK),keras3)
+VENV := .venv-keras3
+# tf.keras is Keras 3 as TensorFlow ships it: nothing to set, and nothing inherited.
+unexport TF_USE_LEGACY_KERAS
 else
-$(error Unknown STACK '$(STACK)': use tf215 (default) or tf221)
+$(error Unknown STACK '$(STACK)': use tf215 (default), tf221 or keras3)
 endif
 
 PY := $(VENV)/bin/python
@@ -38,4 +44,4 @@ bench: setup
 	$(PY) -m benchmarks.loss_throughput
 
 clean:
-	rm -rf .venv .venv-tf221 build *.egg-info
+	rm -rf .venv .venv-tf221 .venv-keras3 build *.egg-info

@@ -35,8 +35,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from benchmarks import peers
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 
 MQ2008_TRAIN = pathlib.Path(os.environ.get(
     "TFRX_DATA_DIR", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"),
@@ -91,7 +92,7 @@ def train_steps_per_second(datasets: Dict[str, tf.data.Dataset], num_features: i
                            steps: int, rounds: int) -> Dict[str, float]:
     """Best steps/s of R4.L + twin_ndcg_type3 fed by each dataset (same model)."""
     model = tfrx.models.scorer("R4.L", num_features, normalization="none")
-    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=tfrx.losses.get("twin_ndcg_type3", seed=0))
     for dataset in datasets.values():
         model.fit(dataset, epochs=1, steps_per_epoch=max(steps // 2, 5), verbose=0)

@@ -45,8 +45,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from benchmarks import peers
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 
 # Batch size for each list size: lists of 32 and 128 in batches of 64,
 # lists of 512 and 1024 in batches of 16.
@@ -81,12 +82,12 @@ def make_batch(list_size: int, seed: int = 0) -> Tuple[tf.Tensor, tf.Tensor]:
     return tf.constant(labels, tf.float32), tf.constant(scores, tf.float32)
 
 
-def build_loss(which: str, case: str) -> tf.keras.losses.Loss:
+def build_loss(which: str, case: str) -> keras.losses.Loss:
     name, kwargs, peer = CASES[case]
     return tfrx.losses.get(name, **kwargs) if which == "ours" else peers.peer_loss(peer)
 
 
-def step_fn(loss: tf.keras.losses.Loss, xla: bool, steps: int = 1):
+def step_fn(loss: keras.losses.Loss, xla: bool, steps: int = 1):
     """A compiled function running ``steps`` forward+backward passes of ``loss``;
     returns the last loss value and the sum of the score gradients."""
     def one_pass(labels, scores):

@@ -23,6 +23,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 
 from tfr_extensions import compat
+from tfr_extensions.backend import keras
 from tfr_extensions.data import elwc_feature_specs
 
 _EPSILON = 1e-10  # TF-Ranking's losses_impl._EPSILON
@@ -34,7 +35,7 @@ def _safe_gains(labels: tf.Tensor) -> tf.Tensor:
     return tf.pow(2.0, labels - top) - tf.pow(2.0, -top)
 
 
-class PortedApproxNDCGLoss(tf.keras.losses.Loss):
+class PortedApproxNDCGLoss(keras.losses.Loss):
     """TF-Ranking's ``ApproxNDCGLoss`` (temperature 0.1 by default)."""
 
     def __init__(self, temperature: float = 0.1, name: str = "approx_ndcg_loss"):
@@ -58,7 +59,7 @@ class PortedApproxNDCGLoss(tf.keras.losses.Loss):
         return -dcg * inverse_ideal * tf.cast(nonzero, tf.float32)
 
 
-class PortedSoftmaxLoss(tf.keras.losses.Loss):
+class PortedSoftmaxLoss(keras.losses.Loss):
     """TF-Ranking's ``SoftmaxLoss`` (ListNet's softmax cross entropy)."""
 
     def __init__(self, name: str = "softmax_loss"):
@@ -77,7 +78,7 @@ class PortedSoftmaxLoss(tf.keras.losses.Loss):
         return losses * label_sum[:, 0]
 
 
-PORTS: Dict[str, Callable[[], tf.keras.losses.Loss]] = {
+PORTS: Dict[str, Callable[[], keras.losses.Loss]] = {
     "ApproxNDCG": PortedApproxNDCGLoss,
     "Softmax": PortedSoftmaxLoss,
 }
@@ -91,7 +92,7 @@ def peer_source() -> str:
             else "ports of TF-Ranking 0.5.5's computation (TF-Ranking does not import here)")
 
 
-def peer_loss(name: str, ported: bool = False) -> tf.keras.losses.Loss:
+def peer_loss(name: str, ported: bool = False) -> keras.losses.Loss:
     """TF-Ranking's loss ``name`` (``"ApproxNDCG"``, ``"Softmax"``), or its port
     where TF-Ranking does not import (or with ``ported=True``)."""
     tfr = compat.tf_ranking()

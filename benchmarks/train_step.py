@@ -25,8 +25,9 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from pipelines import train
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 
 SHAPES: Dict[str, dict] = {
     "mq2008": {"num_features": 46, "list_range": (5, 121), "list_size": None},
@@ -36,7 +37,7 @@ LOSSES = {"twin_ndcg_type3 (tfrx)": "twin_ndcg_type3",
           "approx_ndcg_loss (TF-Ranking)": "approx_ndcg_loss"}
 
 
-def steps_per_second(model: tf.keras.Model, dataset: tf.data.Dataset, steps: int) -> float:
+def steps_per_second(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> float:
     start = time.perf_counter()
     model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0)
     return steps / (time.perf_counter() - start)
@@ -52,7 +53,7 @@ def benchmark_shape(shape: str, steps: int, rounds: int, batch_size: int = 32,
     for label, loss in LOSSES.items():
         config = train.TrainConfig(loss=loss, batch_size=batch_size, list_size=spec["list_size"],
                                    jit_compile=jit_compile, verbose=0, tensorboard=False)
-        tf.keras.utils.set_random_seed(0)
+        keras.utils.set_random_seed(0)
         model = train.build_model(config, spec["num_features"])
         dataset = train.train_dataset(config, data).repeat()
         # warm-up: tracing, and oneDNN kernels for the padded list lengths that occur

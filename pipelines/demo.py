@@ -32,6 +32,7 @@ from pipelines import train
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
+from tfr_extensions.backend import keras
 
 TABLE_COLUMNS = common.SUMMARY_COLUMNS
 
@@ -55,7 +56,7 @@ class DemoConfig:
 
 def untrained_summaries(splits: common.Splits, config: train.TrainConfig) -> Dict[str, dict]:
     """Validation and test means of a freshly initialized scorer."""
-    tf.keras.utils.set_random_seed(config.seed)
+    keras.utils.set_random_seed(config.seed)
     model = models.scorer(config.scorer, splits.num_features, hidden_units=config.hidden_units)
     return {name: evaluation.evaluate_model(model, data, no_relevant=config.no_relevant).summary
             for name, data in (("validation", splits.vali), ("test", splits.test))}

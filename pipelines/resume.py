@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from pipelines import common
 from tfr_extensions import evaluation
+from tfr_extensions.backend import keras
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = common.RESULTS_FILE
@@ -172,7 +173,7 @@ def prepare_output_dir(config: Any, output_dir: str,
 
 
 # ----------------------------------------------------------------------------- backup
-def loss_state(loss: tf.keras.losses.Loss) -> tf.Module:
+def loss_state(loss: keras.losses.Loss) -> tf.Module:
     """The loss's ``tf.Variable`` attributes (a randomized loss's step counter, see
     ``StepSeeded`` in :mod:`tfr_extensions.losses.base`) as a ``tf.Module``, so that a
     checkpoint holds them (Keras checkpoints a model without its loss)."""
@@ -183,7 +184,7 @@ def loss_state(loss: tf.keras.losses.Loss) -> tf.Module:
     return module
 
 
-class TrainingBackup(tf.keras.callbacks.BackupAndRestore):
+class TrainingBackup(keras.callbacks.BackupAndRestore):
     """Keras's ``BackupAndRestore`` (every worker restores from ``backup_dir``'s
     checkpoint in ``on_train_begin``; the chief writes it after each epoch), plus what
     else a resumed run needs to equal an uninterrupted one.

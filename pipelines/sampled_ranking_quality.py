@@ -35,9 +35,10 @@ from typing import Dict, List, Sequence
 import numpy as np
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from pipelines import common
 from pipelines import flags
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation
 
 METHODS = {"ExptUtility": "expected_utility", "MDPRank": "mdprank"}
@@ -118,13 +119,13 @@ def ideal_reference(dataset: tf.data.Dataset, topn: int) -> float:
 def train_method(config: QualityConfig, loss_name: str, dataset, num_features: int) -> Dict:
     """Trains one scorer with a policy-gradient loss; per-epoch sampled and
     deterministic-ranking nDCG@topn on the training set."""
-    tf.keras.utils.set_random_seed(config.seed)
+    keras.utils.set_random_seed(config.seed)
     model = tfrx.models.scorer(config.scorer, num_features, hidden_units=config.hidden_units)
     loss = tfrx.losses.get(loss_name, topn=config.topn, num_samples=config.num_samples,
                            temperature=config.temperature, seed=config.seed)
     sampled = tfrx.losses.SampledRankingMetric(loss, name="sampled_ndcg")
     ranking = tfrx.metrics.RankingMetric("ndcg", topn=config.topn, name="ranking_ndcg")
-    model.compile(tf.keras.optimizers.Adam(config.learning_rate), loss=loss,
+    model.compile(keras.optimizers.Adam(config.learning_rate), loss=loss,
                   metrics=[sampled, ranking])
     history = model.fit(dataset, epochs=config.epochs, verbose=0).history
     return {"sampled_ndcg": history["sampled_ndcg"], "ranking_ndcg": history["ranking_ndcg"]}

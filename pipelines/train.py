@@ -33,7 +33,6 @@ from typing import Any, Dict, Mapping, Optional
 
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from pipelines import common
 from pipelines import flags
 from pipelines import resume
@@ -42,6 +41,8 @@ from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
 from tfr_extensions import serving
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation
 
 STRATEGIES = {"default": None, "mirrored": compat.MIRRORED_STRATEGY,
@@ -173,7 +174,7 @@ class TrainResult:
     """
 
     config: TrainConfig
-    model: tf.keras.Model
+    model: keras.Model
     history: Dict[str, list]
     best_epoch: Optional[int]
     validation: evaluation.Evaluation
@@ -185,7 +186,7 @@ class TrainResult:
     players: Dict[str, ScorerResult] = dataclasses.field(default_factory=dict)
 
 
-def build_loss(name: str, loss_args: Mapping[str, Any], seed: int) -> tf.keras.losses.Loss:
+def build_loss(name: str, loss_args: Mapping[str, Any], seed: int) -> keras.losses.Loss:
     """``tfrx.losses.get(name, **loss_args)``; seeded with ``seed`` if it takes one."""
     loss = tfrx.losses.get(name, **loss_args)
     if "seed" not in loss_args and "seed" in inspect.signature(type(loss).__init__).parameters:
@@ -213,26 +214,26 @@ def _steps_per_epoch(config: TrainConfig, dataset: tf.data.Dataset) -> int:
 
 
 def build_scorer(config: TrainConfig, num_features: int,
-                 name: Optional[str] = None) -> tf.keras.Model:
+                 name: Optional[str] = None) -> keras.Model:
     """The (uncompiled) scorer of ``config``: notation, width, batch norm and L2."""
     return models.scorer(config.scorer, num_features, hidden_units=config.hidden_units,
                          batch_norm=config.batch_norm, l2=config.l2, name=name)
 
 
-def build_model(config: TrainConfig, num_features: int) -> tf.keras.Model:
+def build_model(config: TrainConfig, num_features: int) -> keras.Model:
     """The compiled model that ``fit`` trains (call inside the strategy scope): the
     scorer with ``config.loss``, Adam and a training nDCG@5, or :func:`build_irgan`."""
     if config.is_irgan:
         return build_irgan(config, num_features)
     model = build_scorer(config, num_features)
-    model.compile(optimizer=tf.keras.optimizers.Adam(config.learning_rate),
+    model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
                   loss=build_loss(config.loss, config.loss_args, config.seed),
                   metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
                   jit_compile=config.jit_compile)
     return model
 
 
-def build_irgan(config: TrainConfig, num_features: int) -> tf.keras.Model:
+def build_irgan(config: TrainConfig, num_features: int) -> keras.Model:
     """The compiled :class:`tfr_extensions.adversarial.IRGAN` of ``loss="irgan_<mode>"``:
     two scorers of ``config``, ``loss_args`` as IRGAN's keyword arguments (seeded with
     ``seed`` unless they say otherwise), each player with Adam at ``learning_rate``."""
@@ -242,13 +243,13 @@ def build_irgan(config: TrainConfig, num_features: int) -> tf.keras.Model:
                   build_scorer(config, num_features, "discriminator"),
                   **{"seed": config.seed, **config.loss_args,
                      "mode": config.loss[len(IRGAN_PREFIX):]})
-    model.compile(d_optimizer=tf.keras.optimizers.Adam(config.learning_rate),
-                  g_optimizer=tf.keras.optimizers.Adam(config.learning_rate),
+    model.compile(d_optimizer=keras.optimizers.Adam(config.learning_rate),
+                  g_optimizer=keras.optimizers.Adam(config.learning_rate),
                   jit_compile=config.jit_compile)
     return model
 
 
-def scorers(model: tf.keras.Model) -> Dict[str, tf.keras.Model]:
+def scorers(model: keras.Model) -> Dict[str, keras.Model]:
     """The scorers of ``model`` that are selected and evaluated, by name: an IRGAN's
     generator and discriminator (:data:`IRGAN_PLAYERS`); any other model is its own
     and only scorer, named ``""``."""
@@ -259,7 +260,7 @@ def scorers(model: tf.keras.Model) -> Dict[str, tf.keras.Model]:
     return {"": model}
 
 
-def main_scorer(model: tf.keras.Model) -> str:
+def main_scorer(model: keras.Model) -> str:
     """The name (in :func:`scorers`) of the scorer a run reports first and exports:
     an IRGAN's served player, else ``""``."""
     from tfr_extensions.adversarial import IRGAN
@@ -288,7 +289,7 @@ def make_strategy(name: str) -> Optional[tf.distribute.Strategy]:
 
 
 # ----------------------------------------------------------------------------- callbacks
-class StopOnNonFiniteLoss(tf.keras.callbacks.Callback):
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
     """Raises :class:`NonFiniteLossError` at the end of the first batch whose loss (every
     log whose name ends in ``loss``: Keras's running mean of the epoch) is NaN or
     infinite, naming the epoch and the batch. Put it first: nothing after that batch
@@ -311,13 +312,13 @@ class StopOnNonFiniteLoss(tf.keras.callbacks.Callback):
                     "the learning rate, or look for NaN/inf in the features or labels.")
 
 
-class CurveLogger(tf.keras.callbacks.Callback):
+class CurveLogger(keras.callbacks.Callback):
     """Adds the exact ``metric`` of ``scorer`` on ``data`` (a ``LibSVMData``, e.g. the
     test set) to every epoch's logs as ``log_key``: a learning curve in the history,
     ``history.json`` (so a resumed run keeps it) and TensorBoard (put it before them).
     A mean over no query is NaN (None in the JSON files)."""
 
-    def __init__(self, data, metric: str, no_relevant: str, scorer: tf.keras.Model,
+    def __init__(self, data, metric: str, no_relevant: str, scorer: keras.Model,
                  log_key: str):
         super().__init__()
         self._name, self._topn = evaluation.parse_metric(metric)
@@ -355,7 +356,7 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
     """
     strategy = make_strategy(config.strategy)  # first: collectives need a fresh context
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
-    tf.keras.utils.set_random_seed(config.seed)
+    keras.utils.set_random_seed(config.seed)
     splits = splits or common.load_splits(config.data, config.fold, config.seed)
     check_splits(splits, config.no_relevant)
     chief = resume.is_chief(strategy)
@@ -365,9 +366,9 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
     resume.prepare_output_dir(config, output_dir, strategy, overwrite)
     backup_dir = os.path.join(config.resolved_output_dir, resume.BACKUP_DIR)  # the chief's, for all
 
-    previous_policy = tf.keras.mixed_precision.global_policy()
+    previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         with compat.strategy_scope(strategy):
             model = build_model(config, splits.num_features)
@@ -389,13 +390,13 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
             backup = resume.TrainingBackup(backup_dir, done, write_history=chief, state=state)
             callbacks = [StopOnNonFiniteLoss(), *best.values(), *curves]
             if config.tensorboard:
-                callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")))
+                callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")))
             callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
             # the stream of an uninterrupted run, past the epochs restored from the backup
             model.fit(dataset.repeat().skip(done * steps), epochs=config.epochs,
                       steps_per_epoch=steps, callbacks=callbacks, verbose=config.verbose)
     finally:
-        tf.keras.mixed_precision.set_global_policy(previous_policy)
+        keras.mixed_precision.set_global_policy(previous_policy)
 
     results = {player: ScorerResult(
         best[player].best_epoch,

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import tensorflow as tf
+from tfr_extensions.backend import keras
 from scipy.special import erfc, logsumexp
 
 import tfr_extensions as tfrx
@@ -142,8 +143,8 @@ def synthetic_ranking_data(seed, num_lists=96, size=12, features=6):
 def train_and_validate(loss, seed=0, epochs=12):
     """Validation nDCG@5 of a Dense scorer before and after training with ``loss``."""
     x, labels = synthetic_ranking_data(seed)
-    tf.keras.utils.set_random_seed(seed)
-    model = tf.keras.Sequential([tf.keras.layers.Dense(1), tf.keras.layers.Reshape([-1])])
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.layers.Dense(1), keras.layers.Reshape([-1])])
     model.build([None, x.shape[1], x.shape[2]])
     train, valid = slice(0, 64), slice(64, None)
 
@@ -151,6 +152,6 @@ def train_and_validate(loss, seed=0, epochs=12):
         return float(tf.reduce_mean(tfrx.metrics.ndcg(labels[valid], model(x[valid]), topn=5)))
 
     before = ndcg()
-    model.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss=loss)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss=loss)
     model.fit(x[train], labels[train], batch_size=16, epochs=epochs, verbose=0)
     return before, ndcg()

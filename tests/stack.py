@@ -1,12 +1,14 @@
-"""Which supported stack the tests run on: TF-Ranking comparisons, the other stack.
+"""Which supported stack the tests run on: TF-Ranking comparisons, the other stacks.
 
-``tfr`` is TF-Ranking's module on the tf215 stack and None on tf221 (where it
-does not import); tests that compare with it carry ``needs_tf_ranking`` (or a
-module calls :func:`skip_module_without_tf_ranking`) and skip, with the reason,
-where it is None. Everything else runs on both stacks.
+``tfr`` is TF-Ranking's module on the tf215 stack and None on tf221 and keras3
+(where it does not import); tests that compare with it carry
+``needs_tf_ranking`` (or a module calls :func:`skip_module_without_tf_ranking`)
+and skip, with the reason, where it is None. Everything else runs on every stack.
 
-:func:`other_stack_python` gives the other stack's interpreter, for tests that
-cross stacks (a SavedModel exported on one and served on the other).
+:func:`stack_python` gives another stack's interpreter, for tests that cross
+stacks (a SavedModel exported on one and served on another; Keras 2 against
+Keras 3). They run with ``TFRX_CROSS_STACK=1``, which ``.ci/run`` sets after
+setting up every stack; a plain ``make test STACK=x`` skips them and says so.
 """
 import os
 import pathlib
@@ -14,12 +16,13 @@ import pathlib
 import pytest
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions import compat
 
 tfr = compat.tf_ranking()
 
 NO_TF_RANKING = ("needs TF-Ranking, which does not import on this stack "
-                 "(tf221: TensorFlow >= 2.16 has no tf.estimator)")
+                 "(tf221, keras3: TensorFlow >= 2.16 has no tf.estimator)")
 
 needs_tf_ranking = pytest.mark.skipif(tfr is None, reason=NO_TF_RANKING)
 
@@ -32,26 +35,39 @@ def skip_module_without_tf_ranking() -> None:
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 #: stack -> (its virtualenv in the repository, its environment); see the Makefile
-STACKS = {"tf215": (".venv", {}), "tf221": (".venv-tf221", {"TF_USE_LEGACY_KERAS": "1"})}
-THIS_STACK = "tf215" if tf.__version__.startswith("2.15.") else "tf221"
-OTHER_STACK = "tf221" if THIS_STACK == "tf215" else "tf215"
+STACKS = {"tf215": (".venv", {"TF_USE_LEGACY_KERAS": None}),
+          "tf221": (".venv-tf221", {"TF_USE_LEGACY_KERAS": "1"}),
+          "keras3": (".venv-keras3", {"TF_USE_LEGACY_KERAS": None})}
+THIS_STACK = ("tf215" if tf.__version__.startswith("2.15.")
+              else "keras3" if backend.IS_KERAS_3 else "tf221")
+OTHER_STACKS = tuple(name for name in STACKS if name != THIS_STACK)
+
+#: the environment variable that turns the cross-stack tests on (``.ci/run`` sets it
+#: once every stack's virtualenv is set up)
+CROSS_STACK_VARIABLE = "TFRX_CROSS_STACK"
+CROSS_STACK_OFF = (f"a cross-stack test: runs where every stack is set up, with "
+                   f"{CROSS_STACK_VARIABLE}=1 (.ci/run does both)")
 
 
-def other_stack_python():
-    """``(python, env)`` of the other stack's virtualenv.
+def cross_stack_enabled() -> bool:
+    """Whether the cross-stack tests run (``TFRX_CROSS_STACK=1``)."""
+    return os.environ.get(CROSS_STACK_VARIABLE) == "1"
 
-    ``.ci/run`` sets up tf215 first, so on tf221 the tf215 venv must exist
-    (the test fails, with the command to run, when it does not); on tf215 a
-    missing tf221 venv skips (the tf221 run, after this one, covers both
-    directions).
+
+def stack_python(name: str):
+    """``(python, env)`` of stack ``name``'s virtualenv, for a test that crosses stacks.
+
+    Without ``TFRX_CROSS_STACK=1`` the test skips (``make test STACK=x`` on a fresh
+    clone sets up one stack only; conftest's summary lists these skips); with it, a
+    missing virtualenv fails the test with the command that sets it up.
     """
-    folder, extra_env = STACKS[OTHER_STACK]
+    if not cross_stack_enabled():
+        pytest.skip(CROSS_STACK_OFF)
+    folder, extra_env = STACKS[name]
     python = REPO / folder / "bin" / "python"
     if not python.exists():
-        message = (f"the {OTHER_STACK} virtualenv {python.parent.parent} is not set up "
-                   f"(make setup STACK={OTHER_STACK})")
-        if THIS_STACK == "tf221":
-            pytest.fail(message)
-        pytest.skip(message + "; the tf221 run of .ci/run tests both directions")
-    env = {key: value for key, value in os.environ.items() if key != "TF_USE_LEGACY_KERAS"}
-    return str(python), dict(env, TF_CPP_MIN_LOG_LEVEL="2", **extra_env)
+        pytest.fail(f"{CROSS_STACK_VARIABLE}=1, but the {name} virtualenv "
+                    f"{python.parent.parent} is not set up (make setup STACK={name})")
+    env = {key: value for key, value in os.environ.items() if key not in extra_env}
+    env.update({key: value for key, value in extra_env.items() if value is not None})
+    return str(python), dict(env, TF_CPP_MIN_LOG_LEVEL="2")

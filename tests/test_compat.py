@@ -9,6 +9,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfr_extensions.backend import keras
 from tensorflow_serving.apis import input_pb2
 
 from stack import needs_tf_ranking, tfr
@@ -77,12 +78,12 @@ def test_keras_package_is_keras_2_on_either_stack():
 
 
 @pytest.mark.skipif(tf.__version__.startswith("2.15."),
-                    reason="TF 2.15 always has Keras 2 as tf.keras: no Keras 3 to find")
+                    reason="TF 2.15 always has Keras 2 as keras: no Keras 3 to find")
 def test_keras_3_as_tf_keras_is_a_clear_import_error():
     proc = run_python("import tfr_extensions", TF_USE_LEGACY_KERAS="0")
     assert proc.returncode != 0
     message = proc.stderr.strip().splitlines()[-1]
-    assert message.startswith("ImportError: tfr_extensions needs Keras 2 as tf.keras, but found "
+    assert message.startswith("ImportError: tfr_extensions needs Keras 2 as keras, but found "
                               "keras 3.")
     assert "TF_USE_LEGACY_KERAS='0'" in message
     assert f"pip install 'tf-keras=={'.'.join(tf.__version__.split('.')[:2])}.*'" in message
@@ -176,7 +177,7 @@ def test_parse_elwc_equals_tf_ranking(list_size):
 def test_elwc_predict_function_equals_tf_ranking_signature():
     spec = {"x": EXAMPLE_SPEC["x"]}
 
-    class Model(tf.keras.Model):
+    class Model(keras.Model):
         def call(self, inputs, training=False):
             weights = tf.constant([2.0, -1.0])
             scores = tf.reduce_sum(inputs["x"] * weights, axis=-1)

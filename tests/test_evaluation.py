@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from tfr_extensions.backend import keras
+
 from oracles_evaluation import ORACLES
 from stack import needs_tf_ranking, tfr
 from tfr_extensions import evaluation
@@ -139,12 +141,12 @@ def test_validation_errors():
         evaluation.evaluate([1.0, 0.0], [0.0, 1.0], [0, 1])
 
 
-class LinearScorer(tf.keras.Model):
+class LinearScorer(keras.Model):
     """score = features @ w, over the {"features", "mask"} dict (masking unused)."""
 
     def __init__(self, num_features):
         super().__init__()
-        self.dense = tf.keras.layers.Dense(1, use_bias=False)
+        self.dense = keras.layers.Dense(1, use_bias=False)
         self.dense.build([None, None, num_features])
 
     def call(self, inputs, training=None):

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfr_extensions.backend import keras
+
 import oracles
 import tfr_extensions as tfrx
 from stack import needs_tf_ranking, tfr
@@ -121,6 +123,6 @@ def test_keras_metric_wrapper_averages_and_serializes():
     metric.update_state(labels[8:], scores[8:])
     expected = np.mean([oracles.nerr(labels[b], scores[b], 10) for b in range(len(labels))])
     np.testing.assert_allclose(metric.result().numpy(), expected, rtol=1e-5)
-    config = json.loads(json.dumps(tf.keras.metrics.serialize(metric)))
-    clone = tf.keras.metrics.deserialize(config)
+    config = json.loads(json.dumps(keras.metrics.serialize(metric)))
+    clone = keras.metrics.deserialize(config)
     assert (clone.name, clone.get_config()["topn"]) == ("nerr_10", 10)

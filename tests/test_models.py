@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tfr_extensions import models
+from tfr_extensions.backend import keras
 
 F = 5
 
@@ -116,13 +117,13 @@ def test_permuting_documents_permutes_scores():
 
 
 def test_mixed_float16_outputs_float32():
-    previous = tf.keras.mixed_precision.global_policy()
-    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         model = models.scorer("CE4.L", F, hidden_units=16)
         scores = model(batch(), training=True)
     finally:
-        tf.keras.mixed_precision.set_global_policy(previous)
+        keras.mixed_precision.set_global_policy(previous)
     assert scores.dtype == tf.float32
     assert model.dense_layers[0].compute_dtype == "float16"
     assert np.isfinite(scores.numpy()).all()
@@ -138,8 +139,8 @@ def test_l2_matches_pytorch_weight_decay_convention():
 
 def test_config_round_trip_through_json():
     model = models.scorer("CE4.L", F, hidden_units=8, l2=1e-3)
-    config = json.loads(json.dumps(tf.keras.utils.serialize_keras_object(model)))
-    clone = tf.keras.utils.deserialize_keras_object(config)
+    config = json.loads(json.dumps(keras.utils.serialize_keras_object(model)))
+    clone = keras.utils.deserialize_keras_object(config)
     inputs = batch()
     clone(inputs)
     clone.set_weights(model.get_weights())

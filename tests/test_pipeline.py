@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfr_extensions.backend import keras
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
@@ -151,7 +152,7 @@ def test_recipe_trains_stock_pipeline_on_elwc_and_serves_a_predict_request(fold,
     assert served["modules"] == []  # TensorFlow alone: no TF-Ranking, TF Serving or tfrx
     scores = np.asarray(served["outputs"][tf.saved_model.PREDICT_OUTPUTS])
     # The same lists scored by the Keras model that the pipeline exported.
-    restored = tf.keras.models.load_model(str(best), compile=False)
+    restored = keras.models.load_model(str(best), compile=False)
     padded, mask = pad(lists, train.num_features)
     want = restored({"features": padded, "list_mask": mask}, training=False).numpy()
     assert scores.shape == want.shape == mask.shape
@@ -170,7 +171,7 @@ def pad(lists, num_features):
 # --------------------------------------------------------------------------- our pipeline
 
 
-class Recorder(tf.keras.callbacks.Callback):
+class Recorder(keras.callbacks.Callback):
     """Keeps each epoch's logs and the trained model."""
 
     def __init__(self):

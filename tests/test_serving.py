@@ -1,5 +1,5 @@
 """SavedModel export: every signature, loaded in a fresh TensorFlow-only process
-(of this stack and of the other one), gives the model's scores on raw features;
+(of this stack and of the others), gives the model's scores on raw features;
 PredictRequests match the signatures."""
 import base64
 import json
@@ -11,11 +11,12 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfr_extensions.backend import keras
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
-from stack import OTHER_STACK, other_stack_python
+from stack import OTHER_STACKS, stack_python
 from tfr_extensions import models
 from tfr_extensions import serving
 
@@ -108,9 +109,10 @@ def test_fresh_tensorflow_process_reproduces_scores(exported):
     assert_serves(serve_in_fresh_process(path, features), mask, want)
 
 
-def test_the_other_stack_serves_a_model_exported_on_this_one(exported):
+@pytest.mark.parametrize("other", OTHER_STACKS)
+def test_another_stack_serves_a_model_exported_on_this_one(exported, other):
     _, path, features, mask, want = exported
-    python, env = other_stack_python()
+    python, env = stack_python(other)
     assert_serves(serve_in_fresh_process(path, features, python, env), mask, want)
 
 
@@ -132,9 +134,10 @@ EXPORTER = textwrap.dedent("""
 """)
 
 
-def test_this_stack_serves_a_model_exported_on_the_other_one(exported, tmp_path):
+@pytest.mark.parametrize("other", OTHER_STACKS)
+def test_this_stack_serves_a_model_exported_on_another_one(exported, tmp_path, other):
     _, _, features, mask, _ = exported
-    python, env = other_stack_python()
+    python, env = stack_python(other)
     np.save(tmp_path / "features.npy", features)
     path = str(tmp_path / "other" / "1")
     proc = subprocess.run([python, "-c", EXPORTER, path, str(tmp_path / "features.npy"),
@@ -142,7 +145,7 @@ def test_this_stack_serves_a_model_exported_on_the_other_one(exported, tmp_path)
                           text=True, timeout=240, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     exported_there = json.loads(proc.stdout.split("RESULT", 1)[1])
-    assert exported_there["tf"].startswith("2.15." if OTHER_STACK == "tf215" else "2.21.")
+    assert exported_there["tf"].startswith("2.15." if other == "tf215" else "2.21.")
     assert_serves(serve_in_fresh_process(path, features), mask,
                   np.asarray(exported_there["scores"]))
 
@@ -199,7 +202,7 @@ def test_export_refuses_to_overwrite_and_validates(exported):
     with pytest.raises(ValueError, match="export_dir"):
         serving.export(model, path)
     with pytest.raises(ValueError, match="num_features"):
-        serving.export(tf.keras.Sequential(), path + "_other")
+        serving.export(keras.Sequential(), path + "_other")
 
 
 @pytest.mark.parametrize("features_shape,lengths,message", [

@@ -3,19 +3,17 @@
     import tfr_extensions as tfrx
     loss = tfrx.losses.get("twin_ndcg_type3", topn=10)
 
-Needs Keras 2 as ``tf.keras``: TensorFlow 2.15, or TensorFlow 2.16+ with
-``tf-keras`` and ``TF_USE_LEGACY_KERAS=1`` (see :mod:`tfr_extensions.compat`).
-TF-Ranking is optional: only ``tfrx.pipeline`` (its pipeline classes, imported
-on first use) and the fallback to its loss names need it.
+Runs on Keras 2 (TensorFlow 2.15, or TensorFlow 2.16+ with ``tf-keras`` and
+``TF_USE_LEGACY_KERAS=1``) and on Keras 3 (TensorFlow 2.16+ as it comes): whichever
+``tf.keras`` is (:mod:`tfr_extensions.backend`). TF-Ranking is optional: only
+``tfrx.pipeline`` (its pipeline classes, imported on first use) and the fallback to
+its loss names need it.
 """
 import importlib
 
-from tfr_extensions import compat
-
-compat.check_keras()  # before any module touches tf.keras: a clear error under Keras 3
-
-from tfr_extensions import adversarial, data, losses, metrics, ops  # noqa: E402
-from tfr_extensions import evaluation, gbdt, models, serving  # noqa: E402
+from tfr_extensions import backend  # first: decides which Keras every module uses
+from tfr_extensions import adversarial, data, losses, metrics, ops
+from tfr_extensions import evaluation, gbdt, models, serving
 
 __version__ = "0.1.0"
 

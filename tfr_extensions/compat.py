@@ -1,18 +1,17 @@
 """What differs between the supported stacks, in one place.
 
-Two stacks are supported (``stacks/*.txt``, ``make test STACK=...``):
+Three stacks are supported (``stacks/*.txt``, ``make test STACK=...``):
 
 * ``tf215``: TensorFlow 2.15 with TF-Ranking 0.5.5 (its last release, which pins
-  TF < 2.16 and imports ``tf.estimator``);
+  TF < 2.16 and imports ``tf.estimator``), Keras 2;
 * ``tf221``: TensorFlow 2.21 with Keras 2 as ``tf_keras`` 2.21, selected by the
-  environment variable ``TF_USE_LEGACY_KERAS=1``, and no TF-Ranking.
+  environment variable ``TF_USE_LEGACY_KERAS=1``, and no TF-Ranking;
+* ``keras3``: TensorFlow 2.21 with its default Keras 3 and keras-rs, no TF-Ranking.
 
-This module holds everything the package needs to tell them apart, and our own
-versions of the few TF-Ranking pieces the package cannot do without:
+Which Keras is active is :mod:`tfr_extensions.backend`'s business. This module
+holds whether TF-Ranking is there, and our own versions of the few TF-Ranking
+pieces the package cannot do without:
 
-* :func:`check_keras` (run when ``tfr_extensions`` is imported): ``tf.keras``
-  must be Keras 2; with Keras 3 in its place it raises an ``ImportError`` that
-  says how to get Keras 2. :func:`keras_package` names what ``tf.keras`` is.
 * :func:`tf_ranking` imports TF-Ranking lazily (None when it is missing or cannot
   import); :func:`has_tf_ranking`, and :func:`require_tf_ranking` for code that
   cannot work without it.
@@ -35,55 +34,6 @@ from typing import Callable, Dict, Optional, Tuple, Union
 import tensorflow as tf
 
 from tfr_extensions.ops.lists import PADDING_LABEL
-
-#: the environment variable that makes TF >= 2.16 map ``tf.keras`` to ``tf_keras``
-LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
-
-
-def _tf_minor() -> str:
-    """``"2.21"`` for TensorFlow 2.21.x."""
-    return ".".join(tf.__version__.split(".")[:2])
-
-
-def keras_package() -> Tuple[str, str]:
-    """``(package, version)`` of the Keras behind ``tf.keras``.
-
-    ``("keras", "2.15.0")`` on TF 2.15, ``("tf_keras", "2.21.0")`` on TF 2.21
-    with ``TF_USE_LEGACY_KERAS=1``, ``("keras", "3.x")`` with Keras 3.
-
-    Raises:
-      ImportError: when ``tf.keras`` cannot be loaded at all (e.g.
-        ``TF_USE_LEGACY_KERAS=1`` without ``tf_keras`` installed).
-    """
-    try:
-        module_name = tf.keras.__name__
-    except ImportError as error:
-        raise ImportError(_keras_message("no importable Keras")) from error
-    package = module_name.split(".")[0]
-    return package, importlib.import_module(package).__version__
-
-
-def _keras_message(found: str) -> str:
-    minor = _tf_minor()
-    return (f"tfr_extensions needs Keras 2 as tf.keras, but found {found} (TensorFlow "
-            f"{tf.__version__}); Keras 3 is not yet supported. Install tf-keras matching "
-            f"TensorFlow (pip install 'tf-keras=={minor}.*') and set the environment variable "
-            f"{LEGACY_KERAS_VARIABLE}=1 before TensorFlow first uses tf.keras (e.g. "
-            f"`export {LEGACY_KERAS_VARIABLE}=1` in the shell).")
-
-
-def check_keras() -> None:
-    """Raises ``ImportError`` unless ``tf.keras`` is Keras 2.
-
-    >>> check_keras()  # Keras 2 here: returns quietly
-    """
-    package, version = keras_package()
-    if not version.startswith("2."):
-        legacy = os.environ.get(LEGACY_KERAS_VARIABLE)
-        setting = (f"{LEGACY_KERAS_VARIABLE}={legacy!r}" if legacy is not None
-                   else f"{LEGACY_KERAS_VARIABLE} unset")
-        raise ImportError(_keras_message(f"{package} {version} ({setting})"))
-
 
 # ----------------------------------------------------------------------------- TF-Ranking
 
@@ -293,7 +243,7 @@ def elwc_predict_function(model: Callable, context_feature_spec: Optional[Featur
 
     TF-Ranking's ``tfr.keras.saved_model.Signatures(...).predict_tf_function()``:
     input ``inputs``, string ``[B]``; the features of :func:`parse_elwc` (with
-    the mask under ``mask_feature_name``) go to ``model(inputs=features,
+    the mask under ``mask_feature_name``) go to ``model(features,
     training=False)``; a tensor output is returned as ``{"outputs": ...}``, a
     dict output as it is.
     """
@@ -302,7 +252,7 @@ def elwc_predict_function(model: Callable, context_feature_spec: Optional[Featur
     def predict(serialized_elwcs):
         features = parse_elwc(serialized_elwcs, context_feature_spec, example_feature_spec,
                               mask_feature_name=mask_feature_name)
-        outputs = model(inputs=features, training=False)
+        outputs = model(features, training=False)
         if isinstance(outputs, dict):
             return outputs
         if isinstance(outputs, tf.Tensor):

@@ -46,6 +46,7 @@ import pandas as pd
 import tensorflow as tf
 
 from tfr_extensions import metrics as tfrx_metrics
+from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
@@ -212,7 +213,7 @@ def check_evaluable(data, no_relevant: str = "exclude", what: str = "validation"
             "a set with relevant documents, or no_relevant 'zero' or 'one'.")
 
 
-def predict_scores(model: tf.keras.Model, data, max_docs_per_batch: int = 1 << 16,
+def predict_scores(model: keras.Model, data, max_docs_per_batch: int = 1 << 16,
                    max_queries_per_batch: int = 512) -> np.ndarray:
     """Scores of every row of ``data`` (a ``LibSVMData``), ``float32 [N]``.
 
@@ -238,7 +239,7 @@ def predict_scores(model: tf.keras.Model, data, max_docs_per_batch: int = 1 << 1
 _SCORING_FUNCTIONS = weakref.WeakKeyDictionary()
 
 
-def _scoring_function(model: tf.keras.Model, num_features: int):
+def _scoring_function(model: keras.Model, num_features: int):
     """A cached ``tf.function`` (padded features, list lengths) -> float32 scores."""
     functions = _SCORING_FUNCTIONS.setdefault(model, {})
     if num_features not in functions:
@@ -252,7 +253,7 @@ def _scoring_function(model: tf.keras.Model, num_features: int):
     return functions[num_features]
 
 
-def evaluate_model(model: tf.keras.Model, data, no_relevant: str = "exclude",
+def evaluate_model(model: keras.Model, data, no_relevant: str = "exclude",
                    topns: Sequence[int] = DEFAULT_TOPNS,
                    metrics: Sequence[str] = DEFAULT_METRICS,
                    max_docs_per_batch: int = 1 << 16) -> Evaluation:
@@ -299,7 +300,7 @@ class BestEpochState(tf.Module):
                              for i, w in enumerate(weights)]
 
 
-class BestEpochCallback(tf.keras.callbacks.Callback):
+class BestEpochCallback(keras.callbacks.Callback):
     """Evaluates a validation ``LibSVMData`` after each epoch; keeps the best weights.
 
     The metric (e.g. ``"ndcg@5"``) is the exact per-query mean of
@@ -324,7 +325,7 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
     """
 
     def __init__(self, data, metric: str = "ndcg@5", no_relevant: str = "exclude", *,
-                 scorer: Optional[tf.keras.Model] = None,
+                 scorer: Optional[keras.Model] = None,
                  curve_data: Optional[Dict[str, Any]] = None,
                  log_key: Optional[str] = None):
         super().__init__()
@@ -342,7 +343,7 @@ class BestEpochCallback(tf.keras.callbacks.Callback):
         self._state_read = True
 
     @property
-    def scorer(self) -> tf.keras.Model:
+    def scorer(self) -> keras.Model:
         return self._scorer if self._scorer is not None else self.model
 
     def state(self, capacity: Optional[int] = None) -> BestEpochState:

@@ -28,7 +28,10 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfr_extensions import backend
+from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
 from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
@@ -93,21 +96,81 @@ def metric_function(name: str):
 NO_RELEVANT_RULES = ("exclude", "zero", "one")
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
-class RankingMetric(tf.keras.metrics.Mean):
+def per_list_weights(weights, relevance, valid) -> tf.Tensor:
+    r"""Per-item sample weights ``[B, L]`` -> per-list weights ``[B]``, by TF-Ranking's
+    and keras-rs's rule (``_per_example_weights_to_per_list_weights``,
+    ``keras_rs...ranking_metrics_utils.get_list_weights``):
+
+    .. math:: w_q = \frac{\sum_i w_i\,\mathrm{rel}_i}{\sum_i \mathrm{rel}_i}
+
+    over the valid documents of list q. A list without relevance but with
+    some weight gets the mean :math:`w_q` of the batch's lists that have both
+    (1 when none has); a list whose weights sum to 0 gets 0.
+
+    Args:
+      weights: float ``[B, L]``; padded documents' weights are ignored.
+      relevance: float ``[B, L]``, >= 0: the metric's relevance (gain
+        ``2^y - 1`` for nDCG and nERR, ``y > 0`` for AP and Precision).
+      valid: bool ``[B, L]``.
+
+    >>> w = per_list_weights(tf.constant([[1., 3.], [2., 2.]]), tf.constant([[1., 1.], [0., 0.]]),
+    ...                      tf.constant([[True, True], [True, True]]))
+    >>> w.numpy().tolist()  # (1 + 3) / 2; the second list has no relevance: the mean, 2
+    [2.0, 2.0]
+    """
+    zero = tf.zeros_like(weights)
+    weights = tf.where(valid, weights, zero)
+    relevance = tf.where(valid, tf.cast(relevance, weights.dtype), zero)
+    has_weight = tf.reduce_sum(weights, axis=-1) > 0
+    total_relevance = tf.reduce_sum(relevance, axis=-1)
+    has_relevance = total_relevance > 0
+    weighted = numerics.safe_divide(tf.reduce_sum(weights * relevance, axis=-1), total_relevance)
+    counted = tf.cast(tf.logical_and(has_weight, has_relevance), weights.dtype)
+    count = tf.reduce_sum(counted)
+    mean = tf.where(count > 0, numerics.safe_divide(tf.reduce_sum(weighted * counted), count),
+                    tf.ones_like(count))
+    return tf.where(has_weight, tf.where(has_relevance, weighted, mean), tf.zeros_like(weighted))
+
+
+def _relevance(metric: str, labels: tf.Tensor) -> tf.Tensor:
+    """The relevance that weighs items into lists for ``metric`` (canonical name)."""
+    labels = tf.maximum(labels, 0.0)
+    if metric in ("ndcg", "nerr"):
+        return tf.pow(2.0, labels) - 1.0
+    return tf.cast(labels > 0, labels.dtype)
+
+
+@keras.utils.register_keras_serializable(package="tfr_extensions")
+class RankingMetric(keras.metrics.Mean):
     """Mean of an exact per-list metric over the lists seen, for ``model.compile``.
 
     ``metric`` is any name of :mod:`~tfr_extensions.ops.vocabulary`; the
     default name is ``<metric>_<topn>`` with the metric as given (``map_10``).
+    ``y_true`` is labels ``[B, L]`` (-1 on padding) or keras-rs's dict
+    ``{"labels", "mask"}`` (mask False = padding); ``y_pred`` may be float16.
 
     Lists with no valid document are skipped. Lists without a relevant document
     follow ``no_relevant``: ``"zero"`` (default) counts them 0, as TF-Ranking's
-    Keras metrics do; ``"exclude"`` leaves them out of the mean (PT-Ranking,
-    and the default of :mod:`tfr_extensions.evaluation`); ``"one"`` counts them
-    1 (LightGBM, XGBoost). So the metric over a validation set equals
-    ``tfrx.evaluation.evaluate(..., no_relevant=rule)``'s mean. ``y_pred`` may
-    be float16. A ``[B, 1]`` sample weight weighs lists; a ``[B, L]`` one is
-    averaged per list.
+    and keras-rs's metrics do; ``"exclude"`` leaves them out of the mean
+    (PT-Ranking, and the default of :mod:`tfr_extensions.evaluation`); ``"one"``
+    counts them 1 (LightGBM, XGBoost). So the metric over a validation set
+    equals ``tfrx.evaluation.evaluate(..., no_relevant=rule)``'s mean.
+
+    ``sample_weight``: a scalar, ``[B]`` or ``[B, 1]`` weighs lists; a ``[B, L]``
+    per-item weight becomes a per-list weight by TF-Ranking's and keras-rs's
+    rule (:func:`per_list_weights`).
+
+    Against keras-rs (``keras_rs.metrics``), with ties ordered alike (keras-rs
+    shuffles ties unless ``shuffle_ties=False``, then keeps the input order as
+    we do), ``"ndcg"`` equals ``NDCG(k)``, ``"precision"`` ``PrecisionAtK(k)``
+    and ``"ap"`` ``MeanAveragePrecision(k)`` for labels in {0, 1, 2, ...}.
+    Where the conventions differ: keras-rs counts a label ``>= 1`` as relevant
+    for MAP and Precision, we count ``> 0`` (they differ on fractional labels
+    below 1); keras-rs has no nERR and no rule for lists without relevant
+    documents (it counts them 0, our ``"zero"``); keras-rs also drops the
+    items of a per-item weight 0 from the ranking, we rank them and only
+    weigh the list; keras-rs's MAP@k divides by all relevant documents, as
+    our ``"ap"`` does (``"ap_min"``: by ``min(k, R)``).
 
     >>> m = RankingMetric("nerr", topn=10)
     >>> _ = m.update_state([[0., 1.]], [[0.2, 0.9]])
@@ -122,9 +185,11 @@ class RankingMetric(tf.keras.metrics.Mean):
     def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
                  name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero",
                  **kwargs):
+        backend.require_tensorflow_backend("tfrx.metrics.RankingMetric")
         self._function = metric_function(metric)
         validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
         self._metric = metric  # as given: it names the metric (``map_10``)
+        self._canonical = vocabulary.canonical_metric(metric)
         self._topn = validation.validate_topn(topn)
         self._no_relevant = no_relevant
         default = f"{metric}_{topn}" if topn else metric
@@ -133,25 +198,37 @@ class RankingMetric(tf.keras.metrics.Mean):
         super().__init__(name=name or default, dtype=dtype, **kwargs)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = lists.labels_with_mask(y_true)
         if isinstance(y_true, tf.RaggedTensor):
-            y_true = y_true.to_tensor(-1.0)
+            y_true = y_true.to_tensor(lists.PADDING_LABEL)
         if isinstance(y_pred, tf.RaggedTensor):
             y_pred = y_pred.to_tensor(0.0)
-        values = self._function(y_true, y_pred, self._topn)
-        any_valid = tf.reduce_any(tf.greater_equal(tf.cast(y_true, tf.float32), 0.0), axis=-1)
-        weights = tf.cast(any_valid, values.dtype)
+        labels = tf.cast(tf.convert_to_tensor(y_true), tf.float32)
+        values = self._function(labels, y_pred, self._topn)
+        valid = tf.greater_equal(labels, 0.0)
+        weights = tf.cast(tf.reduce_any(valid, axis=-1), values.dtype)
         if self._no_relevant != "zero":
-            relevant = has_relevant(y_true)
+            relevant = has_relevant(labels)
             if self._no_relevant == "exclude":
                 weights *= tf.cast(relevant, values.dtype)
             else:
                 values = tf.where(relevant, values, tf.ones_like(values))
         if sample_weight is not None:
-            sample_weight = tf.cast(sample_weight, values.dtype)
-            if sample_weight.shape.rank == 2:
-                sample_weight = tf.reduce_mean(sample_weight, axis=-1)
-            weights = weights * sample_weight
+            weights *= self._list_weights(tf.cast(sample_weight, values.dtype), labels, valid)
         return super().update_state(values, sample_weight=weights)
+
+    def _list_weights(self, sample_weight, labels, valid):
+        """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight."""
+        rank = sample_weight.shape.rank
+        if rank == 0:
+            return tf.fill(tf.shape(labels)[:1], sample_weight)
+        if rank == 1 or (rank == 2 and sample_weight.shape[1] == 1):
+            return tf.reshape(sample_weight, [-1])
+        if rank != 2:
+            raise ValueError("`sample_weight` must be a scalar, [batch], [batch, 1] or "
+                             f"[batch, list_size]; got shape {sample_weight.shape}.")
+        weights = tf.broadcast_to(sample_weight, tf.shape(labels))
+        return per_list_weights(weights, _relevance(self._canonical, labels), valid)
 
     def get_config(self):
         config = super().get_config()

@@ -44,6 +44,8 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+from tfr_extensions import backend
+from tfr_extensions.backend import keras
 from tfr_extensions.data.normalization import query_zscore
 from tfr_extensions.ops import validation
 
@@ -121,8 +123,8 @@ def parse_notation(notation: str, hidden_units: int = 100) -> Architecture:
                      f"{accepted} (<n> = number of layers >= 1, e.g. R5, CE4.L).")
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
-class QueryZScore(tf.keras.layers.Layer):
+@keras.utils.register_keras_serializable(package="tfr_extensions")
+class QueryZScore(keras.layers.Layer):
     """Per-list z-score of every feature over the valid documents.
 
     A layer around :func:`tfr_extensions.data.normalization.query_zscore` (the
@@ -137,8 +139,8 @@ class QueryZScore(tf.keras.layers.Layer):
         return query_zscore(features, valid)
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
-class Scorer(tf.keras.Model):
+@keras.utils.register_keras_serializable(package="tfr_extensions")
+class Scorer(keras.Model):
     """A per-document feed-forward scorer over ``{"features", "mask"}`` dicts.
 
     Build it with :func:`scorer`. ``call`` returns float32 scores ``[B, L]``.
@@ -148,6 +150,7 @@ class Scorer(tf.keras.Model):
                  hidden_units: int = 100, batch_norm: bool = True,
                  normalization: str = "query_zscore", l2: float = 0.0,
                  name: Optional[str] = None, **kwargs):
+        backend.require_tensorflow_backend("tfrx.models.Scorer")
         architecture = parse_notation(notation, hidden_units)
         super().__init__(name=name or "scorer_" + notation.replace(".", "_"), **kwargs)
         validation.validate_choice(normalization, NORMALIZATIONS, "normalization")
@@ -160,17 +163,17 @@ class Scorer(tf.keras.Model):
                             normalization=normalization, l2=float(l2))
         # PyTorch's Adam(weight_decay=l2) adds l2 * w to the gradient, which is
         # the gradient of (l2 / 2) * ||w||^2: Keras's l2(c) penalizes c * ||w||^2.
-        regularizer = tf.keras.regularizers.l2(l2 / 2.0) if l2 > 0 else None
+        regularizer = keras.regularizers.l2(l2 / 2.0) if l2 > 0 else None
         self.normalizer = (QueryZScore(name="query_zscore")
                            if normalization == "query_zscore" else None)
         self.dense_layers = [
-            tf.keras.layers.Dense(width, kernel_regularizer=regularizer, name=f"dense_{i}")
+            keras.layers.Dense(width, kernel_regularizer=regularizer, name=f"dense_{i}")
             for i, width in enumerate(self.architecture.hidden)]
         self.norm_layers = [
-            tf.keras.layers.BatchNormalization(name=f"batch_norm_{i}")
+            keras.layers.BatchNormalization(name=f"batch_norm_{i}")
             for i in range(len(self.architecture.hidden))] if batch_norm else []
         # float32 output layer: scores are float32 under mixed_float16 too.
-        self.output_layer = tf.keras.layers.Dense(
+        self.output_layer = keras.layers.Dense(
             1, kernel_regularizer=regularizer, dtype="float32", name="score")
         self._act = _activation(self.architecture.activation)
 

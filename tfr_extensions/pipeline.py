@@ -57,6 +57,7 @@ from tfr_extensions import compat
 from tfr_extensions import losses as tfrx_losses
 from tfr_extensions import metrics as tfrx_metrics
 from tfr_extensions import models as tfrx_models
+from tfr_extensions.backend import keras
 from tfr_extensions.data import dataset as tfrx_dataset
 from tfr_extensions.data import elwc as tfrx_elwc
 from tfr_extensions.data.libsvm import LibSVMData, read_libsvm
@@ -109,7 +110,7 @@ class SimplePipeline(tfr.keras.pipeline.SimplePipeline):
       :func:`tfr_extensions.evaluation.evaluate`'s mean with that rule.
     """
 
-    def build_loss(self) -> tf.keras.losses.Loss:
+    def build_loss(self) -> keras.losses.Loss:
         if not isinstance(self._hparams.loss, str):
             raise TypeError(f"`hparams.loss` must be a loss name (str); got "
                             f"{type(self._hparams.loss).__name__}.")
@@ -245,7 +246,7 @@ class LibSVMDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
         return self._dataset(self.valid_data, options["valid_batch_size"],
                              options["valid_list_size"], training=False)
 
-    def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
+    def build_signatures(self, model: keras.Model) -> Dict[str, Any]:
         """TF-Ranking's signatures (``serving_default`` = regress over
         ``tf.Example``, ``predict`` over ELWC) for raw features; with
         ``normalization="query_zscore"`` each served list is z-scored first."""
@@ -260,7 +261,7 @@ class LibSVMDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
 class _ZScoredInputs(tf.Module):
     """Calls ``model`` on its inputs with the features z-scored per list."""
 
-    def __init__(self, model: tf.keras.Model, feature_name: str, mask_feature_name: str):
+    def __init__(self, model: keras.Model, feature_name: str, mask_feature_name: str):
         super().__init__()
         self.model = model
         self._feature_name = feature_name

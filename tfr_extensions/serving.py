@@ -57,7 +57,9 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions import compat
+from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation
 
 PREDICT = tf.saved_model.PREDICT_METHOD_NAME      # "tensorflow/serving/predict"
@@ -77,7 +79,7 @@ def feature_spec(num_features: int,
 class _ServingModule(tf.Module):
     """The model and its serving functions, as one trackable object."""
 
-    def __init__(self, model: tf.keras.Model, num_features: int, feature_name: str,
+    def __init__(self, model: keras.Model, num_features: int, feature_name: str,
                  mask_name: str):
         super().__init__()
         # Only the variables are saved (tracked); the Keras model itself stays an
@@ -180,7 +182,7 @@ def _set_regress_method_name(export_dir: str) -> None:
         f.write(proto.SerializeToString())
 
 
-def export(model: tf.keras.Model, export_dir: str, num_features: Optional[int] = None,
+def export(model: keras.Model, export_dir: str, num_features: Optional[int] = None,
            feature_name: str = "features", mask_name: str = "mask",
            overwrite: bool = False, metadata: Optional[dict] = None) -> str:
     """Writes a TF Serving SavedModel of a dict-input scorer.
@@ -198,6 +200,7 @@ def export(model: tf.keras.Model, export_dir: str, num_features: Optional[int] =
     Returns:
       ``export_dir``.
     """
+    backend.require_tensorflow_backend("tfrx.serving.export")
     if num_features is None:  # the model's config entry
         num_features = getattr(model, "get_config", dict)().get("num_features")
     num_features = validation.validate_int(num_features, "num_features", minimum=1)

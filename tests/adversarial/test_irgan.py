@@ -13,6 +13,7 @@ import tensorflow as tf
 import tfr_extensions as tfrx
 from stack import REPO
 from tfr_extensions.adversarial import IRGAN
+from tfr_extensions.backend import keras
 
 NUM_FEATURES = 6
 
@@ -25,7 +26,7 @@ def dataset():
 
 
 def _players(seed):
-    tf.keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(seed)
     make = lambda name: tfrx.models.scorer("R1.L", NUM_FEATURES, hidden_units=8,  # noqa: E731
                                            batch_norm=False, name=name)
     return make("generator"), make("discriminator")
@@ -44,8 +45,8 @@ def _gap(gan, dataset):
 def test_training_runs_both_players_learn_and_discriminator_separates(mode, dataset):
     generator, discriminator = _players(0)
     gan = IRGAN(generator, discriminator, mode=mode, topn=10, seed=0)
-    gan.compile(d_optimizer=tf.keras.optimizers.Adam(0.03),
-                g_optimizer=tf.keras.optimizers.Adam(0.03))
+    gan.compile(d_optimizer=keras.optimizers.Adam(0.03),
+                g_optimizer=keras.optimizers.Adam(0.03))
     before = {"g": _weights(generator), "d": _weights(discriminator)}
     gap_before = _gap(gan, dataset)
     history = gan.fit(dataset, epochs=3, verbose=0)
@@ -117,6 +118,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import numpy as np
 import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 from tfr_extensions.adversarial import IRGAN
 from tfr_extensions.ops import plackett_luce
 
@@ -125,14 +127,14 @@ data = tfrx.data.synthetic(num_queries=32, num_features=4, seed=3, list_size=(4,
 
 
 def run(seed):
-    tf.keras.utils.set_random_seed(0)  # the initial weights (and the data order)
+    keras.utils.set_random_seed(0)  # the initial weights (and the data order)
     dataset = tfrx.data.ranking_dataset(data, batch_size=8, shuffle=True, seed=0)
     with strategy.scope():
         players = [tfrx.models.scorer("R1.L", 4, hidden_units=4, batch_norm=False, name=name)
                    for name in ("generator", "discriminator")]
         gan = IRGAN(*players, mode="list", topn=4, seed=seed)
-        gan.compile(d_optimizer=tf.keras.optimizers.Adam(0.03),
-                    g_optimizer=tf.keras.optimizers.Adam(0.03))
+        gan.compile(d_optimizer=keras.optimizers.Adam(0.03),
+                    g_optimizer=keras.optimizers.Adam(0.03))
     before = [w.numpy().copy() for w in gan.trainable_weights]
     history = gan.fit(dataset, epochs=2, verbose=0).history
     changed = all(bool(np.any(a != w.numpy())) for a, w in zip(before, gan.trainable_weights))

@@ -25,6 +25,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfr_extensions.backend import keras
 from scipy.special import expit, logsumexp
 
 import oracles
@@ -408,11 +409,11 @@ def test_label_31_under_the_mixed_float16_policy(name):
     """float16 scores (what a mixed_float16 model outputs) compute in float32:
     the same values and gradients as float32 scores, all finite."""
     single = run(name, LABELS_31, SCORES_31)
-    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         half = run(name, LABELS_31, SCORES_31.astype(np.float16))
     finally:
-        tf.keras.mixed_precision.set_global_policy("float32")
+        keras.mixed_precision.set_global_policy("float32")
     assert half[0].dtype == np.float32 and np.isfinite(half[0]).all()
     np.testing.assert_array_equal(half[0], single[0])
     # d loss / d float16 scores: float32's rounded to float16 (WassRank's, of

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_prob, softmax
 from stack import needs_tf_ranking
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 from tfr_extensions.losses import policy_gradient
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import plackett_luce as pl
@@ -130,10 +131,10 @@ def test_logged_sampled_metric_and_keras_fit():
     labels[1, 5:] = -1.0  # padding
     for loss in (tfrx.losses.ExpectedUtilityLoss(topn=5, seed=0),
                  tfrx.losses.MDPRankLoss(topn=5, num_samples=2, seed=0)):
-        model = tf.keras.Sequential([tf.keras.layers.Dense(1), tf.keras.layers.Flatten()])
+        model = keras.Sequential([keras.layers.Dense(1), keras.layers.Flatten()])
         metric = tfrx.losses.SampledRankingMetric(loss)
         assert metric.name == "sampled_ndcg_5"
-        model.compile(tf.keras.optimizers.Adam(0.05), loss=loss, metrics=[metric])
+        model.compile(keras.optimizers.Adam(0.05), loss=loss, metrics=[metric])
         history = model.fit(features, labels.astype(np.float32), batch_size=8, epochs=2,
                             verbose=0)
         values = history.history["sampled_ndcg_5"]

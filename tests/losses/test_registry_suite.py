@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from loss_modes import value_and_grad
 from stack import needs_tf_ranking, tfr
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 from tfr_extensions.losses import base, registry
 from tfr_extensions.ops import lists
 
@@ -184,8 +185,8 @@ def test_the_class_computes_its_function(key, kwargs):
 @pytest.mark.parametrize("key,kwargs", KEY_CASES, ids=KEY_IDS)
 def test_json_config_round_trip_gives_the_same_loss(key, kwargs):
     loss = build(key, **kwargs)
-    config = json.loads(json.dumps(tf.keras.losses.serialize(loss)))
-    clone = tf.keras.losses.deserialize(config)
+    config = json.loads(json.dumps(keras.losses.serialize(loss)))
+    clone = keras.losses.deserialize(config)
     assert type(clone) is type(loss) and clone.get_config() == loss.get_config()
     np.testing.assert_allclose(clone(LABELS, SCORES).numpy(),
                                build(key, **kwargs)(LABELS, SCORES).numpy(), rtol=1e-6)
@@ -348,19 +349,19 @@ def test_a_seeded_loss_draws_afresh_each_call_and_replays_with_its_seed(key):
 
 @pytest.mark.parametrize("name", KEYS)
 def test_trains_under_the_mixed_float16_policy(name):
-    tf.keras.utils.set_random_seed(0)
-    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        inputs = tf.keras.Input(shape=(7, 3))
-        hidden = tf.keras.layers.Dense(4, activation="relu")(inputs)
-        scores = tf.keras.layers.Dense(1, dtype="float32")(hidden)
-        model = tf.keras.Model(inputs, tf.keras.layers.Reshape((7,))(scores))
+        inputs = keras.Input(shape=(7, 3))
+        hidden = keras.layers.Dense(4, activation="relu")(inputs)
+        scores = keras.layers.Dense(1, dtype="float32")(hidden)
+        model = keras.Model(inputs, keras.layers.Reshape((7,))(scores))
         model.compile(optimizer="adam", loss=build(name))
         features = np.random.default_rng(1).normal(size=(4, 7, 3)).astype(np.float32)
         history = model.fit(features, LABELS, epochs=2, verbose=0)
         assert np.isfinite(history.history["loss"]).all()
     finally:
-        tf.keras.mixed_precision.set_global_policy("float32")
+        keras.mixed_precision.set_global_policy("float32")
 
 
 # --- TF-Ranking's names ---------------------------------------------------------------

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfr_extensions.backend import keras
+
 import oracles
 import tfr_extensions as tfrx
 
@@ -27,7 +29,7 @@ def random_lists(batch=5, size=10, seed=0, dtype=np.float64):
 def test_forward_value_is_minus_the_exact_metric(metric, topn):
     labels, scores = random_lists(seed=1)
     loss = tfrx.losses.TwinSigmoidLoss(metric, topn=topn, seed=0,
-                                       reduction=tf.keras.losses.Reduction.NONE)
+                                       reduction="none")
     per_list = loss(labels, scores).numpy()[:, 0]  # [batch, 1], as in TF-Ranking
     expected = [-oracles.METRICS[metric](labels[b], scores[b], topn) for b in range(len(labels))]
     np.testing.assert_allclose(per_list, expected, rtol=1e-12, atol=1e-12)
@@ -38,7 +40,7 @@ def test_forward_value_is_minus_the_exact_metric(metric, topn):
 def test_gradient_equals_the_papers_closed_form(metric, gradient, topn):
     labels, scores = random_lists(seed=2)
     loss = tfrx.losses.TwinSigmoidLoss(metric, topn=topn, gradient=gradient, alpha_b=1.3,
-                                       seed=0, reduction=tf.keras.losses.Reduction.SUM)
+                                       seed=0, reduction="sum")
     s = tf.constant(scores)
     with tf.GradientTape() as tape:
         tape.watch(s)
@@ -57,7 +59,7 @@ def test_long_lists_gradient_equals_the_papers_closed_form(gradient):
     # Past GRAPH_REDUCE_MAX_LIST_SIZE the backward sums are one batched product.
     labels, scores = random_lists(batch=3, size=90, seed=8)
     loss = tfrx.losses.TwinSigmoidLoss("ndcg", topn=10, gradient=gradient, seed=0,
-                                       reduction=tf.keras.losses.Reduction.SUM)
+                                       reduction="sum")
     s = tf.constant(scores)
     with tf.GradientTape() as tape:
         tape.watch(s)
@@ -141,21 +143,21 @@ def synthetic_lists(num_lists, size=20, features=8, seed=0):
 
 
 def small_scorer(features=8):
-    inputs = tf.keras.Input(shape=(None, features))
-    hidden = tf.keras.layers.Dense(16, activation="relu")(inputs)
-    scores = tf.keras.layers.Dense(1)(hidden)
-    return tf.keras.Model(inputs, tf.keras.layers.Reshape((-1,))(scores))
+    inputs = keras.Input(shape=(None, features))
+    hidden = keras.layers.Dense(16, activation="relu")(inputs)
+    scores = keras.layers.Dense(1)(hidden)
+    return keras.Model(inputs, keras.layers.Reshape((-1,))(scores))
 
 
 @pytest.mark.parametrize("name", ["twin_precision_type3", "twin_ap_type2",
                                   "twin_ndcg_type1", "twin_ndcg_type3", "twin_nerr_type3"])
 def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
-    tf.keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(0)
     x, y = synthetic_lists(256)
     vx, vy = synthetic_lists(64, seed=1)
     model = small_scorer()
     loss = tfrx.losses.get(name, topn=10, seed=0)
-    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss=loss,
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss,
                   metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)])
     before = tfrx.metrics.ndcg(vy, model.predict(vx, verbose=0), topn=5).numpy().mean()
     model.fit(x, y, batch_size=32, epochs=4, verbose=0)
@@ -164,7 +166,7 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
 
     path = str(tmp_path / "model.keras")
     model.save(path)
-    restored = tf.keras.models.load_model(path)
+    restored = keras.models.load_model(path)
     assert restored.loss.get_config() == loss.get_config()
     np.testing.assert_allclose(restored.predict(vx, verbose=0), model.predict(vx, verbose=0),
                                rtol=1e-6)

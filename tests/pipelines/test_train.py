@@ -8,11 +8,12 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
-import tfr_extensions as tfrx
 from pipelines import common
 from pipelines import resume
 from pipelines import train
 from stack import needs_tf_ranking
+import tfr_extensions as tfrx
+from tfr_extensions.backend import keras
 
 
 def test_flags_build_the_config():
@@ -139,7 +140,7 @@ def test_a_test_metric_over_no_query_is_null_in_strict_json(tiny_fold, tmp_path)
     assert common.format_summary(summary["test"]).startswith("ndcg@1=n/a")
 
 
-class NaNFromCall(tf.keras.losses.Loss):
+class NaNFromCall(keras.losses.Loss):
     """Squared error over valid documents, NaN from its ``first_nan``-th call (1-based)."""
 
     def __init__(self, first_nan):

@@ -53,8 +53,8 @@ named by ``serve`` (``"discriminator"`` or ``"generator"``), so
 ``irgan.discriminator`` are ordinary Keras scorers to evaluate or export
 (e.g. with :func:`tfr_extensions.serving.export`).
 
->>> g = tf.keras.Sequential([tf.keras.layers.Dense(1), tf.keras.layers.Flatten()])
->>> d = tf.keras.Sequential([tf.keras.layers.Dense(1), tf.keras.layers.Flatten()])
+>>> g = keras.Sequential([keras.layers.Dense(1), keras.layers.Flatten()])
+>>> d = keras.Sequential([keras.layers.Dense(1), keras.layers.Flatten()])
 >>> gan = IRGAN(g, d, mode="list", topn=3, seed=0)
 >>> gan.compile()
 >>> x, y = tf.random.normal([4, 5, 2], seed=1), tf.constant([[2., 0, 1, 0, 0]] * 4)
@@ -65,6 +65,8 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfr_extensions import backend
+from tfr_extensions.backend import keras
 from tfr_extensions.losses.base import StepSeeded
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
@@ -113,7 +115,7 @@ def _weighted_mean(values, weights):
     return numerics.safe_divide(tf.reduce_sum(values * weights), tf.reduce_sum(weights))
 
 
-class IRGAN(StepSeeded, tf.keras.Model):
+class IRGAN(StepSeeded, keras.Model):
     """A generator and a discriminator scorer trained adversarially (Algorithm 1).
 
     Args:
@@ -138,11 +140,12 @@ class IRGAN(StepSeeded, tf.keras.Model):
     ``x`` narrows validity further.
     """
 
-    def __init__(self, generator: tf.keras.Model, discriminator: tf.keras.Model,
+    def __init__(self, generator: keras.Model, discriminator: keras.Model,
                  mode: str = "list", num_samples: Optional[int] = None, topn: int = 10,
                  temperature: float = 1.0, d_steps: int = 1, g_steps: int = 1,
                  serve: str = "discriminator", seed: lists.Seed = None,
                  name: str = "irgan", **kwargs):
+        backend.require_tensorflow_backend("tfrx.adversarial.IRGAN")
         super().__init__(name=name, **kwargs)
         self.mode = validation.validate_choice(mode, MODES, "mode")
         self.num_samples = validation.validate_int(
@@ -156,9 +159,9 @@ class IRGAN(StepSeeded, tf.keras.Model):
         self.generator = generator
         self.discriminator = discriminator
         self._init_seed(seed)
-        self.d_loss_tracker = tf.keras.metrics.Mean(name="d_loss")
-        self.g_loss_tracker = tf.keras.metrics.Mean(name="g_loss")
-        self.reward_tracker = tf.keras.metrics.Mean(name="reward")
+        self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+        self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
+        self.reward_tracker = keras.metrics.Mean(name="reward")
 
     # ------------------------------------------------------------------ Keras API
     def compile(self, d_optimizer=None, g_optimizer=None, **kwargs):
@@ -166,12 +169,14 @@ class IRGAN(StepSeeded, tf.keras.Model):
         ``kwargs`` (``metrics``, ``jit_compile``, ...) go to ``Model.compile``
         and apply to the served player in ``evaluate``."""
         super().compile(**kwargs)
-        self.d_optimizer = d_optimizer or tf.keras.optimizers.Adam(1e-3)
-        self.g_optimizer = g_optimizer or tf.keras.optimizers.Adam(1e-3)
+        self.d_optimizer = d_optimizer or keras.optimizers.Adam(1e-3)
+        self.g_optimizer = g_optimizer or keras.optimizers.Adam(1e-3)
 
     @property
     def metrics(self):
-        return [self.d_loss_tracker, self.g_loss_tracker, self.reward_tracker] + super().metrics
+        # Keras 3 lists the trackers itself (attributes); each once, trackers first
+        metrics = [self.d_loss_tracker, self.g_loss_tracker, self.reward_tracker]
+        return metrics + [m for m in super().metrics if all(m is not t for t in metrics)]
 
     @property
     def serve(self) -> str:
@@ -185,7 +190,7 @@ class IRGAN(StepSeeded, tf.keras.Model):
         self.test_function = None
         self.predict_function = None
 
-    def player(self, which: str) -> tf.keras.Model:
+    def player(self, which: str) -> keras.Model:
         """The ``"generator"`` or ``"discriminator"`` scorer."""
         validation.validate_choice(which, PLAYERS, "which")
         return self.generator if which == "generator" else self.discriminator
@@ -211,9 +216,9 @@ class IRGAN(StepSeeded, tf.keras.Model):
     def test_step(self, data):
         x, labels = data[0], data[1]
         scores = self(x, training=False)
-        self.compiled_metrics.update_state(labels, scores)
-        return {m.name: m.result() for m in self.metrics
-                if m.name not in ("d_loss", "g_loss", "reward", "loss")}
+        results = self.compute_metrics(x, labels, scores)  # the compiled metrics
+        return {name: value for name, value in results.items()
+                if name not in ("d_loss", "g_loss", "reward", "loss")}
 
     # --------------------------------------------------------------- internals
     @staticmethod

@@ -64,7 +64,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions import compat
+from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
 from tfr_extensions.ops import validation
@@ -73,6 +75,8 @@ from tfr_extensions.ops import validation
 #: entry, a dict of auxiliary per-list tensors that only the Keras class reads
 #: (e.g. the metric of a policy-gradient loss's sampled rankings, for logging)
 Output = Tuple[tf.Tensor, ...]
+#: the name of a seeded loss's step counter in a Keras 3 weights file
+SEED_STEP = "seed_step"
 
 
 def listwise_sample_weights(labels: tf.Tensor, sample_weight) -> tf.Tensor:
@@ -215,7 +219,7 @@ class StepSeeded:
     """Mixin for randomized losses and models: a seed that changes at every call.
 
     With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``;
-    the counter is a non-trainable variable, so it works inside
+    the counter is a non-trainable variable (a Keras weight of a model), so it works inside
     ``tf.function``, XLA and distribution strategies (synchronized on write,
     updated once per step by the first replica). Under a strategy with more
     than one replica, each replica folds in its replica id as well, so the
@@ -228,11 +232,24 @@ class StepSeeded:
         self._seed_salt = salt
         self._calls = None
         if seed is not None:
-            with tf.init_scope():
-                self._calls = tf.Variable(
-                    0, dtype=tf.int64, trainable=False, name="seed_step",
-                    synchronization=tf.VariableSynchronization.ON_WRITE,
-                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self._calls = self._step_counter()
+
+    def _step_counter(self):
+        """The call counter: a Keras weight of a layer or model (so Keras saves it with
+        the model's weights), a plain ``tf.Variable`` elsewhere (a loss)."""
+        if isinstance(self, keras.layers.Layer):
+            if backend.IS_KERAS_3:
+                return self.add_weight(name="seed_step", shape=(), dtype="int64",
+                                       initializer="zeros", trainable=False,
+                                       aggregation="only_first_replica")
+            return self.add_weight(name="seed_step", shape=(), dtype=tf.int64,
+                                   initializer="zeros", trainable=False,
+                                   synchronization=tf.VariableSynchronization.ON_WRITE,
+                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        with tf.init_scope():
+            return tf.Variable(0, dtype=tf.int64, trainable=False, name="seed_step",
+                               synchronization=tf.VariableSynchronization.ON_WRITE,
+                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
     def next_seed(self) -> tf.Tensor:
         """The stateless seed ``int32 [2]`` for this call."""
@@ -246,7 +263,7 @@ class StepSeeded:
         return seed
 
 
-class RankingLoss(StepSeeded, tf.keras.losses.Loss):
+class RankingLoss(StepSeeded, keras.losses.Loss):
     """The Keras class of a loss function: holds the function and its options.
 
     A subclass names its function (``loss_function = staticmethod(fn)``) and
@@ -269,9 +286,11 @@ class RankingLoss(StepSeeded, tf.keras.losses.Loss):
     ALIASES: Tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, Any]):
+        backend.require_tensorflow_backend(f"tfrx.losses.{type(self).__name__}")
         options = {key: value for key, value in arguments.items()
                    if key not in ("self", "__class__")}
-        reduction = options.pop("reduction", tf.keras.losses.Reduction.AUTO)
+        reduction = backend.standardize_reduction(
+            options.pop("reduction", backend.DEFAULT_REDUCTION))
         name = options.pop("name", None)
         ragged = options.pop("ragged", False)
         super().__init__(reduction=reduction, name=name)
@@ -299,6 +318,10 @@ class RankingLoss(StepSeeded, tf.keras.losses.Loss):
         return y_true, y_pred, sample_weight
 
     def __call__(self, y_true, y_pred, sample_weight=None):
+        """The reduced loss; ``y_true`` may be keras-rs's ``{"labels", "mask"}``
+        (mask False = padding). Computes in the dtype of ``y_pred`` (float32, or
+        float64 for float64 scores), not in Keras 3's floatx."""
+        y_true = lists.labels_with_mask(y_true)
         y_true, y_pred, sample_weight = self._to_dense(y_true, y_pred, sample_weight)
         y_pred = tf.convert_to_tensor(y_pred)
         dtype = lists.compute_dtype(y_pred)
@@ -306,7 +329,11 @@ class RankingLoss(StepSeeded, tf.keras.losses.Loss):
         y_true = tf.cast(tf.convert_to_tensor(y_true), dtype)
         if sample_weight is not None:
             sample_weight = listwise_sample_weights(y_true, sample_weight)
-        return super().__call__(y_true, y_pred, sample_weight)
+        if not backend.IS_KERAS_3:
+            return super().__call__(y_true, y_pred, sample_weight)
+        with tf.name_scope(self.name):
+            return backend.reduce_loss(self.call(y_true, y_pred), sample_weight,
+                                       self.reduction, dtype)
 
     def call(self, y_true, y_pred):
         """Per-list weighted losses ``[batch, 1]``, NaN for broken lists."""
@@ -326,3 +353,16 @@ class RankingLoss(StepSeeded, tf.keras.losses.Loss):
         config["ragged"] = self._ragged
         config.update(self._options)
         return config
+
+    # Keras 3 saves a compiled model's loss through these (``model.save``,
+    # ``save_weights``, ``BackupAndRestore``): the step counter of a seeded loss
+    # travels with the model's weights, so a resumed run draws what an
+    # uninterrupted one would. A store without it (weights saved before
+    # ``compile``) leaves the counter as it is.
+    def save_own_variables(self, store) -> None:
+        if self._calls is not None:
+            store[SEED_STEP] = self._calls.numpy()
+
+    def load_own_variables(self, store) -> None:
+        if self._calls is not None and SEED_STEP in store:
+            self._calls.assign(store[SEED_STEP][()])

@@ -15,6 +15,7 @@ distinct ones tie, and their gradient is 0, as ``tf.clip_by_value`` gives.
 """
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -102,7 +103,7 @@ class RankNetLoss(base.RankingLoss):
 
     loss_function = staticmethod(ranknet_loss)
 
-    def __init__(self, sigma=1.0, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+    def __init__(self, sigma=1.0, ragged=False, reduction=backend.DEFAULT_REDUCTION,
                  name="ranknet"):
         super().__init__(locals())
 
@@ -181,5 +182,5 @@ class NDCGBetaHingeLoss(base.RankingLoss):
     loss_function = staticmethod(ndcg_beta_hinge_loss)
 
     def __init__(self, margin=1.0, squared=False, ragged=False,
-                 reduction=tf.keras.losses.Reduction.AUTO, name="ndcg_beta_hinge"):
+                 reduction=backend.DEFAULT_REDUCTION, name="ndcg_beta_hinge"):
         super().__init__(locals())

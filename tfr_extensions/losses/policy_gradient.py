@@ -39,6 +39,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from tfr_extensions import backend
+from tfr_extensions.backend import keras
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -281,7 +283,7 @@ class ExpectedUtilityLoss(_PolicyGradientLoss):
     loss_function = staticmethod(expected_utility_loss)
 
     def __init__(self, metric="ndcg", topn=10, num_samples=1, temperature=1.0, baseline=False,
-                 seed=None, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 seed=None, ragged=False, reduction=backend.DEFAULT_REDUCTION,
                  name="expected_utility"):
         super().__init__(locals())
 
@@ -302,13 +304,13 @@ class MDPRankLoss(_PolicyGradientLoss):
     loss_function = staticmethod(mdprank_loss)
 
     def __init__(self, gamma=1.0, topn=10, num_samples=1, temperature=1.0, normalize=True,
-                 seed=None, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 seed=None, ragged=False, reduction=backend.DEFAULT_REDUCTION,
                  name="mdprank"):
         super().__init__(locals())
 
 
-@tf.keras.utils.register_keras_serializable(package="tfr_extensions")
-class SampledRankingMetric(tf.keras.metrics.Mean):
+@keras.utils.register_keras_serializable(package="tfr_extensions")
+class SampledRankingMetric(keras.metrics.Mean):
     """Mean over steps of a policy-gradient loss's :attr:`sampled_metric`.
 
     For ``model.compile(loss=loss, metrics=[SampledRankingMetric(loss)])``:
@@ -326,8 +328,9 @@ class SampledRankingMetric(tf.keras.metrics.Mean):
     """
 
     def __init__(self, loss, name: Optional[str] = None, dtype=None, **kwargs):
+        backend.require_tensorflow_backend("tfrx.losses.SampledRankingMetric")
         if isinstance(loss, dict):
-            loss = tf.keras.losses.deserialize(loss)
+            loss = keras.losses.deserialize(loss)
         if not isinstance(loss, _PolicyGradientLoss):
             raise ValueError("`loss` must be an ExpectedUtilityLoss or MDPRankLoss; "
                              f"got {loss!r}.")
@@ -339,5 +342,5 @@ class SampledRankingMetric(tf.keras.metrics.Mean):
 
     def get_config(self):
         config = super().get_config()
-        config["loss"] = tf.keras.losses.serialize(self._loss)
+        config["loss"] = keras.losses.serialize(self._loss)
         return config

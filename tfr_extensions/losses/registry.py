@@ -22,6 +22,7 @@ from typing import Any, Dict, Tuple, Type
 import tensorflow as tf
 
 from tfr_extensions import compat
+from tfr_extensions.backend import keras
 
 _CLASSES: Dict[str, type] = {}  # key -> class
 _NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}  # every name -> (class, preset kwargs)
@@ -30,7 +31,7 @@ _KINDS: Dict[str, str] = {}  # every name -> "key", "class", "preset" or "alias"
 
 def register(cls: Type) -> Type:
     """Class decorator: Keras-serializable, and known to :func:`get`."""
-    cls = tf.keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
+    cls = keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
     key = default_name(cls)
     entries = [(key, {}, "key"), (cls.__name__, {}, "class")]
     entries += [(preset, dict(kwargs), "preset")
@@ -112,7 +113,7 @@ def names(*, classes: bool = True, presets: bool = True, aliases: bool = True,
     return ours + (tfr_loss_names() if tf_ranking else ())
 
 
-def get(name: str, **kwargs) -> tf.keras.losses.Loss:
+def get(name: str, **kwargs) -> keras.losses.Loss:
     """A loss instance by name.
 
     Our names (keys, class names, presets such as ``twin_ap_type2``, aliases)

@@ -11,6 +11,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -154,5 +155,5 @@ class SoftNDCGLoss(base.RankingLoss):
 
     def __init__(self, sigma=1.0, topn=None, discount_alpha=1.0, method="auto",
                  sinkhorn_iterations=0, ragged=False,
-                 reduction=tf.keras.losses.Reduction.AUTO, name="softndcg"):
+                 reduction=backend.DEFAULT_REDUCTION, name="softndcg"):
         super().__init__(locals())

@@ -9,6 +9,7 @@ import itertools
 
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -91,6 +92,6 @@ class TwinSigmoidLoss(base.RankingLoss):
     ALIASES = ("twin_sigmoid_loss",)
 
     def __init__(self, metric="ndcg", topn=None, gradient="type1", alpha_b=1.0, tie_break=True,
-                 seed=None, ragged=False, reduction=tf.keras.losses.Reduction.AUTO,
+                 seed=None, ragged=False, reduction=backend.DEFAULT_REDUCTION,
                  name="twin_sigmoid"):
         super().__init__(locals())

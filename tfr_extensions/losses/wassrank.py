@@ -75,6 +75,7 @@ import math
 
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -296,5 +297,5 @@ class WassRankLoss(base.RankingLoss):
     def __init__(self, regularization=0.1, sinkhorn_iterations=20, cost_type="eg",
                  target="gain", gain_base=4.0, non_rele_gap=100.0, var_penalty=math.e,
                  epsilon_scaling=True, ragged=False,
-                 reduction=tf.keras.losses.Reduction.AUTO, name="wassrank"):
+                 reduction=backend.DEFAULT_REDUCTION, name="wassrank"):
         super().__init__(locals())

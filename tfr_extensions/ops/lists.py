@@ -16,7 +16,7 @@ Conventions (TF-Ranking's, see DESIGN.md):
 Argument checks live in :mod:`tfr_extensions.ops.validation`, numerical
 tricks (``safe_divide``, ``log1mexp``) in :mod:`tfr_extensions.ops.numerics`.
 """
-from typing import Optional, Sequence, Tuple, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -170,3 +170,28 @@ def fold_in(seed: tf.Tensor, step) -> tf.Tensor:
     """Derives a new stateless seed from ``seed`` and a step counter."""
     step = tf.cast(step, tf.int32)
     return tf.random.experimental.stateless_fold_in(seed, step, alg=RNG_ALG)
+
+
+def labels_with_mask(y_true):
+    """Labels ``[batch, list_size]`` from ``y_true`` as the losses and metrics take it:
+    a tensor, or keras-rs's dict ``{"labels": ..., "mask": ...}`` whose ``mask``
+    (bool, True = valid; optional) marks more padding, which becomes label -1.
+
+    >>> labels_with_mask({"labels": [[2., 1.]], "mask": [[True, False]]}).numpy().tolist()
+    [[2.0, -1.0]]
+    """
+    if not isinstance(y_true, Mapping):
+        return y_true
+    unknown = sorted(set(y_true) - {"labels", "mask"})
+    if "labels" not in y_true or unknown:
+        raise ValueError("`y_true` as a dict must be keras-rs's {'labels': ..., 'mask': ...} "
+                         f"('mask' optional); got the keys {sorted(y_true)}.")
+    labels, mask = y_true["labels"], y_true.get("mask")
+    if mask is None:
+        return labels
+    if isinstance(labels, tf.RaggedTensor):
+        labels = labels.to_tensor(PADDING_LABEL)
+    if isinstance(mask, tf.RaggedTensor):
+        mask = mask.to_tensor(False)
+    labels = tf.convert_to_tensor(labels)
+    return tf.where(tf.cast(mask, tf.bool), labels, tf.constant(PADDING_LABEL, labels.dtype))

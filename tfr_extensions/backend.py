@@ -1,0 +1,125 @@
+"""Which Keras this process runs, decided once: every module imports Keras from here.
+
+    from tfr_extensions.backend import keras
+
+``tf.keras`` decides, as TensorFlow itself does:
+
+* TensorFlow 2.15: Keras 2 (``keras`` 2.15), with or without TF-Ranking;
+* TensorFlow >= 2.16 with ``TF_USE_LEGACY_KERAS=1``: Keras 2 as ``tf_keras``;
+* TensorFlow >= 2.16 otherwise: Keras 3 (``import keras``), nothing to set.
+
+:data:`keras` is that module (``tf.keras`` on Keras 2, the ``keras`` package on
+Keras 3), :data:`IS_KERAS_3` says which, and :data:`KERAS_VERSION` its version.
+
+On Keras 3 the backend is ``KERAS_BACKEND`` (``tensorflow`` by default). The
+TensorFlow ops, the pure loss functions and the exact metrics are TensorFlow
+functions and work whatever the backend; the Keras classes built on them
+(losses, :class:`~tfr_extensions.metrics.RankingMetric`, the scorers, IRGAN,
+export, the pipelines) need the TensorFlow backend and call
+:func:`require_tensorflow_backend`, which raises
+:class:`UnsupportedBackendError` naming the backend, at construction rather
+than deep inside a traced step.
+
+Differences of Keras 3 that the package absorbs here:
+
+* :data:`DEFAULT_REDUCTION`: Keras 2's ``"auto"``, Keras 3's
+  ``"sum_over_batch_size"`` (the same reduction inside ``fit``); a loss also
+  accepts ``"auto"`` on Keras 3, so a Keras 2 config loads there.
+* Serializable classes register as ``"tfr_extensions>TwinSigmoidLoss"`` on both.
+
+>>> KERAS_VERSION.split(".")[0] == ("3" if IS_KERAS_3 else "2")
+True
+"""
+import importlib
+import os
+from typing import Tuple
+
+import tensorflow as tf
+
+#: the environment variable that makes TF >= 2.16 map ``tf.keras`` to ``tf_keras``
+LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
+
+
+class UnsupportedBackendError(RuntimeError):
+    """A Keras 3 backend that this part of the package does not run on."""
+
+
+def keras_package() -> Tuple[str, str]:
+    """``(package, version)`` of the Keras behind ``tf.keras``: ``("keras", "2.15.0")``
+    on TF 2.15, ``("tf_keras", "2.21.0")`` with ``TF_USE_LEGACY_KERAS=1``,
+    ``("keras", "3.15.1")`` with Keras 3.
+
+    Raises:
+      ImportError: ``tf.keras`` cannot be loaded (``TF_USE_LEGACY_KERAS=1``
+        without ``tf_keras`` installed, for example); the message says what to do.
+    """
+    try:
+        module_name = tf.keras.__name__
+    except ImportError as error:
+        setting = os.environ.get(LEGACY_KERAS_VARIABLE)
+        raise ImportError(
+            f"tfr_extensions needs Keras, but tf.keras does not load (TensorFlow "
+            f"{tf.__version__}, {LEGACY_KERAS_VARIABLE}={setting!r}): {error}. For Keras 3 "
+            f"unset {LEGACY_KERAS_VARIABLE} and `pip install keras`; for Keras 2 `pip install "
+            f"'tf-keras=={'.'.join(tf.__version__.split('.')[:2])}.*'`.") from error
+    package = module_name.split(".")[0]
+    return package, importlib.import_module(package).__version__
+
+
+def _load_keras():
+    package, version = keras_package()
+    if version.startswith("2."):
+        return tf.keras, package, version
+    keras3 = importlib.import_module("keras")  # the package, not tf.keras's API mirror
+    return keras3, "keras", keras3.__version__
+
+
+keras, KERAS_PACKAGE, KERAS_VERSION = _load_keras()
+#: whether :data:`keras` is Keras 3
+IS_KERAS_3 = not KERAS_VERSION.startswith("2.")
+#: the default ``reduction`` of the losses: Keras's own default
+DEFAULT_REDUCTION = "sum_over_batch_size" if IS_KERAS_3 else "auto"
+
+
+def backend_name() -> str:
+    """``"tensorflow"`` on Keras 2; Keras 3's backend (``keras.backend.backend()``)."""
+    return keras.backend.backend() if IS_KERAS_3 else "tensorflow"
+
+
+def describe() -> str:
+    """One line naming the Keras and its backend, e.g. ``"Keras 3.15.1 (keras), backend
+    'jax'"``."""
+    return f"Keras {KERAS_VERSION} ({KERAS_PACKAGE}), backend {backend_name()!r}"
+
+
+def require_tensorflow_backend(feature: str) -> None:
+    """Raises :class:`UnsupportedBackendError` unless Keras runs on TensorFlow.
+
+    Args:
+      feature: what needs it, as the user wrote it (``"tfrx.losses.TwinSigmoidLoss"``).
+    """
+    name = backend_name()
+    if name != "tensorflow":
+        raise UnsupportedBackendError(
+            f"{feature} runs on Keras's TensorFlow backend; this process runs {describe()} "
+            f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}). Set "
+            "KERAS_BACKEND=tensorflow before Keras is first imported. The TensorFlow "
+            "functions (tfrx.ops, tfrx.metrics.ndcg and the like, and the pure loss "
+            "functions such as tfrx.losses.twin_sigmoid_loss) work on any backend.")
+
+
+def standardize_reduction(reduction):
+    """A loss's ``reduction`` for the active Keras: ``"auto"`` (Keras 2's default)
+    means ``"sum_over_batch_size"`` on Keras 3, which has no ``"auto"``."""
+    if IS_KERAS_3 and reduction == "auto":
+        return "sum_over_batch_size"
+    return reduction
+
+
+def reduce_loss(losses, sample_weight, reduction: str, dtype):
+    """Keras 3's reduction of weighted per-list losses ``[batch, 1]`` in ``dtype``
+    (``keras.losses.Loss.__call__``'s, distribution scaling included), for the
+    losses' own ``__call__``, which must not cast to floatx as Keras 3's does."""
+    from keras.src.losses import loss as keras_loss  # pylint: disable=g-import-not-at-top
+    return keras_loss.reduce_weighted_values(losses, sample_weight=sample_weight,
+                                             reduction=reduction, dtype=dtype)

@@ -1,4 +1,4 @@
-"""`tfr_extensions.compat`: the package without TF-Ranking, the Keras check, and
+"""`tfr_extensions.compat`: the package without TF-Ranking, which Keras is active, and
 our versions of TF-Ranking's pieces checked against TF-Ranking where it imports."""
 import os
 import pathlib
@@ -9,10 +9,10 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
-from tfr_extensions.backend import keras
 from tensorflow_serving.apis import input_pb2
 
-from stack import needs_tf_ranking, tfr
+from stack import THIS_STACK, needs_tf_ranking, tfr
+from tfr_extensions import backend
 from tfr_extensions import compat
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -70,24 +70,52 @@ def test_importing_the_package_does_not_import_tf_ranking():
 # --------------------------------------------------------------------------- Keras
 
 
-def test_keras_package_is_keras_2_on_either_stack():
-    package, version = compat.keras_package()
-    assert version.startswith("2.")
-    assert package == ("keras" if tf.__version__.startswith("2.15.") else "tf_keras")
-    compat.check_keras()
+def test_the_active_keras_is_the_stacks():
+    package, version = backend.keras_package()
+    expected = {"tf215": ("keras", "2.15."), "tf221": ("tf_keras", "2.21."),
+                "keras3": ("keras", "3.")}[THIS_STACK]
+    assert (package, version[:len(expected[1])]) == expected
+    assert backend.IS_KERAS_3 == (THIS_STACK == "keras3")
+    assert backend.keras.__name__ == ("keras" if backend.IS_KERAS_3 else tf.keras.__name__)
+    assert backend.backend_name() == "tensorflow"
+
+
+IMPORT_AND_TRAIN_ONE_STEP = """
+import numpy as np
+import tfr_extensions as tfrx
+model = tfrx.models.scorer("R1.L", 2, hidden_units=4)
+model.compile(optimizer="adam", loss=tfrx.losses.get("twin_ndcg_type3", seed=0))
+x = {"features": np.ones([2, 3, 2], np.float32), "mask": np.ones([2, 3], bool)}
+loss = model.train_on_batch(x, np.array([[1., 0., 2.], [0., 1., 0.]], np.float32))
+print("KERAS", tfrx.backend.describe(), "LOSS", float(np.ravel(loss)[0]))
+"""
 
 
 @pytest.mark.skipif(tf.__version__.startswith("2.15."),
-                    reason="TF 2.15 always has Keras 2 as keras: no Keras 3 to find")
-def test_keras_3_as_tf_keras_is_a_clear_import_error():
-    proc = run_python("import tfr_extensions", TF_USE_LEGACY_KERAS="0")
+                    reason="TF 2.15 always has Keras 2 as keras: no Keras 3 to switch to")
+def test_without_the_legacy_variable_tensorflow_2_21_runs_on_keras_3():
+    """Nothing to set for Keras 3: ``TF_USE_LEGACY_KERAS`` unset or 0 gives Keras 3,
+    and the package imports and trains there."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    for setting in ({}, {"TF_USE_LEGACY_KERAS": "0"}):
+        proc = subprocess.run([sys.executable, "-c", IMPORT_AND_TRAIN_ONE_STEP],
+                              capture_output=True, text=True, timeout=240, cwd=str(REPO),
+                              env=dict(env, TF_CPP_MIN_LOG_LEVEL="2", **setting))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = proc.stdout.strip().splitlines()[-1]
+        assert line.startswith("KERAS Keras 3.") and "backend 'tensorflow'" in line, line
+        assert np.isfinite(float(line.rsplit(" ", 1)[1]))
+
+
+@pytest.mark.skipif(THIS_STACK != "keras3", reason="needs a stack without tf_keras installed")
+def test_legacy_keras_without_tf_keras_is_a_clear_import_error():
+    proc = run_python("import tfr_extensions", TF_USE_LEGACY_KERAS="1")
     assert proc.returncode != 0
     message = proc.stderr.strip().splitlines()[-1]
-    assert message.startswith("ImportError: tfr_extensions needs Keras 2 as keras, but found "
-                              "keras 3.")
-    assert "TF_USE_LEGACY_KERAS='0'" in message
-    assert f"pip install 'tf-keras=={'.'.join(tf.__version__.split('.')[:2])}.*'" in message
-    assert "TF_USE_LEGACY_KERAS=1" in message
+    assert message.startswith("ImportError: tfr_extensions needs Keras, but tf.keras does not "
+                              "load (TensorFlow 2.21"), message
+    assert "TF_USE_LEGACY_KERAS='1'" in message
+    assert "unset TF_USE_LEGACY_KERAS" in message and "pip install 'tf-keras==2.21.*'" in message
 
 
 # --------------------------------------------------------------------------- ours vs TF-Ranking's
@@ -177,7 +205,7 @@ def test_parse_elwc_equals_tf_ranking(list_size):
 def test_elwc_predict_function_equals_tf_ranking_signature():
     spec = {"x": EXAMPLE_SPEC["x"]}
 
-    class Model(keras.Model):
+    class Model(tf.keras.Model):
         def call(self, inputs, training=False):
             weights = tf.constant([2.0, -1.0])
             scores = tf.reduce_sum(inputs["x"] * weights, axis=-1)

@@ -128,7 +128,8 @@ data = tfrx.data.synthetic(num_queries=32, num_features=4, seed=3, list_size=(4,
 
 def run(seed):
     keras.utils.set_random_seed(0)  # the initial weights (and the data order)
-    dataset = tfrx.data.ranking_dataset(data, batch_size=8, shuffle=True, seed=0)
+    dataset = tfrx.data.numeric_masks(  # Keras 3 averages a batch across replicas first
+        tfrx.data.ranking_dataset(data, batch_size=8, shuffle=True, seed=0))
     with strategy.scope():
         players = [tfrx.models.scorer("R1.L", 4, hidden_units=4, batch_norm=False, name=name)
                    for name in ("generator", "discriminator")]

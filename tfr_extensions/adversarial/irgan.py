@@ -165,12 +165,15 @@ class IRGAN(StepSeeded, keras.Model):
 
     # ------------------------------------------------------------------ Keras API
     def compile(self, d_optimizer=None, g_optimizer=None, **kwargs):
-        """Optimizers of both players (Adam, lr 1e-3, as Section 5.2 by default);
-        ``kwargs`` (``metrics``, ``jit_compile``, ...) go to ``Model.compile``
-        and apply to the served player in ``evaluate``."""
+        """Optimizers of both players (Adam, lr 1e-3, as Section 5.2 by default),
+        built here for built players; ``kwargs`` (``metrics``, ``jit_compile``, ...)
+        go to ``Model.compile`` and apply to the served player in ``evaluate``."""
         super().compile(**kwargs)
         self.d_optimizer = d_optimizer or keras.optimizers.Adam(1e-3)
         self.g_optimizer = g_optimizer or keras.optimizers.Adam(1e-3)
+        for optimizer, player in ((self.d_optimizer, self.discriminator),
+                                  (self.g_optimizer, self.generator)):
+            _build_optimizer(optimizer, player)
 
     @property
     def metrics(self):
@@ -216,7 +219,7 @@ class IRGAN(StepSeeded, keras.Model):
     def test_step(self, data):
         x, labels = data[0], data[1]
         scores = self(x, training=False)
-        results = self.compute_metrics(x, labels, scores)  # the compiled metrics
+        results = self.compute_metrics(x, labels, scores, None)  # the compiled metrics
         return {name: value for name, value in results.items()
                 if name not in ("d_loss", "g_loss", "reward", "loss")}
 
@@ -368,6 +371,16 @@ class IRGAN(StepSeeded, keras.Model):
             lists.has_relevant(labels, valid),
             tf.reduce_sum(tf.cast(valid, tf.int32), axis=-1) >= 2), tf.float32)
         return _weighted_mean(gap, weights)
+
+
+def _build_optimizer(optimizer, player) -> None:
+    """Creates ``optimizer``'s variables for a built ``player`` now, outside any traced
+    step: under a distribution strategy (Keras 3 in particular) they cannot be created
+    inside the first training step. An unbuilt player's optimizer builds lazily, as
+    Keras's own does (build the players first to train them under a strategy)."""
+    built = getattr(optimizer, "built", getattr(optimizer, "_built", True))
+    if player.built and not built:
+        optimizer.build(player.trainable_variables)
 
 
 def _weighted_mean_per_list(values, weights):

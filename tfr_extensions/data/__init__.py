@@ -4,7 +4,7 @@
     dataset = tfrx.data.ranking_dataset(data, batch_size=32)  # ({"features", "mask"}, labels)
     tfrx.data.to_elwc(data, "train.tfrecord")                # for TF-Ranking's own readers
 """
-from tfr_extensions.data.dataset import ranking_dataset, select_queries
+from tfr_extensions.data.dataset import numeric_masks, ranking_dataset, select_queries
 from tfr_extensions.data.elwc import elwc_feature_specs, to_elwc
 from tfr_extensions.data.libsvm import (LibSVMData, default_cache_dir, group_by_query, read_libsvm,
                                         write_libsvm)

@@ -182,6 +182,27 @@ def ranking_dataset(
 
 
 
+def numeric_masks(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` with every bool tensor of its elements cast to int8 (1 = True).
+
+    For Keras 3's ``fit`` under a strategy of several replicas (``MirroredStrategy``,
+    ``MultiWorkerMirroredStrategy``): before the first step it averages a batch
+    across the replicas to build the model, and bool tensors (the ``"mask"`` of
+    :func:`ranking_dataset`) cannot be averaged (``AddN`` has no bool kernel).
+    The scorers of :mod:`tfr_extensions.models` and IRGAN read any non-zero mask
+    as True, so they train on the result unchanged; Keras 2 needs none of this.
+
+    >>> ds = tf.data.Dataset.from_tensors(({"mask": tf.constant([True, False])}, 1.0))
+    >>> next(iter(numeric_masks(ds)))[0]["mask"].numpy().tolist()
+    [1, 0]
+    """
+    def cast(*element):  # a tuple element arrives as several arguments
+        element = tf.nest.map_structure(
+            lambda t: tf.cast(t, tf.int8) if t.dtype == tf.bool else t, element)
+        return element if len(element) > 1 else element[0]
+    return dataset.map(cast, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
 def check_finite(data: LibSVMData, block_rows: int = 1 << 18) -> None:
     """Raises ``ValueError`` at the first document whose features or label are
     NaN or infinite (in blocks of rows: no full-size temporary).

@@ -297,6 +297,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         self._ragged = validation.validate_bool(ragged, "ragged")
         self._options = self.loss_function.check_options(**options)
         self._seeded = "seed" in self._options and self._options["seed"] is not None
+        self._calls = None  # the step counter of a seeded loss (the Keras 3 save hooks read it)
         if self._seeded:
             self._init_seed(self._options["seed"])
 

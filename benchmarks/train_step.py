@@ -1,7 +1,8 @@
 """Training steps per second of the train pipeline: ``twin_ndcg_type3`` vs TF-Ranking's
-``approx_ndcg_loss``, same model, dataset, optimizer and Keras ``fit`` loop.
+``approx_ndcg_loss`` (its port where TF-Ranking does not import: tf221, keras3), same
+model, dataset, optimizer and Keras ``fit`` loop, on Keras 2 or Keras 3.
 
-Both losses run in this one process through :func:`pipelines.train.build_model`
+Both losses run in this one process on the model of :func:`pipelines.train.build_model`
 and :func:`pipelines.train.train_dataset` (``R4.L``, 100 hidden units, batch
 normalization, in-model query z-score, Adam, L2 1e-3, exact nDCG@5 train
 metric). Each measurement is ``model.fit`` over ``--steps`` steps after a
@@ -25,6 +26,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
+from benchmarks import peers
 from pipelines import train
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
@@ -33,8 +35,8 @@ SHAPES: Dict[str, dict] = {
     "mq2008": {"num_features": 46, "list_range": (5, 121), "list_size": None},
     "mslr": {"num_features": 136, "list_range": (20, 400), "list_size": 128},
 }
-LOSSES = {"twin_ndcg_type3 (tfrx)": "twin_ndcg_type3",
-          "approx_ndcg_loss (TF-Ranking)": "approx_ndcg_loss"}
+LOSSES = {"twin_ndcg_type3 (tfrx)": lambda: tfrx.losses.get("twin_ndcg_type3", seed=0),
+          "approx_ndcg_loss (TF-Ranking)": lambda: peers.peer_loss("ApproxNDCG")}
 
 
 def steps_per_second(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> float:
@@ -50,11 +52,14 @@ def benchmark_shape(shape: str, steps: int, rounds: int, batch_size: int = 32,
     data = tfrx.data.synthetic(num_queries=num_queries, num_features=spec["num_features"],
                                seed=0, list_size=spec["list_range"])
     runs = {}
-    for label, loss in LOSSES.items():
-        config = train.TrainConfig(loss=loss, batch_size=batch_size, list_size=spec["list_size"],
+    for label, make_loss in LOSSES.items():
+        config = train.TrainConfig(batch_size=batch_size, list_size=spec["list_size"],
                                    jit_compile=jit_compile, verbose=0, tensorboard=False)
         keras.utils.set_random_seed(0)
         model = train.build_model(config, spec["num_features"])
+        model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=make_loss(),
+                      metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
+                      jit_compile=jit_compile)
         dataset = train.train_dataset(config, data).repeat()
         # warm-up: tracing, and oneDNN kernels for the padded list lengths that occur
         steps_per_second(model, dataset, 3 * steps)
@@ -74,6 +79,8 @@ def main(argv: Optional[list] = None) -> None:
     parser.add_argument("--jit-compile", action="store_true")
     args = parser.parse_args(argv)
     ours, peer = LOSSES
+    print(f"{tfrx.backend.describe()}; TF-Ranking "
+          f"{'imports' if tfrx.compat.has_tf_ranking() else 'absent: its loss ported'}")
     print(f"{'shape':8s} {ours:>24s} {peer:>30s} {'ratio':>7s}   (training steps/s, batch 32)")
     for shape in args.shapes:
         rates = benchmark_shape(shape, args.steps, args.rounds, jit_compile=args.jit_compile)

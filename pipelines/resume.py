@@ -4,11 +4,13 @@ A run's identity is its resolved config without :data:`NOT_IDENTITY_FIELDS`
 (:func:`run_identity`). :func:`prepare_output_dir` lets a run start only in a
 new folder or over an unfinished run of the same identity, which it then
 resumes (:func:`check_output_dir`); ``overwrite`` clears the folder first.
-:class:`TrainingBackup` is Keras's ``BackupAndRestore`` plus the rest of the
-state a resumed run needs to equal an uninterrupted one (the loss's step
-counter, the best-epoch callbacks' state, the per-epoch logs);
+:class:`TrainingBackup` is the run's own checkpoint (a ``tf.train.Checkpoint``
+of the model's weights, the optimizers, the loss's step counter, the best-epoch
+callbacks' state and the epoch; the per-epoch logs beside it), restored before
+``fit`` on every stack (Keras 2 and 3) and every worker;
 :func:`backed_up_epochs` says how many epochs a backup holds. Used by
-:func:`pipelines.train.run`; ``docs/notes/train_pipeline.md`` tells the design.
+:func:`pipelines.train.run`; ``docs/notes/train_pipeline.md`` tells the design
+and why Keras's ``BackupAndRestore`` is not used.
 
 >>> config_differences(run_identity({"epochs": 3, "verbose": 1}), {"epochs": 5})
 ['epochs: 3 -> 5']
@@ -17,19 +19,23 @@ import json
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 from pipelines import common
+from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions.backend import keras
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = common.RESULTS_FILE
 DONE_FILE = "done.json"             # the completion marker, written last
-BACKUP_DIR = "backup"               # BackupAndRestore's checkpoint and history.json
+BACKUP_DIR = "backup"               # TrainingBackup's checkpoint and history.json
+CHECKPOINT_DIR = "chief"            # the chief's checkpoint, under BACKUP_DIR
 HISTORY_FILE = "history.json"       # per-epoch logs, beside the checkpoint
+#: the checkpoint key of the number of finished epochs
+EPOCH_KEY = "epoch/.ATTRIBUTES/VARIABLE_VALUE"
 #: the scorers of a model of several (IRGAN), whose per-query files carry their names
 PLAYERS = ("generator", "discriminator")
 #: what a run writes in its output dir (all of it is deleted by --overwrite)
@@ -173,10 +179,11 @@ def prepare_output_dir(config: Any, output_dir: str,
 
 
 # ----------------------------------------------------------------------------- backup
-def loss_state(loss: keras.losses.Loss) -> tf.Module:
+def loss_state(loss: Optional[keras.losses.Loss]) -> tf.Module:
     """The loss's ``tf.Variable`` attributes (a randomized loss's step counter, see
     ``StepSeeded`` in :mod:`tfr_extensions.losses.base`) as a ``tf.Module``, so that a
-    checkpoint holds them (Keras checkpoints a model without its loss)."""
+    checkpoint holds them (Keras checkpoints a model without its loss). No loss (an
+    IRGAN's), or one without variables: an empty module."""
     module = tf.Module(name="loss_state")
     attributes = getattr(loss, "__dict__", {})
     module.loss_variables = {name: value for name, value in sorted(attributes.items())
@@ -184,80 +191,149 @@ def loss_state(loss: keras.losses.Loss) -> tf.Module:
     return module
 
 
-class TrainingBackup(keras.callbacks.BackupAndRestore):
-    """Keras's ``BackupAndRestore`` (every worker restores from ``backup_dir``'s
-    checkpoint in ``on_train_begin``; the chief writes it after each epoch), plus what
-    else a resumed run needs to equal an uninterrupted one.
+def variables_state(variables: Sequence[Any], name: str = "variables") -> tf.Module:
+    """``variables`` (e.g. ``model.weights``: every weight, trainable or not) as a
+    ``tf.Module`` that a ``tf.train.Checkpoint`` saves and restores by position.
 
-    * ``state``: name -> a trackable (or a function returning one, called in
-      ``on_train_begin``), added to the same checkpoint, so saved and restored
-      atomically with the model and optimizer: the loss's variables, the
-      best-epoch callback's state.
-    * ``history``: the logs and wall time of each epoch, kept in
-      ``<backup_dir>/history.json`` by the chief (``write_history``) before the
-      checkpoint is written, so that it holds at least the checkpoint's epochs;
-      ``on_train_begin`` keeps its first ``initial_epoch`` entries.
+    Why not the model itself: on Keras 3 a layer keeps the layers of an attribute
+    list (``Scorer.dense_layers``) in a Keras ``TrackedList``, which TensorFlow's
+    checkpoint does not follow, so ``tf.train.Checkpoint(model=model)`` would miss
+    them (their batch-norm statistics included). The same code builds the same model,
+    so positions match from one run to its rerun; a mismatch of shapes fails the
+    restore.
 
-    ``initial_epoch`` is the number of epochs of the checkpoint (:func:`backed_up_epochs`,
-    read by the caller before ``fit`` to advance the training stream); ``fit`` must
-    start there, which the first epoch checks. The checkpoint stays after training
-    (``delete_checkpoint=False``): the caller deletes it once its outputs are written.
+    >>> state = variables_state([tf.Variable(1.0), tf.Variable([2, 3])], "model")
+    >>> [v.numpy().tolist() for v in state.weights]
+    [1.0, [2, 3]]
+    """
+    module = tf.Module(name=name)
+    module.weights = list(variables)
+    return module
+
+
+def build_optimizer(optimizer: Any, variables: Sequence[Any]) -> None:
+    """Creates ``optimizer``'s state for ``variables`` now (Adam's moments, the
+    iteration count), so that a checkpoint restores into it at once rather than
+    deferring into the first traced training step. Keras 3 and Keras 2's optimizers
+    (``LossScaleOptimizer`` included): ``optimizer.build(variables)``, which does
+    nothing the second time; Keras 2's legacy ones: ``_create_all_weights``.
+
+    Call it inside the strategy scope, after the model is built."""
+    variables = list(variables)
+    if hasattr(optimizer, "build"):
+        optimizer.build(variables)
+    elif hasattr(optimizer, "_create_all_weights"):  # keras.optimizers.legacy (Keras 2)
+        optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+    else:
+        raise TypeError(f"Cannot build the state of optimizer {optimizer!r} (a "
+                        f"{type(optimizer).__name__}: no `build` method).")
+
+
+class TrainingBackup(keras.callbacks.Callback):
+    """Our checkpoint of a training run: restored before ``fit``, written after each
+    epoch, so that a resumed run equals an uninterrupted one.
+
+    ``state`` (name -> a trackable: :func:`variables_state` of the model's weights,
+    the optimizers, :func:`loss_state`, the best-epoch callbacks'
+    :meth:`~tfr_extensions.evaluation.BestEpochCallback.state`) goes into one
+    ``tf.train.Checkpoint`` with :attr:`epoch`, the number of finished epochs. Every
+    object of ``state`` must exist, variables included, before :meth:`restore`
+    (build the model and the optimizers first, :func:`build_optimizer`), which
+    restores at once and fails when the checkpoint misses part of it.
+
+    * :meth:`restore`: every worker restores from the chief's checkpoint
+      (``<backup_dir>/chief``) and returns its epochs; ``fit`` must then start
+      there (``initial_epoch``, checked at the first epoch).
+    * :meth:`on_epoch_end`: the epoch's logs and wall time go to :attr:`history`
+      and, by the chief, to ``<backup_dir>/history.json`` (before the checkpoint,
+      so that it holds at least the checkpoint's epochs); then every worker saves
+      (saving may run collective ops): the chief through a
+      ``tf.train.CheckpointManager`` keeping one checkpoint (atomic: the
+      ``checkpoint`` index file is replaced last), the other workers into a
+      scratch folder they delete at once (TensorFlow's multi-worker pattern).
+
+    The checkpoint stays after training: the caller deletes ``backup_dir`` once
+    its outputs are written.
     """
 
-    def __init__(self, backup_dir: str, initial_epoch: int,
-                 state: Mapping[str, Any], write_history: bool = True):
-        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
-        self.initial_epoch = int(initial_epoch)
-        self._state = dict(state)
-        self._write_history = write_history
+    def __init__(self, backup_dir: str, state: Mapping[str, Any],
+                 strategy: Optional[tf.distribute.Strategy] = None):
+        super().__init__()
+        self.backup_dir = backup_dir
+        self.chief = is_chief(strategy)
+        self._strategy = strategy
+        #: the finished epochs the checkpoint holds
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.checkpoint = tf.train.Checkpoint(epoch=self.epoch, **state)
+        self._manager: Optional[tf.train.CheckpointManager] = None
+        self.initial_epoch = 0
         self.history: List[Dict[str, Any]] = []
         self._epoch_start = 0.0
         self._checked_start = False
 
     @property
+    def checkpoint_dir(self) -> str:
+        """The chief's checkpoint folder, which every worker restores from."""
+        return os.path.join(self.backup_dir, CHECKPOINT_DIR)
+
+    @property
     def history_path(self) -> str:
         return os.path.join(self.backup_dir, HISTORY_FILE)
 
+    def restore(self) -> int:
+        """Restores the chief's latest checkpoint, if any, and the history of its
+        epochs; returns its number of epochs (0: a fresh start)."""
+        self.initial_epoch, self.history = 0, []
+        path = tf.train.latest_checkpoint(self.checkpoint_dir)
+        if path is None:
+            return 0
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+        self.initial_epoch = int(self.epoch.numpy())
+        stored = (read_json(self.history_path) or {}).get("epochs", [])
+        if len(stored) < self.initial_epoch:
+            raise RuntimeError(
+                f"{self.history_path} has {len(stored)} epochs, fewer than the "
+                f"{self.initial_epoch} of the checkpoint beside it: pass --overwrite "
+                "to start this run afresh.")
+        self.history = stored[:self.initial_epoch]
+        return self.initial_epoch
+
+    def save(self, epochs: int) -> str:
+        """Writes the checkpoint of ``epochs`` finished epochs (every worker must
+        call it); returns the chief's checkpoint path, or the scratch one."""
+        self.epoch.assign(epochs)
+        if self.chief:
+            if self._manager is None:
+                self._manager = tf.train.CheckpointManager(
+                    self.checkpoint, self.checkpoint_dir, max_to_keep=1)
+            return self._manager.save(checkpoint_number=epochs)
+        scratch = compat.get_output_filepath(self.backup_dir, self._strategy)
+        path = tf.train.CheckpointManager(self.checkpoint, scratch, max_to_keep=1).save(
+            checkpoint_number=epochs)
+        tf.io.gfile.rmtree(scratch)
+        return path
+
     def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)  # Keras restores its checkpoint (if any) here
-        extra = tf.Module(name="tfrx_training_state")
-        for name, trackable in self._state.items():
-            setattr(extra, name, trackable() if callable(trackable) else trackable)
-        training_state = getattr(self, "_training_state", None)
-        if training_state is None:
-            raise RuntimeError("Keras's BackupAndRestore kept no `_training_state` in "
-                               "on_train_begin: this Keras version is not supported.")
-        # deferred restoration: attaching restores the new part from the checkpoint read
-        training_state.read_checkpoint_manager.checkpoint.tfrx_state = extra
-        self.history = []
-        if self._write_history:
+        self._checked_start = False
+        if self.chief:
             os.makedirs(self.backup_dir, exist_ok=True)
-        if self.initial_epoch:
-            stored = (read_json(self.history_path) or {}).get("epochs", [])
-            if len(stored) < self.initial_epoch:
-                raise RuntimeError(
-                    f"{self.history_path} has {len(stored)} epochs, fewer than the "
-                    f"{self.initial_epoch} of the checkpoint beside it: pass --overwrite "
-                    "to start this run afresh.")
-            self.history = stored[:self.initial_epoch]
 
     def on_epoch_begin(self, epoch, logs=None):
         if not self._checked_start:
             self._checked_start = True
             if epoch != self.initial_epoch:
-                raise RuntimeError(f"fit resumed at epoch {epoch + 1}, but the training "
-                                   f"stream was advanced to epoch {self.initial_epoch + 1}.")
+                raise RuntimeError(f"fit resumed at epoch {epoch + 1}, but the checkpoint "
+                                   f"holds {self.initial_epoch} epochs.")
         self._epoch_start = time.perf_counter()
-        super().on_epoch_begin(epoch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
         # a mean over no query (a test curve under "exclude") is NaN: None in strict JSON
         self.history.append({"logs": {k: evaluation.json_metric(float(v))
                                       for k, v in (logs or {}).items()},
                              "seconds": time.perf_counter() - self._epoch_start})
-        if self._write_history:
+        if self.chief:
             common.write_json(self.history_path, {"epochs": self.history})
-        super().on_epoch_end(epoch, logs)  # the checkpoint
+        self.save(epoch + 1)
 
     def history_by_key(self) -> Dict[str, List[float]]:
         """Keras's ``History.history`` layout (key -> one value per epoch, None where an
@@ -267,10 +343,9 @@ class TrainingBackup(keras.callbacks.BackupAndRestore):
 
 
 def backed_up_epochs(backup_dir: str) -> int:
-    """How many epochs the ``BackupAndRestore`` checkpoint under ``backup_dir`` holds
-    (0: none). Keras keeps it in ``<backup_dir>/chief`` with the last finished epoch's
-    index as ``ckpt_saved_epoch``."""
-    path = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
+    """How many epochs the :class:`TrainingBackup` checkpoint under ``backup_dir``
+    holds (0: none): its ``epoch`` variable, in ``<backup_dir>/chief``."""
+    path = tf.train.latest_checkpoint(os.path.join(backup_dir, CHECKPOINT_DIR))
     if path is None:
         return 0
-    return int(tf.train.load_variable(path, "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")) + 1
+    return int(tf.train.load_variable(path, EPOCH_KEY))

@@ -29,11 +29,12 @@ import math
 import os
 import shutil
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
 from pipelines import common
+from pipelines import distributed
 from pipelines import flags
 from pipelines import resume
 from pipelines.resume import FinishedRunError, OutputDirError  # raised by run
@@ -288,6 +289,52 @@ def make_strategy(name: str) -> Optional[tf.distribute.Strategy]:
     return compat.get_strategy(STRATEGIES[name])
 
 
+# ----------------------------------------------------------------------------- resuming
+def optimizers(model: keras.Model) -> Dict[str, Tuple[Any, List[Any]]]:
+    """The optimizers of a compiled :func:`build_model` model, by checkpoint name,
+    each with the variables it trains: ``{"optimizer": (model.optimizer,
+    model.trainable_variables)}``, or an IRGAN's ``d_optimizer`` (the
+    discriminator's variables) and ``g_optimizer`` (the generator's)."""
+    from tfr_extensions.adversarial import IRGAN
+
+    if isinstance(model, IRGAN):
+        return {"d_optimizer": (model.d_optimizer, model.discriminator.trainable_variables),
+                "g_optimizer": (model.g_optimizer, model.generator.trainable_variables)}
+    return {"optimizer": (model.optimizer, model.trainable_variables)}
+
+
+def example_inputs(element_spec: Any) -> Any:
+    """Ones shaped like one batch of ``element_spec`` (unknown dimensions: 1)."""
+    return tf.nest.map_structure(
+        lambda spec: tf.ones([1 if d is None else d for d in spec.shape], spec.dtype),
+        element_spec)
+
+
+def training_state(model: keras.Model, element_spec: Any,
+                   best: Mapping[str, evaluation.BestEpochCallback],
+                   epochs: int) -> Dict[str, Any]:
+    """Builds all the state a resumed run needs and returns it by checkpoint name,
+    for :class:`pipelines.resume.TrainingBackup` (call inside the strategy scope):
+
+    * ``model``: every weight of the model (called once on ``example_inputs`` of the
+      training stream's ``(x, labels)`` ``element_spec``, so that it is built);
+    * the :func:`optimizers`, built for their variables (Adam's moments, the
+      iteration count), so a restore is not deferred into the first training step;
+    * ``loss``: the loss's variables (a seeded loss's step counter);
+    * ``best_epoch<_player>``: each best-epoch callback's state, for ``epochs`` epochs.
+    """
+    model(example_inputs(element_spec[0]), training=False)
+    state: Dict[str, Any] = {"model": resume.variables_state(model.weights, "model_weights")}
+    for name, (optimizer, variables) in optimizers(model).items():
+        resume.build_optimizer(optimizer, variables)
+        state[name] = optimizer
+    state["loss"] = resume.loss_state(getattr(model, "loss", None))
+    for player, callback in best.items():
+        callback.set_model(model)
+        state[f"best_epoch{player_suffix(player)}"] = callback.state(epochs)
+    return state
+
+
 # ----------------------------------------------------------------------------- callbacks
 class StopOnNonFiniteLoss(keras.callbacks.Callback):
     """Raises :class:`NonFiniteLossError` at the end of the first batch whose loss (every
@@ -375,7 +422,6 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
             players = scorers(model)
             dataset = train_dataset(config, splits.train)
             steps = _steps_per_epoch(config, dataset)
-            done = resume.backed_up_epochs(backup_dir)  # after the model: workers are in step here
             best = {player: evaluation.BestEpochCallback(
                 splits.vali, config.validation_metric, config.no_relevant,
                 scorer=None if scorer is model else scorer,
@@ -384,17 +430,18 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
             curves = [CurveLogger(splits.test, config.validation_metric, config.no_relevant,
                                   scorer, history_key("test", config.validation_metric, player))
                       for player, scorer in players.items()] if config.test_curve else []
-            state = {"loss": resume.loss_state(model.loss)}
-            state.update({f"best_epoch{player_suffix(player)}": callback.state
-                          for player, callback in best.items()})
-            backup = resume.TrainingBackup(backup_dir, done, write_history=chief, state=state)
+            backup = resume.TrainingBackup(
+                backup_dir, training_state(model, dataset.element_spec, best, config.epochs),
+                strategy)
+            done = backup.restore()  # after the model: workers are in step here
             callbacks = [StopOnNonFiniteLoss(), *best.values(), *curves]
             if config.tensorboard:
                 callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")))
             callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
             # the stream of an uninterrupted run, past the epochs restored from the backup
-            model.fit(dataset.repeat().skip(done * steps), epochs=config.epochs,
-                      steps_per_epoch=steps, callbacks=callbacks, verbose=config.verbose)
+            distributed.fit(model, dataset.repeat().skip(done * steps), strategy,
+                            epochs=config.epochs, initial_epoch=done, steps_per_epoch=steps,
+                            callbacks=callbacks, verbose=config.verbose)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 

@@ -203,9 +203,33 @@ class Scorer(keras.Model):
     def get_config(self):
         return dict(self._config, name=self.name)
 
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+               **kwargs):
+        """Keras 3's ``Model.export``, by default with this scorer's input signature
+        (:func:`input_signature`: any batch and list size, a bool mask), which Keras
+        cannot infer for a dict of mixed dtypes. For TF Serving's signatures (ELWC,
+        ``tf.Example``) use :func:`tfr_extensions.serving.export` instead."""
+        if not backend.IS_KERAS_3:  # Keras 2's export takes the path only
+            return super().export(filepath, **kwargs)
+        if input_signature is None:
+            input_signature = [input_signature_of(self._config["num_features"])]
+        return super().export(filepath, format=format, verbose=verbose,
+                              input_signature=input_signature, **kwargs)
+
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def input_signature_of(num_features: int):
+    """A scorer's input as ``tf.TensorSpec``s: ``{"features": float32 [None, None, F],
+    "mask": bool [None, None]}``.
+
+    >>> input_signature_of(3)["mask"]
+    TensorSpec(shape=(None, None), dtype=tf.bool, name='mask')
+    """
+    return {"features": tf.TensorSpec([None, None, num_features], tf.float32, name="features"),
+            "mask": tf.TensorSpec([None, None], tf.bool, name="mask")}
 
 
 def scorer(notation: str, num_features: int, hidden_units: int = 100,

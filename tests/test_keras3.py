@@ -1,0 +1,442 @@
+"""Keras 3 support (issue 21): saving, mixed precision, XLA, float64, seeded losses, backends.
+
+What each test pins, with the stacks it runs on (Keras 2 too wherever the feature exists):
+
+* ``model.save`` + ``load_model`` keep a compiled scorer's losses (every option) and
+  ``RankingMetric`` options, and a seeded loss's step counter (Keras 3: the counter
+  travels through ``save_own_variables``); ``model.export`` serves the model's scores;
+* ``mixed_float16``: the loss is float32 and equals the float32 model's;
+* ``jit_compile=True`` and the ``"auto"`` that a GPU resolves to XLA train like
+  ``jit_compile=False``;
+* float64 scores compute in float64 (Keras 3's own ``Loss.__call__`` casts to floatx);
+* seeded losses draw fresh samples at each step, reproduce from one seed, and resume
+  from ``save_weights`` / ``load_weights`` (Keras 3);
+* on ``KERAS_BACKEND=jax`` the TensorFlow functions work and the Keras classes raise
+  ``UnsupportedBackendError`` naming the backend.
+
+Models are tiny (``R2.L``, 8 hidden units, 4 features, lists of 6) and train a few steps.
+"""
+import collections
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfr_extensions as tfrx
+from stack import REPO, THIS_STACK
+from tfr_extensions import backend
+from tfr_extensions.backend import keras
+
+keras3_only = pytest.mark.skipif(not backend.IS_KERAS_3, reason="a Keras 3 feature")
+
+NUM_FEATURES = 4
+LIST_SIZE = 6
+
+
+def lists(batch=8, seed=0, duplicates=False):
+    """``({"features", "mask"}, labels)``: labels 0..2, the last document padded (-1);
+    with ``duplicates`` documents 0 and 1 of each list have the same features (tied
+    scores) and different labels, so that tie breaking changes the loss."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(batch, LIST_SIZE, NUM_FEATURES)).astype(np.float32)
+    labels = rng.integers(0, 3, size=(batch, LIST_SIZE)).astype(np.float32)
+    labels[:, -1] = -1.0
+    labels[:, 0] = 2.0
+    if duplicates:
+        features[:, 1] = features[:, 0]
+        labels[:, 1] = 0.0
+    return {"features": features, "mask": labels >= 0}, labels
+
+
+def scorer(seed=1):
+    keras.utils.set_random_seed(seed)
+    return tfrx.models.scorer("R2.L", NUM_FEATURES, hidden_units=8)
+
+
+def max_difference(first, second):
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(first, second))
+
+
+# -- 1. model.save / load_model / export ----------------------------------------------
+
+#: a representative set of registry names, each with options away from its defaults
+SAVED_LOSSES = [
+    ("twin_ndcg_type3", dict(topn=3, alpha_b=2.0, seed=7)),
+    ("TwinSigmoidLoss", dict(metric="ap", topn=4, gradient="type2", alpha_b=0.5,
+                             tie_break=False, reduction="sum", name="twin_ap")),
+    ("softndcg", dict(sigma=0.5, topn=3, discount_alpha=0.5, method="exact",
+                      sinkhorn_iterations=2)),
+    ("wassrank", dict(regularization=0.2, sinkhorn_iterations=5, cost_type="dg",
+                      target="softmax", gain_base=2.0, epsilon_scaling=False)),
+    ("expected_utility", dict(metric="precision", topn=3, num_samples=2, temperature=0.5,
+                              baseline=True, seed=11)),
+    ("mdprank", dict(gamma=0.9, topn=4, num_samples=2, temperature=2.0, normalize=False,
+                     seed=5)),
+    ("ranknet", dict(sigma=2.0)),
+    ("ndcg_beta_hinge", dict(margin=0.5, squared=True)),
+]
+
+
+def ranking_metrics():
+    return [tfrx.metrics.RankingMetric("map", topn=3, no_relevant="exclude"),
+            tfrx.metrics.RankingMetric("nerr", topn=2, name="err2", no_relevant="one"),
+            tfrx.metrics.RankingMetric("precision")]
+
+
+@pytest.mark.parametrize("name,options", SAVED_LOSSES, ids=[n for n, _ in SAVED_LOSSES])
+def test_save_and_load_model_keep_loss_and_metric_options_and_values(name, options, tmp_path):
+    x, y = lists()
+    model = scorer()
+    if name[0].isupper():  # a class name: the class takes `name`
+        loss = getattr(tfrx.losses, name)(**options)
+    else:
+        loss = tfrx.losses.get(name, **options)
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss=loss, metrics=ranking_metrics())
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)  # the counter is at 2
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+
+    assert type(restored.loss) is type(loss)
+    assert restored.loss.get_config() == loss.get_config()
+    for option, value in options.items():
+        assert restored.loss.get_config()[option] == value, option
+    # the same loss and metrics on a batch: the options were applied, not only stored
+    # (both counters are at 2, so seeded losses draw the same samples)
+    ours = model.evaluate(x, y, batch_size=8, verbose=0, return_dict=True)
+    theirs = restored.evaluate(x, y, batch_size=8, verbose=0, return_dict=True)
+    assert set(ours) == {"loss", "map_3_exclude", "err2", "precision"}
+    assert theirs == pytest.approx(ours, rel=1e-6, abs=1e-7)
+    metrics = {m.name: m for m in model.metrics[-1].metrics} if backend.IS_KERAS_3 else {
+        m.name: m for m in model.metrics if isinstance(m, tfrx.metrics.RankingMetric)}
+    loaded = {m.name: m for m in restored.metrics[-1].metrics} if backend.IS_KERAS_3 else {
+        m.name: m for m in restored.metrics if isinstance(m, tfrx.metrics.RankingMetric)}
+    assert {k: m.get_config() for k, m in loaded.items()} == {
+        k: m.get_config() for k, m in metrics.items()}
+    assert loaded["err2"].get_config()["no_relevant"] == "one"
+
+
+@keras3_only
+def test_save_and_load_model_restore_the_seeded_loss_step_counter(tmp_path):
+    """After k steps, save, load: the next step draws what the original's next step
+    draws (the same loss and the same weights after it), not what step 0 drew."""
+    x, y = lists(batch=4)
+    model = scorer()
+    loss = tfrx.losses.ExpectedUtilityLoss(topn=4, num_samples=1, seed=3)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss)
+    for _ in range(3):
+        model.train_on_batch(x, y)
+    assert int(loss._calls.numpy()) == 3
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    assert int(restored.loss._calls.numpy()) == 3  # a fresh loss would start at 0
+
+    original_next = model.train_on_batch(x, y)
+    restored_next = restored.train_on_batch(x, y)
+    assert restored_next == original_next
+    assert max_difference(model.get_weights(), restored.get_weights()) == 0.0
+    # the counter matters: the same weights with step 0's samples give another loss
+    restored.loss._calls.assign(3)
+    at_step_3 = float(restored.loss(y, restored(x, training=False)))
+    restored.loss._calls.assign(0)
+    at_step_0 = float(restored.loss(y, restored(x, training=False)))
+    assert at_step_3 != at_step_0
+
+
+@keras3_only
+def test_model_export_serves_the_model_scores(tmp_path):
+    x, y = lists()
+    model = scorer()
+    model.compile(optimizer="sgd", loss=tfrx.losses.get("twin_ndcg_type3", seed=1))
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    path = str(tmp_path / "export")
+    # the scorer is a subclassed model built on [1, 2, F]: Keras infers a signature with
+    # list size 2 unless it is given one
+    signature = [{"features": tf.TensorSpec([None, None, NUM_FEATURES], tf.float32),
+                  "mask": tf.TensorSpec([None, None], tf.bool)}]
+    model.export(path, format="tf_saved_model", input_signature=signature, verbose=False)
+    served = tf.saved_model.load(path)
+    for batch in (x, lists(batch=3, seed=5)[0]):
+        expected = model.predict(batch, verbose=0)
+        np.testing.assert_allclose(served.serve(batch).numpy(), expected, rtol=1e-6, atol=1e-6)
+    # a longer list than any seen in training
+    longer = {"features": np.random.default_rng(2).normal(size=(2, 9, NUM_FEATURES))
+              .astype(np.float32), "mask": np.ones([2, 9], bool)}
+    np.testing.assert_allclose(served.serve(longer).numpy(), model.predict(longer, verbose=0),
+                               rtol=1e-6, atol=1e-6)
+
+
+# -- 2. mixed_float16 -----------------------------------------------------------------
+
+def set_policy(name):
+    if backend.IS_KERAS_3:
+        keras.config.set_dtype_policy(name)
+    else:
+        keras.mixed_precision.set_global_policy(name)
+
+
+@pytest.fixture
+def mixed_float16():
+    set_policy("mixed_float16")
+    try:
+        yield
+    finally:
+        set_policy("float32")
+
+
+#: measured: |mixed - float32| <= 4e-4 (ranknet, softndcg) on these models; float16
+#: has an 11-bit significand (relative step 1e-3) and the hidden layers compute in it
+MIXED_TOLERANCE = 5e-3
+
+
+@pytest.mark.parametrize("name", ["ranknet", "softndcg", "twin_ap_type3"])
+def test_mixed_float16_loss_is_float32_and_equals_the_float32_loss(name, mixed_float16):
+    x, y = lists()
+    mixed = scorer()
+    assert mixed.dense_layers[0].compute_dtype == "float16"
+    set_policy("float32")
+    full = scorer()
+    assert full.dense_layers[0].compute_dtype == "float32"
+    mixed.set_weights(full.get_weights())
+    loss = tfrx.losses.get(name)
+    mixed_scores, full_scores = mixed(x), full(x)
+    assert mixed_scores.dtype == tf.float32  # the output layer computes in float32
+    assert 0 < max_difference([mixed_scores.numpy()], [full_scores.numpy()]) < 0.05
+    mixed_loss, full_loss = loss(y, mixed_scores), loss(y, full_scores)
+    assert mixed_loss.dtype == tf.float32
+    assert abs(float(mixed_loss) - float(full_loss)) <= MIXED_TOLERANCE
+    # float16 scores (a model whose output layer follows the policy) compute in float32
+    half_loss = loss(y, tf.cast(full_scores, tf.float16))
+    assert half_loss.dtype == tf.float32
+    assert abs(float(half_loss) - float(full_loss)) <= MIXED_TOLERANCE
+
+
+def test_mixed_float16_training(mixed_float16):
+    x, y = lists(batch=16)
+    model = scorer()
+    before = [w.copy() for w in model.get_weights()]
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=tfrx.losses.get("twin_ndcg_type3", seed=2))
+    history = model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0).history
+    assert all(np.isfinite(history["loss"]))
+    assert history["loss"][-1] < history["loss"][0]
+    assert all(w.dtype == np.float32 for w in model.get_weights())
+    assert max_difference(before, model.get_weights()) > 1e-3
+    assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+
+
+# -- 3. XLA ---------------------------------------------------------------------------
+
+#: measured: <= 2.4e-7 after 4 SGD steps (twin-sigmoid, expected utility): XLA fuses
+#: and reorders float32 sums, nothing more
+XLA_TOLERANCE = 1e-5
+
+
+def train_weights(loss_name, options, jit_compile, x, y, gpu=False, monkeypatch=None):
+    model = scorer()
+    if gpu:  # what keras's "auto" sees on a machine with a GPU
+        device = collections.namedtuple("Device", "name device_type")(
+            "/physical_device:GPU:0", "GPU")
+        monkeypatch.setattr(tf.config, "list_physical_devices", lambda *_: [device])
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss=tfrx.losses.get(loss_name, **options), jit_compile=jit_compile)
+    if monkeypatch is not None:
+        monkeypatch.undo()
+    history = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history
+    return model, history["loss"]
+
+
+@pytest.mark.parametrize("name,options", [("twin_ndcg_type3", dict(topn=4, seed=3)),
+                                          ("expected_utility", dict(num_samples=2, seed=5))])
+def test_jit_compile_trains_like_no_jit(name, options):
+    x, y = lists(duplicates=True)
+    plain, plain_losses = train_weights(name, options, False, x, y)
+    xla, xla_losses = train_weights(name, options, True, x, y)
+    assert xla.jit_compile is True
+    assert plain.jit_compile is False
+    np.testing.assert_allclose(xla_losses, plain_losses, rtol=1e-5)
+    assert max_difference(xla.get_weights(), plain.get_weights()) < XLA_TOLERANCE
+    assert max_difference(xla.get_weights(), scorer().get_weights()) > 1e-3  # it trained
+
+
+@keras3_only
+def test_jit_compile_auto(monkeypatch):
+    """``"auto"`` resolves to False on this CPU machine and to XLA where Keras sees a
+    GPU (faked by patching ``tf.config.list_physical_devices``, which Keras's
+    ``_resolve_auto_jit_compile`` reads): the scorer and its loss then train under XLA."""
+    x, y = lists()
+    options = dict(topn=4, seed=3)
+    cpu, cpu_losses = train_weights("twin_ndcg_type3", options, "auto", x, y)
+    assert cpu.jit_compile is False
+    gpu, gpu_losses = train_weights("twin_ndcg_type3", options, "auto", x, y, gpu=True,
+                                    monkeypatch=monkeypatch)
+    assert gpu.jit_compile is True
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
+    assert max_difference(gpu.get_weights(), cpu.get_weights()) < XLA_TOLERANCE
+
+
+# -- 4. float64 ------------------------------------------------------------------------
+
+FLOAT64_LOSSES = [
+    ("twin_ap_type2", tfrx.losses.twin_sigmoid_loss, dict(metric="ap", gradient="type2")),
+    ("softndcg", tfrx.losses.softndcg_loss, {}),
+    ("wassrank", tfrx.losses.wassrank_loss, {}),
+    ("ranknet", tfrx.losses.ranknet_loss, {}),
+]
+
+
+@pytest.mark.parametrize("name,function,options", FLOAT64_LOSSES,
+                         ids=[case[0] for case in FLOAT64_LOSSES])
+def test_float64_scores_compute_in_float64(name, function, options):
+    """The reduced loss is float64 and equals the pure function's float64 value to
+    1e-12, where the same function in float32 is off by more than 1e-9: no float32
+    step in between (Keras 3's own ``Loss.__call__`` would cast to floatx)."""
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 4, size=(5, 7)).astype(np.float64)
+    labels[:, -2:] = -1.0
+    labels[:, 0] = 3.0
+    scores = rng.normal(size=(5, 7)) * 3.0
+    weights = rng.uniform(0.5, 2.0, size=(5, 1))
+
+    def reference(dtype):  # SUM_OVER_BATCH_SIZE of the weighted per-list losses
+        losses, list_weights = function(tf.constant(labels, dtype), tf.constant(scores, dtype),
+                                        **options)
+        return float(np.sum(losses.numpy().astype(np.float64) * list_weights.numpy()
+                            * weights[:, 0]) / len(labels))
+
+    expected, expected32 = reference(tf.float64), reference(tf.float32)
+    scores_t = tf.constant(scores)
+    with tf.GradientTape() as tape:
+        tape.watch(scores_t)
+        value = tfrx.losses.get(name)(tf.constant(labels), scores_t,
+                                      sample_weight=tf.constant(weights))
+    assert value.dtype == tf.float64
+    assert tape.gradient(value, scores_t).dtype == tf.float64
+    assert abs(float(value) - expected) <= 1e-12 * max(1.0, abs(expected))
+    assert abs(expected32 - expected) > 1e-9  # float32 would be told apart
+
+
+# -- 5. seeded losses: fresh samples at every step, reproducible, resumable -------------
+
+RANDOMIZED = [
+    ("expected_utility", dict(topn=4, num_samples=1, seed=21)),
+    ("mdprank", dict(topn=4, num_samples=1, seed=22)),
+    ("twin_ndcg_type1", dict(tie_break=True, seed=23)),  # ties: duplicated documents
+]
+
+
+def seeded_run(name, options, steps, learning_rate=0.05, model=None):
+    """Losses of ``steps`` training steps on one batch with ties; ``model``: a compiled
+    model to go on with, else a new one."""
+    if model is None:
+        model = scorer()
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate),
+                      loss=tfrx.losses.get(name, **options))
+    x, y = lists(batch=4, duplicates=True)
+    return model, [float(model.train_on_batch(x, y)) for _ in range(steps)]
+
+
+@pytest.mark.parametrize("name,options", RANDOMIZED, ids=[n for n, _ in RANDOMIZED])
+def test_seeded_loss_draws_fresh_samples_each_step_and_reproduces(name, options):
+    # learning rate 0: the weights stay, so only the samples change from step to step
+    _, frozen = seeded_run(name, options, steps=4, learning_rate=0.0)
+    assert len(set(frozen)) >= 3, frozen  # (tie breaking has few outcomes: some repeat)
+    _, again = seeded_run(name, options, steps=4, learning_rate=0.0)
+    assert again == frozen
+    _, other_seed = seeded_run(name, {**options, "seed": options["seed"] + 100}, steps=4,
+                               learning_rate=0.0)
+    assert other_seed != frozen
+
+
+@keras3_only
+@pytest.mark.parametrize("name,options", RANDOMIZED, ids=[n for n, _ in RANDOMIZED])
+def test_seeded_loss_resumes_from_save_weights(name, options, tmp_path):
+    """4 steps in one go equal 2 steps, ``save_weights``, a new model and loss with
+    ``load_weights``, 2 steps: the counter comes back with the weights."""
+    _, straight = seeded_run(name, options, steps=4)
+    first, head = seeded_run(name, options, steps=2)
+    path = str(tmp_path / "run.weights.h5")
+    first.save_weights(path)
+    resumed = scorer(seed=99)  # other initial weights: load_weights must replace them
+    resumed.compile(optimizer=keras.optimizers.SGD(0.05), loss=tfrx.losses.get(name, **options))
+    resumed.load_weights(path)
+    assert int(resumed.loss._calls.numpy()) == 2
+    _, tail = seeded_run(name, options, steps=2, model=resumed)
+    assert head + tail == straight
+    # without the counter the resumed run would draw step 0's samples again
+    restarted = scorer(seed=99)
+    restarted.compile(optimizer=keras.optimizers.SGD(0.05),
+                      loss=tfrx.losses.get(name, **options))
+    restarted.load_weights(path)
+    restarted.loss._calls.assign(0)
+    assert seeded_run(name, options, steps=2, model=restarted)[1] != tail
+
+
+# -- 7. another Keras 3 backend ---------------------------------------------------------
+
+JAX_SCRIPT = r"""
+import json, os, tempfile
+import numpy as np
+import tensorflow as tf
+import tfr_extensions as tfrx
+from tfr_extensions import backend
+import keras
+
+labels = tf.constant([[2., 0., 1., -1.], [0., 1., 3., 0.]])
+scores = tf.constant([[0.3, 1.2, -0.4, 5.0], [0.1, 0.2, 0.9, -1.0]])
+losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ndcg", topn=3)
+out = {"backend": keras.backend.backend(), "describe": backend.describe(),
+       "twin": losses.numpy().tolist(), "weights": weights.numpy().tolist(),
+       "ndcg": tfrx.metrics.ndcg(labels, scores, topn=3).numpy().tolist(),
+       "ranks": tfrx.ops.twin_sigmoid_ranks(scores, labels, tie_break=False).numpy().tolist()}
+plain = keras.Sequential([keras.Input((4, 2)), keras.layers.Dense(1)])
+export_dir = os.path.join(tempfile.mkdtemp(), "export")
+attempts = {
+    "losses.get": lambda: tfrx.losses.get("twin_ndcg_type3"),
+    "losses.SoftNDCGLoss": lambda: tfrx.losses.SoftNDCGLoss(),
+    "metrics.RankingMetric": lambda: tfrx.metrics.RankingMetric("ndcg", topn=5),
+    "models.scorer": lambda: tfrx.models.scorer("R2.L", 2, hidden_units=4),
+    "adversarial.IRGAN": lambda: tfrx.adversarial.IRGAN(plain, plain),
+    "serving.export": lambda: tfrx.serving.export(plain, export_dir, num_features=2),
+}
+for key, attempt in attempts.items():
+    try:
+        attempt()
+        out[key] = None
+    except backend.UnsupportedBackendError as error:
+        out[key] = str(error)
+out["export_dir_exists"] = os.path.exists(export_dir)
+print("RESULT" + json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(THIS_STACK != "keras3", reason="needs the keras3 stack's Keras 3 and jax")
+def test_jax_backend_pure_functions_work_and_keras_classes_refuse():
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", JAX_SCRIPT], capture_output=True, text=True,
+                          timeout=240, cwd=str(REPO), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out.pop("backend") == "jax"
+    assert "'jax'" in out.pop("describe")
+    # the TensorFlow functions give this process's (TensorFlow backend) numbers
+    labels = tf.constant([[2., 0., 1., -1.], [0., 1., 3., 0.]])
+    scores = tf.constant([[0.3, 1.2, -0.4, 5.0], [0.1, 0.2, 0.9, -1.0]])
+    losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ndcg", topn=3)
+    np.testing.assert_allclose(out.pop("twin"), losses.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(out.pop("weights"), weights.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(out.pop("ndcg"), tfrx.metrics.ndcg(labels, scores, topn=3),
+                               rtol=1e-6)
+    np.testing.assert_allclose(out.pop("ranks"), tfrx.ops.twin_sigmoid_ranks(
+        scores, labels, tie_break=False), rtol=1e-6)
+    assert out.pop("export_dir_exists") is False
+    assert len(out) == 6
+    for feature, message in out.items():
+        assert message is not None, f"tfrx.{feature} did not raise UnsupportedBackendError"
+        assert "'jax'" in message and "KERAS_BACKEND=tensorflow" in message, (feature, message)

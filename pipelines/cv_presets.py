@@ -46,7 +46,8 @@ class Method:
 
     @property
     def needs_tf_ranking(self) -> bool:
-        """Whether the loss is one of TF-Ranking's (not available on the tf221 stack)."""
+        """Whether the loss is one of TF-Ranking's (not available on the tf221 and keras3
+        stacks)."""
         from tfr_extensions.losses import registry
         return self.kind == "loss" and self.loss not in registry.tfrx_loss_names()
 

@@ -144,7 +144,8 @@ class CVConfig:
         for m in self.methods:
             if resolve_method(m).needs_tf_ranking and not compat.has_tf_ranking():
                 raise ValueError(f"Method {m!r} trains a TF-Ranking loss, and TF-Ranking does not "
-                                 "import here (the tf221 stack has none); leave it out.")
+                                 "import here (the tf221 and keras3 stacks have none); leave it "
+                                 "out.")
         if not self.folds:
             raise ValueError("`folds` must name at least one fold; got ().")
         for arg in ("epochs", "batch_size", "lambdamart_rounds", "lambdamart_early_stopping"):

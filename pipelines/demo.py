@@ -4,8 +4,8 @@
 2. prints validation and test nDCG@5 of the untrained ``R4.L`` scorer;
 3. trains ``R4.L`` with ``twin_ndcg_type3`` (this package) and with TF-Ranking's
    ``approx_ndcg_loss`` through :func:`pipelines.train.run` (where TF-Ranking is
-   installed; without it, as on the tf221 stack, that row is left out and the
-   demo says so);
+   installed; without it, as on the tf221 and keras3 stacks, that row is left out
+   and the demo says so);
 4. trains LambdaMART through :func:`pipelines.lambdamart.run`;
 5. exports the twin-sigmoid model to ``saved_models/demo/1`` (TF Serving layout);
 6. prints a comparison table of test metrics.
@@ -95,7 +95,7 @@ def main(argv=None) -> pd.DataFrame:
     if compat.has_tf_ranking():
         losses["approx_ndcg (TF-Ranking)"] = "approx_ndcg_loss"
     else:
-        print("TF-Ranking does not import here (tf221 stack): no approx_ndcg row.")
+        print("TF-Ranking does not import here (tf221 and keras3 stacks): no approx_ndcg row.")
     for label, loss in losses.items():
         config = train.TrainConfig(**{
             **base.to_json(), "name": f"demo_{loss}", "loss": loss,

@@ -12,13 +12,24 @@ workers by the optimizer, compiled metrics), the callbacks through Keras's
 ``CallbackList`` (progress bar, history, ours), the epoch's logs from
 ``model.get_metrics_result()`` (every worker's metrics, all-reduced).
 
+One more difference: Keras 3 keeps a weight that no optimizer updates and whose
+``aggregation`` is ``"none"`` (batch normalization's moving mean and variance)
+per replica, each updated from its own batches only, so the workers' copies
+drift apart; Keras 2 keeps them ``ON_READ`` with ``MEAN`` aggregation: every read
+gives the mean over the replicas. At the end of each epoch, before the callbacks
+read or save the weights, :func:`fit_multi_worker` sets every copy to that mean
+(:func:`make_average_function`), which is what Keras 2 reads then: a moving
+average is linear in its updates, so averaging the copies now or at each read
+gives the same values.
+
 >>> uses_own_loop(None)
 False
 """
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+import tfr_extensions as tfrx
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 
@@ -37,11 +48,19 @@ def fit(model: keras.Model, dataset: tf.data.Dataset,
     ``initial_epoch`` to ``epochs`` on ``dataset``, a stream of ``(x, labels)``
     batches already shuffled and repeated (``shuffle=False``: Keras 3 would warn),
     ``steps_per_epoch`` batches an epoch: ``model.fit``, or :func:`fit_multi_worker`
-    where :func:`uses_own_loop`."""
+    where :func:`uses_own_loop`.
+
+    Keras 3's ``fit`` under a strategy of several replicas (``MirroredStrategy`` on
+    several GPUs) first averages one batch across the replicas to build the model,
+    which fails on a bool tensor: the mask then goes in as int8
+    (:func:`tfr_extensions.data.numeric_masks`; the scorers read any non-zero mask
+    as True), and the batch size must split evenly over the replicas."""
     if uses_own_loop(strategy):
         fit_multi_worker(model, dataset, strategy, epochs=epochs, initial_epoch=initial_epoch,
                          steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose)
         return
+    if backend.IS_KERAS_3 and strategy is not None and strategy.num_replicas_in_sync > 1:
+        dataset = tfrx.data.numeric_masks(dataset)  # Keras 3 averages a first batch (bool: no)
     model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch,
               steps_per_epoch=steps_per_epoch, callbacks=list(callbacks), verbose=verbose,
               shuffle=False)
@@ -76,6 +95,29 @@ def make_train_function(model: keras.Model, strategy: tf.distribute.Strategy):
     return tf.function(train_step, jit_compile=bool(model.jit_compile))
 
 
+def replica_local_variables(model: keras.Model) -> List[Any]:
+    """The model's floating-point weights that Keras 3 keeps per replica: not
+    trainable, ``aggregation="none"`` (batch normalization's moving statistics)."""
+    return [variable for variable in model.non_trainable_variables
+            if getattr(variable, "aggregation", None) == "none"
+            and tf.as_dtype(variable.dtype).is_floating]
+
+
+def make_average_function(variables: Sequence[Any], strategy: tf.distribute.Strategy):
+    """A ``tf.function`` setting every replica's copy of each of ``variables`` (Keras
+    variables, or TF ones) to their mean over all replicas (an all-reduce)."""
+    targets = [getattr(variable, "value", variable) for variable in variables]
+
+    def average_on_replica():
+        context = tf.distribute.get_replica_context()
+        means = context.all_reduce(tf.distribute.ReduceOp.MEAN,
+                                   [tf.identity(target) for target in targets])
+        for target, mean in zip(targets, means):
+            target.assign(mean)
+
+    return tf.function(lambda: strategy.run(average_on_replica))
+
+
 def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
                      strategy: tf.distribute.Strategy, *, epochs: int, initial_epoch: int,
                      steps_per_epoch: int, callbacks: Sequence[keras.callbacks.Callback],
@@ -94,6 +136,8 @@ def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
     with strategy.scope():
         build_compiled_state(model, dataset.element_spec)
         train_function = make_train_function(model, strategy)
+        local_variables = replica_local_variables(model)
+        average = make_average_function(local_variables, strategy) if local_variables else None
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
     callback_list = keras.callbacks.CallbackList(
         list(callbacks), add_history=True, add_progbar=verbose != 0, verbose=verbose,
@@ -110,6 +154,8 @@ def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
             callback_list.on_train_batch_end(batch, logs)
             if model.stop_training:
                 break
+        if average is not None:
+            average()
         epoch_logs = {name: float(value) for name, value in model.get_metrics_result().items()}
         callback_list.on_epoch_end(epoch, epoch_logs)
         if model.stop_training:

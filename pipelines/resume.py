@@ -287,7 +287,13 @@ class TrainingBackup(keras.callbacks.Callback):
         path = tf.train.latest_checkpoint(self.checkpoint_dir)
         if path is None:
             return 0
-        self.checkpoint.restore(path).assert_existing_objects_matched()
+        try:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        except (AssertionError, ValueError) as error:  # part missing, or of another shape
+            raise RuntimeError(
+                f"The checkpoint {path} does not hold this run's training state ({error}); "
+                "was it written by another version of the code? Pass --overwrite to start "
+                "this run afresh.") from error
         self.initial_epoch = int(self.epoch.numpy())
         stored = (read_json(self.history_path) or {}).get("epochs", [])
         if len(stored) < self.initial_epoch:

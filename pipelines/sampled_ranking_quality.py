@@ -127,7 +127,8 @@ def train_method(config: QualityConfig, loss_name: str, dataset, num_features: i
     ranking = tfrx.metrics.RankingMetric("ndcg", topn=config.topn, name="ranking_ndcg")
     model.compile(keras.optimizers.Adam(config.learning_rate), loss=loss,
                   metrics=[sampled, ranking])
-    history = model.fit(dataset, epochs=config.epochs, verbose=0).history
+    # shuffle=False: the dataset is shuffled already (Keras 3 warns otherwise)
+    history = model.fit(dataset, epochs=config.epochs, verbose=0, shuffle=False).history
     return {"sampled_ndcg": history["sampled_ndcg"], "ranking_ndcg": history["ranking_ndcg"]}
 
 

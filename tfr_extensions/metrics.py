@@ -160,17 +160,29 @@ class RankingMetric(keras.metrics.Mean):
     per-item weight becomes a per-list weight by TF-Ranking's and keras-rs's
     rule (:func:`per_list_weights`).
 
-    Against keras-rs (``keras_rs.metrics``), with ties ordered alike (keras-rs
-    shuffles ties unless ``shuffle_ties=False``, then keeps the input order as
-    we do), ``"ndcg"`` equals ``NDCG(k)``, ``"precision"`` ``PrecisionAtK(k)``
-    and ``"ap"`` ``MeanAveragePrecision(k)`` for labels in {0, 1, 2, ...}.
-    Where the conventions differ: keras-rs counts a label ``>= 1`` as relevant
-    for MAP and Precision, we count ``> 0`` (they differ on fractional labels
-    below 1); keras-rs has no nERR and no rule for lists without relevant
-    documents (it counts them 0, our ``"zero"``); keras-rs also drops the
-    items of a per-item weight 0 from the ranking, we rank them and only
-    weigh the list; keras-rs's MAP@k divides by all relevant documents, as
-    our ``"ap"`` does (``"ap_min"``: by ``min(k, R)``).
+    Against keras-rs (``keras_rs.metrics``, 0.4), ``"ndcg"`` equals ``NDCG(k)``,
+    ``"precision"`` ``PrecisionAtK(k)`` and ``"ap"`` ``MeanAveragePrecision(k)``
+    for labels in {0, 1, 2, ...}, without weights, with a scalar weight, with
+    per-list weights when every list has a relevant document, and (Precision
+    only) with positive per-item weights. Where they differ:
+
+    * ties: we put the lower index first; keras-rs shuffles tied scores at
+      random, also with ``shuffle_ties=False`` (its ``update_state`` always
+      passes a mask, and ``sort_by_scores`` shuffles whenever it has one), so
+      the two agree on ties only between documents of equal labels;
+    * a per-list weight (``[B]``, ``[B, 1]``) of a list without relevant
+      documents: we use it as given; keras-rs, like TF-Ranking's metrics,
+      spreads it over the items and applies the per-item rule, which gives
+      such a list the mean weight of the batch's lists with relevance;
+    * per-item weights: the list weight is the same, but keras-rs and
+      TF-Ranking also weigh the items inside nDCG (DCG and ideal DCG) and AP,
+      where we rank unweighted; keras-rs also drops the items of weight 0
+      from the ranking, we rank them and only weigh the list;
+    * keras-rs counts a label ``>= 1`` as relevant for MAP and Precision, we
+      count ``> 0`` (they differ on fractional labels below 1); keras-rs has
+      no nERR and no rule for lists without relevant documents (it counts
+      them 0, our ``"zero"``); its MAP@k divides by all relevant documents,
+      as our ``"ap"`` does (``"ap_min"``: by ``min(k, R)``).
 
     >>> m = RankingMetric("nerr", topn=10)
     >>> _ = m.update_state([[0., 1.]], [[0.2, 0.9]])

@@ -205,16 +205,21 @@ class Scorer(keras.Model):
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
                **kwargs):
-        """Keras 3's ``Model.export``, by default with this scorer's input signature
-        (:func:`input_signature`: any batch and list size, a bool mask), which Keras
-        cannot infer for a dict of mixed dtypes. For TF Serving's signatures (ELWC,
+        """Keras's ``Model.export`` (a SavedModel with a ``serve`` endpoint), by default
+        with this scorer's input signature (:func:`input_signature_of`: any batch and
+        list size, a bool mask), which Keras cannot infer for a dict of mixed dtypes. For TF Serving's signatures (ELWC,
         ``tf.Example``) use :func:`tfr_extensions.serving.export` instead."""
-        if not backend.IS_KERAS_3:  # Keras 2's export takes the path only
-            return super().export(filepath, **kwargs)
         if input_signature is None:
             input_signature = [input_signature_of(self._config["num_features"])]
-        return super().export(filepath, format=format, verbose=verbose,
-                              input_signature=input_signature, **kwargs)
+        if backend.IS_KERAS_3:
+            return super().export(filepath, format=format, verbose=verbose,
+                                  input_signature=input_signature, **kwargs)
+        # Keras 2's export takes the path only and fixes the first call's shapes
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+        archive.add_endpoint("serve", lambda inputs: self(inputs, training=False),
+                             input_signature=input_signature)
+        archive.write_out(filepath)
 
     @classmethod
     def from_config(cls, config):

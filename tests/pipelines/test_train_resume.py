@@ -184,3 +184,57 @@ def test_a_run_stopped_after_its_last_epoch_resumes_without_training(tiny_fold, 
         pytest.approx({k: v for k, v in want.test.summary.items() if k != definitions},
                       abs=TOLERANCE)
     assert (tmp_path / "run" / "done.json").is_file()
+
+
+class Interrupted(Exception):
+    """Raised right after the backup of an epoch, as a kill there would stop the run."""
+
+
+def run_interrupted(config, monkeypatch, after_epoch=1):
+    """``train.run(config)`` stopped once the backup of ``after_epoch`` is written."""
+    back_up = resume.TrainingBackup.on_epoch_end
+
+    def on_epoch_end(self, epoch, logs=None):
+        back_up(self, epoch, logs)
+        if epoch + 1 == after_epoch:
+            raise Interrupted()
+    with monkeypatch.context() as patch:
+        patch.setattr(resume.TrainingBackup, "on_epoch_end", on_epoch_end)
+        with pytest.raises(Interrupted):
+            train.run(config)
+
+
+def assert_results_equal(got, want):
+    """Two results.json dicts: same best epochs, histories and means (to TOLERANCE)."""
+    assert got["best_epoch"] == want["best_epoch"]
+    assert set(got["history"]) == set(want["history"])
+    for key, values in want["history"].items():
+        np.testing.assert_allclose(got["history"][key], values, rtol=TOLERANCE, atol=TOLERANCE,
+                                   err_msg=key)
+    for scores_got, scores_want in [(got, want), *[(got["players"][p], want["players"][p])
+                                                   for p in want.get("players", {})]]:
+        assert scores_got["best_epoch"] == scores_want["best_epoch"]
+        for part in ("validation", "test"):
+            for key, value in scores_want[part].items():
+                assert scores_got[part][key] == pytest.approx(value, abs=TOLERANCE), (part, key)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"loss": "irgan_pair"},                                    # two players, two optimizers
+    {"strategy": "mirrored", "mixed_precision": True},         # loss scaling's state too
+    {"strategy": "mirrored"}, {"mixed_precision": True},
+    {"jit_compile": True, "loss": "twin_ndcg_type3", "loss_args": {"tie_break": True}},
+], ids=["irgan", "mirrored_mixed_precision", "m", "mp", "xla"])
+def test_an_interrupted_run_resumes_exactly(tiny_fold, tmp_path, monkeypatch, overrides):
+    argv = tiny_argv(tiny_fold, tmp_path / "run", epochs=2)
+    config = dataclasses.replace(train.parse_args(argv), seed=3, steps_per_epoch=3, **overrides)
+    run_interrupted(config, monkeypatch)
+    assert resume.backed_up_epochs(str(tmp_path / "run" / "backup")) == 1
+
+    resumed = train.run(config)
+    reference = train.run(dataclasses.replace(config, output_dir=str(tmp_path / "reference")))
+    assert resumed.resumed_from_epoch == 1 and reference.resumed_from_epoch == 0
+    assert len(resumed.history[next(iter(resumed.history))]) == 2
+    got, want = (json.loads((tmp_path / folder / "results.json").read_text())
+                 for folder in ("run", "reference"))
+    assert_results_equal(got, want)

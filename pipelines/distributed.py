@@ -12,15 +12,17 @@ workers by the optimizer, compiled metrics), the callbacks through Keras's
 ``CallbackList`` (progress bar, history, ours), the epoch's logs from
 ``model.get_metrics_result()`` (every worker's metrics, all-reduced).
 
-One more difference: Keras 3 keeps a weight that no optimizer updates and whose
-``aggregation`` is ``"none"`` (batch normalization's moving mean and variance)
-per replica, each updated from its own batches only, so the workers' copies
-drift apart; Keras 2 keeps them ``ON_READ`` with ``MEAN`` aggregation: every read
-gives the mean over the replicas. At the end of each epoch, before the callbacks
-read or save the weights, :func:`fit_multi_worker` sets every copy to that mean
-(:func:`make_average_function`), which is what Keras 2 reads then: a moving
-average is linear in its updates, so averaging the copies now or at each read
-gives the same values.
+Under a strategy of several replicas, a weight that no optimizer updates and
+that each replica updates from its own batches (batch normalization's moving
+mean and variance: Keras 2 keeps them ``ON_READ`` with ``MEAN`` aggregation,
+Keras 3 mirrored with aggregation ``"none"``) has one copy per replica, and the
+copies drift apart. A checkpoint holds one value per weight, so a resumed run
+would restart every replica from one value where an uninterrupted run kept
+its copies apart (IRGAN, which scores in inference mode inside its training
+step, then trains differently). :class:`SyncReplicaCopies` sets every copy to
+the mean over the replicas at the end of each epoch, before the callbacks read
+or save the weights: the value Keras 2 reads and saves anyway (a moving average
+is linear in its updates), and the same in both runs.
 
 >>> uses_own_loop(None)
 False
@@ -86,36 +88,71 @@ def make_train_function(model: keras.Model, strategy: tf.distribute.Strategy):
     """A ``tf.function`` running ``model.train_step`` on the next distributed batch
     of an iterator on every replica; returns this worker's first replica's logs
     (each worker's running means; the epoch's logs come from
-    :func:`fit_multi_worker`, over all workers). Under XLA (``model.jit_compile``)
-    as ``fit`` would be."""
-    def train_step(iterator):
-        logs = strategy.run(model.train_step, args=(next(iterator),))
+    :func:`fit_multi_worker`, over all workers). As in ``fit``, the step on a batch
+    is compiled with XLA when ``model.jit_compile`` is set, the iterator read is not."""
+    def step_on_data(data):
+        logs = strategy.run(model.train_step, args=(data,))
         return tf.nest.map_structure(lambda value: _first_local_result(strategy, value), logs)
 
-    return tf.function(train_step, jit_compile=bool(model.jit_compile))
+    step_on_data = tf.function(step_on_data, jit_compile=bool(model.jit_compile))
+    return tf.function(lambda iterator: step_on_data(next(iterator)))
 
 
-def replica_local_variables(model: keras.Model) -> List[Any]:
-    """The model's floating-point weights that Keras 3 keeps per replica: not
-    trainable, ``aggregation="none"`` (batch normalization's moving statistics)."""
-    return [variable for variable in model.non_trainable_variables
-            if getattr(variable, "aggregation", None) == "none"
-            and tf.as_dtype(variable.dtype).is_floating]
+def has_replicas(strategy: Optional[tf.distribute.Strategy]) -> bool:
+    """Whether ``strategy`` runs more than one replica (over all workers)."""
+    return strategy is not None and strategy.num_replicas_in_sync > 1
 
 
-def make_average_function(variables: Sequence[Any], strategy: tf.distribute.Strategy):
-    """A ``tf.function`` setting every replica's copy of each of ``variables`` (Keras
-    variables, or TF ones) to their mean over all replicas (an all-reduce)."""
-    targets = [getattr(variable, "value", variable) for variable in variables]
+def _tf_variable(variable: Any) -> tf.Variable:
+    """The TensorFlow variable of a Keras 2 weight (itself) or a Keras 3 one (``.value``)."""
+    return variable if isinstance(variable, tf.Variable) else variable.value
 
+
+def replica_local_variables(model: keras.Model) -> List[tf.Variable]:
+    """The model's floating-point weights kept once per replica: not trainable, and
+    ``ON_READ`` (Keras 2) or of aggregation ``NONE`` (Keras 3), e.g. batch
+    normalization's moving statistics."""
+    local = []
+    for weight in model.non_trainable_weights:
+        variable = _tf_variable(weight)
+        if variable.dtype.is_floating and (
+                variable.synchronization == tf.VariableSynchronization.ON_READ
+                or variable.aggregation == tf.VariableAggregation.NONE):
+            local.append(variable)
+    return local
+
+
+def make_average_function(variables: Sequence[tf.Variable], strategy: tf.distribute.Strategy):
+    """A ``tf.function`` setting every replica's copy of each of ``variables`` to their
+    mean over all replicas (one all-reduce; every worker must call it)."""
     def average_on_replica():
         context = tf.distribute.get_replica_context()
         means = context.all_reduce(tf.distribute.ReduceOp.MEAN,
-                                   [tf.identity(target) for target in targets])
-        for target, mean in zip(targets, means):
-            target.assign(mean)
+                                   [tf.identity(variable) for variable in variables])
+        for variable, mean in zip(variables, means):
+            variable.assign(mean)  # in replica context: this replica's copy
 
     return tf.function(lambda: strategy.run(average_on_replica))
+
+
+class SyncReplicaCopies(keras.callbacks.Callback):
+    """At the end of each epoch, sets every replica's copy of the model's
+    :func:`replica_local_variables` to their mean over the replicas (module
+    docstring). Put it before the callbacks that read or save the weights; with
+    one replica it does nothing."""
+
+    def __init__(self, strategy: Optional[tf.distribute.Strategy]):
+        super().__init__()
+        self._strategy = strategy
+        self._average = None
+
+    def on_train_begin(self, logs=None):
+        variables = replica_local_variables(self.model) if has_replicas(self._strategy) else []
+        self._average = make_average_function(variables, self._strategy) if variables else None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._average is not None:
+            self._average()
 
 
 def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
@@ -136,8 +173,6 @@ def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
     with strategy.scope():
         build_compiled_state(model, dataset.element_spec)
         train_function = make_train_function(model, strategy)
-        local_variables = replica_local_variables(model)
-        average = make_average_function(local_variables, strategy) if local_variables else None
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
     callback_list = keras.callbacks.CallbackList(
         list(callbacks), add_history=True, add_progbar=verbose != 0, verbose=verbose,
@@ -154,8 +189,6 @@ def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
             callback_list.on_train_batch_end(batch, logs)
             if model.stop_training:
                 break
-        if average is not None:
-            average()
         epoch_logs = {name: float(value) for name, value in model.get_metrics_result().items()}
         callback_list.on_epoch_end(epoch, epoch_logs)
         if model.stop_training:

@@ -196,22 +196,27 @@ def build_loss(name: str, loss_args: Mapping[str, Any], seed: int) -> keras.loss
 
 
 def train_dataset(config: TrainConfig, train) -> tf.data.Dataset:
-    """The repeated, batched training stream (raw features: the model normalizes)."""
+    """The endless, batched training stream (raw features: the model normalizes):
+    epoch after epoch of the training queries, each epoch in its own seeded order,
+    the same from every iterator (``ranking_dataset(..., repeat=True)``), so that
+    Keras 3's extra iterator under a strategy cannot change it and a resumed run
+    can skip to where it stopped."""
     dataset = tfrx.data.ranking_dataset(
         train, list_size=config.list_size, batch_size=config.batch_size, shuffle=True,
-        normalization="none", drop_no_relevant=config.drop_no_relevant, seed=config.seed)
+        normalization="none", drop_no_relevant=config.drop_no_relevant, seed=config.seed,
+        repeat=True)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)
 
 
-def _steps_per_epoch(config: TrainConfig, dataset: tf.data.Dataset) -> int:
+def steps_per_epoch(config: TrainConfig, train) -> int:
+    """``config.steps_per_epoch``, or the batches of one pass over the training
+    queries that :func:`train_dataset` serves."""
     if config.steps_per_epoch:
         return int(config.steps_per_epoch)
-    steps = int(dataset.cardinality())
-    if steps < 0:  # unknown: count one pass
-        steps = sum(1 for _ in dataset)
-    return max(steps, 1)
+    queries = tfrx.data.select_queries(train, drop_no_relevant=config.drop_no_relevant)
+    return max(math.ceil(queries.size / config.batch_size), 1)
 
 
 def build_scorer(config: TrainConfig, num_features: int,
@@ -421,7 +426,7 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
             model = build_model(config, splits.num_features)
             players = scorers(model)
             dataset = train_dataset(config, splits.train)
-            steps = _steps_per_epoch(config, dataset)
+            steps = steps_per_epoch(config, splits.train)
             best = {player: evaluation.BestEpochCallback(
                 splits.vali, config.validation_metric, config.no_relevant,
                 scorer=None if scorer is model else scorer,
@@ -434,12 +439,14 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
                 backup_dir, training_state(model, dataset.element_spec, best, config.epochs),
                 strategy)
             done = backup.restore()  # after the model: workers are in step here
-            callbacks = [StopOnNonFiniteLoss(), *best.values(), *curves]
+            # first at epoch end: the replicas' copies of a weight made one, then read
+            callbacks = [StopOnNonFiniteLoss(), distributed.SyncReplicaCopies(strategy),
+                         *best.values(), *curves]
             if config.tensorboard:
                 callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")))
             callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
             # the stream of an uninterrupted run, past the epochs restored from the backup
-            distributed.fit(model, dataset.repeat().skip(done * steps), strategy,
+            distributed.fit(model, dataset.skip(done * steps), strategy,
                             epochs=config.epochs, initial_epoch=done, steps_per_epoch=steps,
                             callbacks=callbacks, verbose=config.verbose)
     finally:

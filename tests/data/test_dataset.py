@@ -202,3 +202,36 @@ def test_non_finite_features_or_labels_are_refused_when_batching():
     with pytest.raises(ValueError, match=r"The label of document 7 \(query id \d+\) is not "
                                          r"finite: inf"):
         ranking_dataset(LibSVMData(data.features, labels, data.qids, data.query_offsets))
+
+
+def test_repeat_streams_seeded_epochs_alike_from_every_iterator():
+    data = _small(num_queries=10)
+    label_sums = np.array([labels.sum() for labels in np.split(data.labels,
+                                                                data.query_offsets[1:-1])])
+
+    def stream(seed=1, **options):
+        return ranking_dataset(data, batch_size=4, seed=seed, normalization="none",
+                               repeat=True, **options)
+
+    dataset = stream(list_size=3)
+    ahead = iter(dataset)
+    for _ in range(7):  # an iterator far ahead, past two epochs, does not move another
+        next(ahead)
+    first = [labels.numpy() for _, labels in dataset.take(9)]
+    again = [labels.numpy() for _, labels in stream(list_size=3).take(9)]
+    for got, want in zip(first, again):
+        np.testing.assert_array_equal(got, want)
+    # epochs of 4 + 4 + 2 lists; each epoch serves every query once, in its own order
+    epochs = [stream().take(3), stream().skip(3).take(3)]
+    per_epoch = [np.concatenate([np.where(labels.numpy() < 0, 0, labels.numpy()).sum(axis=1)
+                                 for _, labels in epoch]) for epoch in epochs]
+    assert [len(labels) for _, _, labels in _batches(stream().take(3))] == [4, 4, 2]
+    for sums in per_epoch:
+        np.testing.assert_allclose(np.sort(sums), np.sort(label_sums), rtol=1e-6)
+    assert not np.array_equal(per_epoch[0], per_epoch[1])
+    assert not np.array_equal(_batches(stream(seed=2).take(1))[0][2],
+                              _batches(stream(seed=1).take(1))[0][2])
+    unshuffled = _batches(stream(shuffle=False).take(6))
+    np.testing.assert_array_equal(unshuffled[0][2], unshuffled[3][2])  # the file order
+    with pytest.raises(ValueError, match="`repeat` with `drop_remainder` needs at least"):
+        ranking_dataset(data, batch_size=11, repeat=True, drop_remainder=True)

@@ -1,5 +1,6 @@
 """Two MultiWorkerMirroredStrategy workers on 127.0.0.1 keep identical weights, through an
-interruption and a resume from the chief's backup."""
+interruption and a resume from the chief's backup (Keras 2: ``fit``; Keras 3:
+``pipelines.distributed.fit_multi_worker``, see that module)."""
 import json
 import pathlib
 
@@ -30,6 +31,9 @@ def test_two_workers_train_in_sync_and_resume_from_the_chiefs_backup(tiny_fold, 
     assert_same_weights(tmp_path)  # different initial values, synchronized
     assert resume.backed_up_epochs(str(tmp_path / "out" / "backup")) == 1
     assert not (tmp_path / "out" / "done.json").exists()
+    # the chief's checkpoint; worker 1 saved too, into a scratch folder it deleted
+    assert sorted(p.name for p in (tmp_path / "out" / "backup").iterdir()) == \
+        ["chief", "history.json"]
 
     codes, logs = run_workers(tiny_fold, tmp_path, "2")  # the rerun: both restore epoch 1
     for code, log in zip(codes, logs):

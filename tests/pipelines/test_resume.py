@@ -58,7 +58,7 @@ def test_a_restore_brings_back_every_variable_and_the_optimizer_slots(tiny_fold,
     splits = common.load_splits(str(tiny_fold))
     model, best, backup, dataset = build(config, splits, init_seed=1)
     assert backup.restore() == 0  # nothing to restore yet
-    model.fit(dataset.repeat(), epochs=1, steps_per_epoch=STEPS, verbose=0, shuffle=False,
+    model.fit(dataset, epochs=1, steps_per_epoch=STEPS, verbose=0, shuffle=False,
               callbacks=[*best.values(), backup])
     saved = snapshot(model, best, backup)
     assert resume.backed_up_epochs(str(tmp_path / "backup")) == 1 and saved["epoch"] == 1

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.data.libsvm import LibSVMData
-from tfr_extensions.ops.lists import PADDING_LABEL
+from tfr_extensions.ops.lists import PADDING_LABEL, RNG_ALG
 from tfr_extensions.ops.validation import validate_choice, validate_int
 
 NORMALIZATIONS = ("query_zscore", "none")
@@ -86,6 +86,7 @@ def ranking_dataset(
     drop_remainder: bool = False,
     feature_key: str = "features",
     mask_key: str = "mask",
+    repeat: bool = False,
 ) -> tf.data.Dataset:
     """Batches of padded lists for Keras ranking models.
 
@@ -109,6 +110,15 @@ def ranking_dataset(
       drop_remainder: drop the last, smaller batch.
       feature_key, mask_key: the keys of the features and the mask in the
         input dict (TF-Ranking pipelines name the mask ``"list_mask"``).
+      repeat: an endless stream of epochs (each ends with its smaller last batch,
+        as ``.repeat()`` gives), that every iterator of the dataset yields alike:
+        epoch ``k`` is shuffled with the stateless seed ``(seed, k)``, and the
+        per-batch seeds run on across epochs. ``.repeat()`` of a shuffled dataset
+        reshuffles from a seed generator that all its iterators share, so a
+        second iterator open at once (the one Keras 3's ``fit`` opens to build
+        the model under a distribution strategy, which prefetches) races the
+        training one for the seeds, and the order of a seeded run changes from
+        one run to the next. Use it for training streams.
 
     Returns:
       A ``tf.data.Dataset`` of ``({"features": [B, L, F], "mask": [B, L]}, labels)``.
@@ -167,12 +177,20 @@ def ranking_dataset(
         return ({feature_key: tf.gather(table, rows), mask_key: valid},
                 tf.gather(label_table, rows))
 
-    dataset = tf.data.Dataset.range(queries.size)
-    if shuffle and queries.size:
-        dataset = dataset.shuffle(queries.size, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    # One stateless seed per batch; new ones every epoch when shuffling.
-    batch_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=shuffle)
+    if repeat and drop_remainder and queries.size < batch_size:
+        raise ValueError(f"`repeat` with `drop_remainder` needs at least `batch_size` "
+                         f"({batch_size}) queries per epoch; {queries.size} are served.")
+    if repeat:
+        dataset = _epochs_of_positions(queries.size, batch_size, shuffle, seed, drop_remainder)
+    else:
+        dataset = tf.data.Dataset.range(queries.size)
+        if shuffle and queries.size:
+            dataset = dataset.shuffle(queries.size, seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    # One stateless seed per batch; new ones every epoch when shuffling (one
+    # endless sequence with ``repeat``).
+    batch_seeds = tf.data.Dataset.random(seed=seed + 1,
+                                         rerandomize_each_iteration=shuffle and not repeat)
     batch_seeds = batch_seeds.batch(2, drop_remainder=True)
     dataset = tf.data.Dataset.zip((dataset, batch_seeds))
     dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -180,6 +198,21 @@ def ranking_dataset(
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return dataset
 
+
+
+def _epochs_of_positions(num_queries: int, batch_size: int, shuffle: bool, seed: int,
+                         drop_remainder: bool) -> tf.data.Dataset:
+    """Endless batches of query positions ``int64 [B]``, epoch after epoch; epoch ``k``
+    in the order of ``stateless_shuffle`` with seed ``(seed, k)`` (or in order).
+    Stateless, so every iterator yields the same stream."""
+    def epoch(index):
+        positions = tf.range(num_queries, dtype=tf.int64)
+        if shuffle:
+            positions = tf.random.experimental.stateless_shuffle(
+                positions, seed=tf.stack([tf.constant(seed, tf.int64), index]), alg=RNG_ALG)
+        return tf.data.Dataset.from_tensor_slices(positions).batch(
+            batch_size, drop_remainder=drop_remainder)
+    return tf.data.Dataset.counter().flat_map(epoch)
 
 
 def numeric_masks(dataset: tf.data.Dataset) -> tf.data.Dataset:

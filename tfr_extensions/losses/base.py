@@ -22,7 +22,9 @@ Conventions shared by all losses (written once here, not in each loss):
   does, label -1); the Keras classes take them with ``ragged=True``.
 * Lists without relevant documents (or that cannot be ranked at all) get
   weight 0, a finite loss and zero gradient.
-* Keras classes: ``sample_weight`` is ``[batch, 1]`` per list, or
+* Keras classes (Keras 2 and Keras 3 on TensorFlow, :mod:`tfr_extensions.backend`):
+  ``y_true`` is labels or keras-rs's ``{"labels", "mask"}`` (mask False =
+  padding); ``sample_weight`` is ``[batch, 1]`` per list, or
   ``[batch, list_size]`` per item, turned into a per-list weight by
   TF-Ranking's listwise rule (the label-weighted mean of the item weights);
   the reduction is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the weighted

@@ -23,7 +23,6 @@ import time
 from typing import Dict
 
 import pandas as pd
-import tensorflow as tf
 
 from pipelines import common
 from pipelines import flags

@@ -9,8 +9,9 @@ and source lines: ``docs/notes/train_pipeline.md``), so :func:`fit_multi_worker`
 runs the same epochs itself: Keras's ``model.train_step`` on each replica
 (``strategy.run``: loss, loss scaling, gradients all-reduced across the
 workers by the optimizer, compiled metrics), the callbacks through Keras's
-``CallbackList`` (progress bar, history, ours), the epoch's logs from
-``model.get_metrics_result()`` (every worker's metrics, all-reduced).
+``CallbackList`` (progress bar, history, ours), the epoch's logs as ``fit``
+makes them (``model.get_metrics_result()``, all-reduced over the workers, or a
+custom ``train_step``'s last logs).
 
 Under a strategy of several replicas, a weight that no optimizer updates and
 that each replica updates from its own batches (batch normalization's moving
@@ -27,7 +28,7 @@ is linear in its updates), and the same in both runs.
 >>> uses_own_loop(None)
 False
 """
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -61,7 +62,7 @@ def fit(model: keras.Model, dataset: tf.data.Dataset,
         fit_multi_worker(model, dataset, strategy, epochs=epochs, initial_epoch=initial_epoch,
                          steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose)
         return
-    if backend.IS_KERAS_3 and strategy is not None and strategy.num_replicas_in_sync > 1:
+    if backend.IS_KERAS_3 and has_replicas(strategy):
         dataset = tfrx.data.numeric_masks(dataset)  # Keras 3 averages a first batch (bool: no)
     model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch,
               steps_per_epoch=steps_per_epoch, callbacks=list(callbacks), verbose=verbose,
@@ -155,6 +156,15 @@ class SyncReplicaCopies(keras.callbacks.Callback):
             self._average()
 
 
+def _epoch_logs(model: keras.Model, logs: Mapping[str, Any]) -> Dict[str, float]:
+    """An epoch's logs as ``fit`` makes them: the model's metrics (over all workers)
+    when they have the names of the last step's ``logs``, else those logs (a custom
+    ``train_step``'s, e.g. IRGAN's: this worker's running means)."""
+    metric_logs = model.get_metrics_result()  # every worker: it may all-reduce
+    chosen = metric_logs if set(metric_logs) == set(logs) else logs
+    return {name: float(value) for name, value in chosen.items()}
+
+
 def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
                      strategy: tf.distribute.Strategy, *, epochs: int, initial_epoch: int,
                      steps_per_epoch: int, callbacks: Sequence[keras.callbacks.Callback],
@@ -180,6 +190,7 @@ def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
     model.stop_training = False
     callback_list.on_train_begin()
     epoch_logs: Dict[str, float] = {}
+    logs: Dict[str, Any] = {}
     for epoch in range(initial_epoch, epochs):
         model.reset_metrics()
         callback_list.on_epoch_begin(epoch)
@@ -189,7 +200,7 @@ def fit_multi_worker(model: keras.Model, dataset: tf.data.Dataset,
             callback_list.on_train_batch_end(batch, logs)
             if model.stop_training:
                 break
-        epoch_logs = {name: float(value) for name, value in model.get_metrics_result().items()}
+        epoch_logs = _epoch_logs(model, logs)
         callback_list.on_epoch_end(epoch, epoch_logs)
         if model.stop_training:
             break

@@ -317,8 +317,8 @@ class BestEpochCallback(keras.callbacks.Callback):
 
     Resuming: :meth:`state` returns the callback's state as a ``tf.Module`` of
     variables (written after every epoch). Put it into a checkpoint that is
-    restored at the start of ``fit`` (Keras's ``BackupAndRestore`` restores in
-    ``on_train_begin``); the callback reads it back at the first epoch begin or
+    restored before or at the start of ``fit`` (``pipelines.resume.TrainingBackup``
+    restores before ``fit``); the callback reads it back at the first epoch begin or
     at the train end that follows, so a resumed run keeps the values and the
     best epoch (with its weights) of the epochs before the interruption. Put
     this callback before the one that writes the checkpoint at epoch end.

@@ -2,9 +2,10 @@
 ``approx_ndcg_loss`` (its port where TF-Ranking does not import: tf221, keras3), same
 model, dataset, optimizer and Keras ``fit`` loop, on Keras 2 or Keras 3.
 
-Both losses run in this one process on the model of :func:`pipelines.train.build_model`
-and :func:`pipelines.train.train_dataset` (``R4.L``, 100 hidden units, batch
-normalization, in-model query z-score, Adam, L2 1e-3, exact nDCG@5 train
+Both losses run in this one process on the scorer of
+:func:`pipelines.train.build_scorer`, compiled as :func:`pipelines.train.build_model`
+does and fed by :func:`pipelines.train.train_dataset` (``R4.L``, 100 hidden units,
+batch normalization, in-model query z-score, Adam, L2 1e-3, exact nDCG@5 train
 metric). Each measurement is ``model.fit`` over ``--steps`` steps after a
 warm-up of ``3 * steps`` (tracing and per-shape kernel set-up excluded); the
 two losses alternate for ``--rounds`` rounds and the median is reported.
@@ -56,11 +57,11 @@ def benchmark_shape(shape: str, steps: int, rounds: int, batch_size: int = 32,
         config = train.TrainConfig(batch_size=batch_size, list_size=spec["list_size"],
                                    jit_compile=jit_compile, verbose=0, tensorboard=False)
         keras.utils.set_random_seed(0)
-        model = train.build_model(config, spec["num_features"])
+        model = train.build_scorer(config, spec["num_features"])
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=make_loss(),
                       metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
                       jit_compile=jit_compile)
-        dataset = train.train_dataset(config, data).repeat()
+        dataset = train.train_dataset(config, data)  # endless already
         # warm-up: tracing, and oneDNN kernels for the padded list lengths that occur
         steps_per_second(model, dataset, 3 * steps)
         runs[label] = (model, dataset, [])

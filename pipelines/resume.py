@@ -211,24 +211,6 @@ def variables_state(variables: Sequence[Any], name: str = "variables") -> tf.Mod
     return module
 
 
-def build_optimizer(optimizer: Any, variables: Sequence[Any]) -> None:
-    """Creates ``optimizer``'s state for ``variables`` now (Adam's moments, the
-    iteration count), so that a checkpoint restores into it at once rather than
-    deferring into the first traced training step. Keras 3 and Keras 2's optimizers
-    (``LossScaleOptimizer`` included): ``optimizer.build(variables)``, which does
-    nothing the second time; Keras 2's legacy ones: ``_create_all_weights``.
-
-    Call it inside the strategy scope, after the model is built."""
-    variables = list(variables)
-    if hasattr(optimizer, "build"):
-        optimizer.build(variables)
-    elif hasattr(optimizer, "_create_all_weights"):  # keras.optimizers.legacy (Keras 2)
-        optimizer._create_all_weights(variables)  # pylint: disable=protected-access
-    else:
-        raise TypeError(f"Cannot build the state of optimizer {optimizer!r} (a "
-                        f"{type(optimizer).__name__}: no `build` method).")
-
-
 class TrainingBackup(keras.callbacks.Callback):
     """Our checkpoint of a training run: restored before ``fit``, written after each
     epoch, so that a resumed run equals an uninterrupted one.
@@ -238,7 +220,8 @@ class TrainingBackup(keras.callbacks.Callback):
     :meth:`~tfr_extensions.evaluation.BestEpochCallback.state`) goes into one
     ``tf.train.Checkpoint`` with :attr:`epoch`, the number of finished epochs. Every
     object of ``state`` must exist, variables included, before :meth:`restore`
-    (build the model and the optimizers first, :func:`build_optimizer`), which
+    (build the model and the optimizers first,
+    :func:`tfr_extensions.backend.build_optimizer`), which
     restores at once and fails when the checkpoint misses part of it.
 
     * :meth:`restore`: every worker restores from the chief's checkpoint

@@ -38,6 +38,7 @@ from pipelines import distributed
 from pipelines import flags
 from pipelines import resume
 from pipelines.resume import FinishedRunError, OutputDirError  # raised by run
+from tfr_extensions import backend
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
@@ -331,7 +332,7 @@ def training_state(model: keras.Model, element_spec: Any,
     model(example_inputs(element_spec[0]), training=False)
     state: Dict[str, Any] = {"model": resume.variables_state(model.weights, "model_weights")}
     for name, (optimizer, variables) in optimizers(model).items():
-        resume.build_optimizer(optimizer, variables)
+        backend.build_optimizer(optimizer, variables)
         state[name] = optimizer
     state["loss"] = resume.loss_state(getattr(model, "loss", None))
     for player, callback in best.items():

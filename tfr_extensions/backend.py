@@ -25,14 +25,14 @@ Differences of Keras 3 that the package absorbs here:
 * :data:`DEFAULT_REDUCTION`: Keras 2's ``"auto"``, Keras 3's
   ``"sum_over_batch_size"`` (the same reduction inside ``fit``); a loss also
   accepts ``"auto"`` on Keras 3, so a Keras 2 config loads there.
-* Serializable classes register as ``"tfr_extensions>TwinSigmoidLoss"`` on both.
+* :func:`build_optimizer`: an optimizer's state created now, on either Keras.
 
 >>> KERAS_VERSION.split(".")[0] == ("3" if IS_KERAS_3 else "2")
 True
 """
 import importlib
 import os
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import tensorflow as tf
 
@@ -114,6 +114,24 @@ def standardize_reduction(reduction):
     if IS_KERAS_3 and reduction == "auto":
         return "sum_over_batch_size"
     return reduction
+
+
+def build_optimizer(optimizer, variables: Sequence) -> None:
+    """Creates ``optimizer``'s state for ``variables`` now (Adam's moments, the
+    iteration count), so that a checkpoint restores into it at once rather than
+    deferring into the first traced training step. Keras 3 and Keras 2's optimizers
+    (``LossScaleOptimizer`` included): ``optimizer.build(variables)``, which does
+    nothing the second time; Keras 2's legacy ones: ``_create_all_weights``.
+
+    Call it inside the strategy scope, after the model is built."""
+    variables = list(variables)
+    if hasattr(optimizer, "build"):
+        optimizer.build(variables)
+    elif hasattr(optimizer, "_create_all_weights"):  # keras.optimizers.legacy (Keras 2)
+        optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+    else:
+        raise TypeError(f"Cannot build the state of optimizer {optimizer!r} (a "
+                        f"{type(optimizer).__name__}: no `build` method).")
 
 
 def reduce_loss(losses, sample_weight, reduction: str, dtype):

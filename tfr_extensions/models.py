@@ -207,8 +207,9 @@ class Scorer(keras.Model):
                **kwargs):
         """Keras's ``Model.export`` (a SavedModel with a ``serve`` endpoint), by default
         with this scorer's input signature (:func:`input_signature_of`: any batch and
-        list size, a bool mask), which Keras cannot infer for a dict of mixed dtypes. For TF Serving's signatures (ELWC,
-        ``tf.Example``) use :func:`tfr_extensions.serving.export` instead."""
+        list size, a bool mask), which Keras cannot infer for a dict of mixed dtypes.
+        For TF Serving's signatures (ELWC, ``tf.Example``) use
+        :func:`tfr_extensions.serving.export` instead."""
         if input_signature is None:
             input_signature = [input_signature_of(self._config["num_features"])]
         if backend.IS_KERAS_3:

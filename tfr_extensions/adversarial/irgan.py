@@ -171,9 +171,13 @@ class IRGAN(StepSeeded, keras.Model):
         super().compile(**kwargs)
         self.d_optimizer = d_optimizer or keras.optimizers.Adam(1e-3)
         self.g_optimizer = g_optimizer or keras.optimizers.Adam(1e-3)
+        # the optimizers' state now, outside any traced step: under a distribution
+        # strategy it cannot be created inside the first one (an unbuilt player's
+        # optimizer builds lazily, as Keras's own does)
         for optimizer, player in ((self.d_optimizer, self.discriminator),
                                   (self.g_optimizer, self.generator)):
-            _build_optimizer(optimizer, player)
+            if player.built:
+                backend.build_optimizer(optimizer, player.trainable_variables)
 
     @property
     def metrics(self):
@@ -371,16 +375,6 @@ class IRGAN(StepSeeded, keras.Model):
             lists.has_relevant(labels, valid),
             tf.reduce_sum(tf.cast(valid, tf.int32), axis=-1) >= 2), tf.float32)
         return _weighted_mean(gap, weights)
-
-
-def _build_optimizer(optimizer, player) -> None:
-    """Creates ``optimizer``'s variables for a built ``player`` now, outside any traced
-    step: under a distribution strategy (Keras 3 in particular) they cannot be created
-    inside the first training step. An unbuilt player's optimizer builds lazily, as
-    Keras's own does (build the players first to train them under a strategy)."""
-    built = getattr(optimizer, "built", getattr(optimizer, "_built", True))
-    if player.built and not built:
-        optimizer.build(player.trainable_variables)
 
 
 def _weighted_mean_per_list(values, weights):

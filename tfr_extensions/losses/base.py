@@ -77,7 +77,8 @@ from tfr_extensions.ops import validation
 #: entry, a dict of auxiliary per-list tensors that only the Keras class reads
 #: (e.g. the metric of a policy-gradient loss's sampled rankings, for logging)
 Output = Tuple[tf.Tensor, ...]
-#: the name of a seeded loss's step counter in a Keras 3 weights file
+#: the name of a seeded loss's or model's step counter (its variable, and its entry
+#: in a Keras 3 weights file)
 SEED_STEP = "seed_step"
 
 
@@ -221,8 +222,8 @@ class StepSeeded:
     """Mixin for randomized losses and models: a seed that changes at every call.
 
     With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``;
-    the counter is a non-trainable variable (a Keras weight of a model), so it works inside
-    ``tf.function``, XLA and distribution strategies (synchronized on write,
+    the counter is a non-trainable variable (a Keras weight of a model), so it
+    works inside ``tf.function``, XLA and distribution strategies (synchronized on write,
     updated once per step by the first replica). Under a strategy with more
     than one replica, each replica folds in its replica id as well, so the
     replicas draw different samples at every step while a run stays
@@ -240,16 +241,13 @@ class StepSeeded:
         """The call counter: a Keras weight of a layer or model (so Keras saves it with
         the model's weights), a plain ``tf.Variable`` elsewhere (a loss)."""
         if isinstance(self, keras.layers.Layer):
-            if backend.IS_KERAS_3:
-                return self.add_weight(name="seed_step", shape=(), dtype="int64",
-                                       initializer="zeros", trainable=False,
-                                       aggregation="only_first_replica")
-            return self.add_weight(name="seed_step", shape=(), dtype=tf.int64,
-                                   initializer="zeros", trainable=False,
-                                   synchronization=tf.VariableSynchronization.ON_WRITE,
-                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            replicas = ({"aggregation": "only_first_replica"} if backend.IS_KERAS_3 else
+                        {"synchronization": tf.VariableSynchronization.ON_WRITE,
+                         "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA})
+            return self.add_weight(name=SEED_STEP, shape=(), dtype="int64",
+                                   initializer="zeros", trainable=False, **replicas)
         with tf.init_scope():
-            return tf.Variable(0, dtype=tf.int64, trainable=False, name="seed_step",
+            return tf.Variable(0, dtype=tf.int64, trainable=False, name=SEED_STEP,
                                synchronization=tf.VariableSynchronization.ON_WRITE,
                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
@@ -298,10 +296,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         super().__init__(reduction=reduction, name=name)
         self._ragged = validation.validate_bool(ragged, "ragged")
         self._options = self.loss_function.check_options(**options)
-        self._seeded = "seed" in self._options and self._options["seed"] is not None
-        self._calls = None  # the step counter of a seeded loss (the Keras 3 save hooks read it)
-        if self._seeded:
-            self._init_seed(self._options["seed"])
+        self._init_seed(self._options.get("seed"))  # a step counter only when seeded
 
     @property
     def options(self) -> Dict[str, Any]:
@@ -341,7 +336,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     def call(self, y_true, y_pred):
         """Per-list weighted losses ``[batch, 1]``, NaN for broken lists."""
         options = self._options
-        if self._seeded:  # this call's seed: the counter folded in (None: fresh draws)
+        if self._seed is not None:  # this call's seed: the counter folded in (None: fresh draws)
             options = {**options, "seed": self.next_seed()}
         losses, weights, aux = self.loss_function.compute(y_true, y_pred, None, options)
         self._record(aux, weights)

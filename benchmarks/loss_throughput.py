@@ -1,12 +1,19 @@
 """Forward+backward throughput and peak memory of our losses against TF-Ranking's.
 
 Each case pairs one of our losses (built by registry name) with the TF-Ranking
-loss it competes with (TF-Ranking's own where it imports, else the port of
-:mod:`benchmarks.peers`; the first line says which), and both run in this one process on the same random
-batch, in graph mode (``tf.function``) and under XLA (``jit_compile=True``).
+loss it competes with, and all run in this one process on the same random
+batch, in graph mode (``tf.function``) and under XLA (``jit_compile=True``):
+
+* ``peer``: the broadcast port of TF-Ranking's computation
+  (:mod:`benchmarks.peers`: the same values, pairs formed by broadcasting
+  with no ``tile``, 1.1-1.4x TF-Ranking's own code in graph mode and more
+  under XLA), on every stack: the strongest version of the peer anyone
+  would write;
+* ``tfr``: TF-Ranking's own Keras class, where TF-Ranking imports (tf215).
+
 Throughput is lists per second of ``loss + d loss / d scores``, the best of
-``WINDOWS`` timing windows in which ours and the peer alternate; the ratio is
-ours / peer (> 1: ours is faster). Each call of the compiled step runs
+``WINDOWS`` timing windows in which ours and the peers alternate; each ratio
+is ours / that peer (> 1: ours is faster). Each call of the compiled step runs
 ``--steps-per-call`` (default 10) forward+backward passes in a
 ``tf.while_loop``, on scores shifted by a tiny step-dependent amount so that
 no pass can be folded into another. Calling a ``tf.function`` from Python
@@ -61,6 +68,11 @@ WINDOWS = 5
 # case name -> (our registry name, kwargs, peer)
 CASES: Dict[str, Tuple[str, dict, str]] = {
     "twin_ndcg_type3": ("twin_ndcg_type3", {"seed": 0}, "ApproxNDCG"),
+    "twin_ndcg_type1": ("twin_ndcg_type1", {"seed": 0}, "ApproxNDCG"),
+    "twin_ndcg_type2": ("twin_ndcg_type2", {"seed": 0}, "ApproxNDCG"),
+    "twin_ap_type3": ("twin_ap_type3", {"seed": 0}, "ApproxNDCG"),
+    "twin_precision_type3": ("twin_precision_type3", {"seed": 0}, "ApproxNDCG"),
+    "twin_nerr_type3": ("twin_nerr_type3", {"seed": 0}, "ApproxNDCG"),
     "softndcg10_exact": ("softndcg", {"topn": 10, "method": "exact"}, "ApproxNDCG"),
     "softndcg10_normal": ("softndcg", {"topn": 10, "method": "normal"}, "ApproxNDCG"),
     "wassrank": ("wassrank", {}, "ApproxNDCG"),
@@ -83,8 +95,19 @@ def make_batch(list_size: int, seed: int = 0) -> Tuple[tf.Tensor, tf.Tensor]:
 
 
 def build_loss(which: str, case: str) -> keras.losses.Loss:
+    """``which``: ``"ours"``, ``"peer"`` (the broadcast port) or ``"tfr"``
+    (TF-Ranking's own class; only where it imports)."""
     name, kwargs, peer = CASES[case]
-    return tfrx.losses.get(name, **kwargs) if which == "ours" else peers.peer_loss(peer)
+    if which == "ours":
+        return tfrx.losses.get(name, **kwargs)
+    if which == "tfr" and not tfrx.compat.has_tf_ranking():
+        raise ValueError("TF-Ranking does not import on this stack")
+    return peers.peer_loss(peer, ported=which == "peer")
+
+
+def competitors() -> List[str]:
+    """The losses each case times: ours, the broadcast port, TF-Ranking's own where it imports."""
+    return ["ours", "peer"] + (["tfr"] if tfrx.compat.has_tf_ranking() else [])
 
 
 def step_fn(loss: keras.losses.Loss, xla: bool, steps: int = 1):
@@ -132,6 +155,18 @@ def lists_per_second(losses, labels, scores, xla: bool, seconds: float, steps: i
     return [steps * int(labels.shape[0]) / per_call for per_call in best]
 
 
+def cpu_name() -> str:
+    """The CPU model and the cores this process may use, for the benchmarks' first line."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next(line.split(":", 1)[1].strip() for line in cpuinfo
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
 def peak_memory_mb(which: str, case: str, list_size: int, xla: bool) -> Tuple[float, float]:
     """(tensor peak, first-call RSS growth) in MB of one loss, in a fresh process."""
     command = [sys.executable, "-m", "benchmarks.loss_throughput", "--memory-probe",
@@ -175,24 +210,29 @@ def memory_probe(spec: str) -> None:
 def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
         memory: bool, steps: int = 10) -> List[dict]:
     rows = []
+    which = competitors()
     header = (f"{'case':<20}{'peer':<11}{'L':>6}{'B':>4}{'mode':>6}{'ours/s':>11}"
-              f"{'peer/s':>11}{'ratio':>8}" + (f"{'ours MB':>9}{'peer MB':>9}{'mem':>6}"
-                                               f"{'ours rss':>10}{'peer rss':>10}"
-                                               if memory else ""))
+              f"{'peer/s':>11}{'ratio':>8}"
+              + (f"{'tfr/s':>11}{'vs tfr':>8}" if "tfr" in which else "")
+              + (f"{'ours MB':>9}{'peer MB':>9}{'mem':>6}{'ours rss':>10}{'peer rss':>10}"
+                 if memory else ""))
     print(header, flush=True)
     for case in cases:
         for size in sizes:
             labels, scores = make_batch(size)
             for mode in modes:
                 xla = mode == "xla"
-                ours, peer = lists_per_second([build_loss("ours", case),
-                                               build_loss("peer", case)],
-                                              labels, scores, xla, seconds, steps)
+                rates = dict(zip(which, lists_per_second([build_loss(w, case) for w in which],
+                                                         labels, scores, xla, seconds, steps)))
+                ours, peer = rates["ours"], rates["peer"]
                 row = {"case": case, "peer": CASES[case][2], "list_size": size,
                        "batch": int(labels.shape[0]), "mode": mode,
                        "ours_lists_per_s": ours, "peer_lists_per_s": peer, "ratio": ours / peer}
                 line = (f"{case:<20}{row['peer']:<11}{size:>6}{row['batch']:>4}{mode:>6}"
                         f"{ours:>11.0f}{peer:>11.0f}{ours / peer:>8.2f}")
+                if "tfr" in rates:
+                    row["tfr_lists_per_s"], row["ratio_tfr"] = rates["tfr"], ours / rates["tfr"]
+                    line += f"{rates['tfr']:>11.0f}{row['ratio_tfr']:>8.2f}"
                 if memory:
                     row["ours_mb"], row["ours_rss_mb"] = peak_memory_mb("ours", case, size, xla)
                     row["peer_mb"], row["peer_rss_mb"] = peak_memory_mb("peer", case, size, xla)
@@ -230,7 +270,8 @@ def main(argv=None) -> None:
     for mode in args.modes.split(","):
         if mode not in ("graph", "xla"):
             parser.error(f"unknown mode {mode!r}; choose graph and/or xla")
-    print(f"TensorFlow {tf.__version__}; peers: {peers.peer_source()}", flush=True)
+    print(f"TensorFlow {tf.__version__}, {tfrx.backend.describe()}; CPU: {cpu_name()}; peer: the broadcast port of "
+          f"TF-Ranking's computation; tfr: {peers.peer_source()}", flush=True)
     rows = run(cases, [int(s) for s in args.sizes.split(",")], args.modes.split(","),
                args.seconds, not args.no_memory, args.steps_per_call)
     if args.json:

@@ -137,6 +137,25 @@ def screen_lists(labels: tf.Tensor, scores: tf.Tensor, max_label: float, mask=No
     return labels, tf.where(finite, scores, zero), valid, broken
 
 
+def _no_gradient_where(broken: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
+    """``scores`` whose gradient is exactly 0 in the lists where ``broken`` is set.
+
+    The select sits on the scores, after the loss's backward pass, not on the
+    loss's upstream gradient: an upstream that depends on ``broken`` (a
+    reduction over each list) led XLA to recompute that reduction inside the
+    loss's O(L^2) backward loop, 4x slower at L = 32 (``docs/notes/speed.md``).
+    """
+    return tf.where(broken[:, None], tf.stop_gradient(scores), scores)
+
+
+def _nan_where(broken: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
+    """``losses`` with NaN in the lists where ``broken`` is set, and the same
+    gradient (the NaN is a constant of the backward pass)."""
+    nan = tf.where(broken, tf.constant(float("nan"), losses.dtype),
+                   tf.constant(0, losses.dtype))
+    return losses + tf.stop_gradient(nan)
+
+
 def _dense(labels, scores, mask):
     """Ragged inputs padded as TF-Ranking does; dense ones pass through."""
     if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
@@ -194,9 +213,9 @@ def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
             labels, scores, valid, broken = screen_lists(
                 tf.cast(tf.convert_to_tensor(labels), dtype), tf.cast(scores, dtype),
                 label_limit(options), mask)
-            losses, weights, *aux = body(labels, scores, mask=valid, **options)
-            losses = tf.where(broken, tf.constant(float("nan"), dtype), losses)
-            return losses, weights, (aux[0] if aux else {})
+            losses, weights, *aux = body(labels, scores=_no_gradient_where(broken, scores),
+                                         mask=valid, **options)
+            return _nan_where(broken, losses), weights, (aux[0] if aux else {})
 
         @functools.wraps(body)
         def function(labels, scores, *, mask=None, **options):

@@ -201,7 +201,14 @@ def average_precision_min(labels, ranks, mask, topn: Optional[int] = None,
 
 
 def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]) -> tf.Tensor:
-    """DCG@k of the gains sorted descending (the labels' order: one ``pow``)."""
+    """DCG@k of the gains sorted descending (the labels' order: one ``pow``).
+
+    Where positions come from counting (short lists under XLA), the sum runs
+    over the documents at their ideal positions: no gather."""
+    positions = sorting.counting_positions(gains, mask)
+    if positions is not None:
+        discounts = lists.log2_discount(tf.cast(positions, gains.dtype))
+        return tf.reduce_sum(_where(_cutoff(positions, mask, topn), gains * discounts), axis=-1)
     ideal = sorting.sort_descending(gains, mask, topn)
     return tf.reduce_sum(ideal * lists.log2_discount(_position_ranks(ideal)), axis=-1)
 

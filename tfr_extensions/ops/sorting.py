@@ -130,6 +130,14 @@ def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
     return inverse_order(sort_order(scores, mask, tie_keys), scatter)
 
 
+def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor]:
+    """1-based positions of ``values`` sorted descending (ties by index, padded
+    last) where counting is faster than sorting (under XLA, lists up to
+    ``COUNTING_MAX_LIST_SIZE``), else None: a caller that can use positions
+    in place of sorted values (a sum over positions) then needs no gather."""
+    return _count_positions(values, mask, None) if _counting_is_faster(values) else None
+
+
 def sort_descending(values: tf.Tensor, mask: tf.Tensor,
                     topn: Optional[int] = None) -> tf.Tensor:
     """Each list's valid (non-negative) values in descending order, padded
@@ -156,9 +164,17 @@ def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
     breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only.
 
-    Computed in O(L log L) with one sort and two binary searches; padded
+    Computed in O(L log L) with one sort and two binary searches (under XLA,
+    for lists up to ``COUNTING_MAX_LIST_SIZE``, by counting); padded
     documents get 0.
     """
+    if _counting_is_faster(scores):  # one fused compare-and-sum under XLA
+        other, this = scores[:, None, :], scores[:, :, None]  # [B, 1, L], [B, L, 1]
+        counted = mask[:, None, :]
+        greater = tf.reduce_sum(tf.cast(tf.logical_and(counted, other > this), scores.dtype), -1)
+        equal = tf.reduce_sum(tf.cast(tf.logical_and(counted, tf.equal(other, this)),
+                                      scores.dtype), -1)  # j = i included
+        return tf.where(mask, 1.0 + greater + 0.5 * (equal - 1.0), tf.constant(0, scores.dtype))
     inf = tf.constant(float("inf"), scores.dtype)
     ascending = tf.sort(tf.where(mask, scores, inf), axis=-1)
     num_valid = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1, keepdims=True)

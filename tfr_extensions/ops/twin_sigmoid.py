@@ -127,9 +127,8 @@ XLA_TANH_MAX_LIST_SIZE = 32
 
 #: The backward pass sums each row of G in blocks of this many columns, then
 #: sums the blocks: XLA's CPU compiler splits longer reductions into a
-#: ``reduce-window`` that it does not fuse, which stored G and G * delta
-#: (4 ``[B, L, L]`` buffers at L = 128); reductions of 32 fuse with the chain
-#: that builds G, which is then stored once.
+#: ``reduce-window`` that it does not fuse, which would store the pairs;
+#: reductions of 32 fuse with the chain that builds G, which is never stored.
 _BLOCK = 32
 
 
@@ -161,11 +160,15 @@ class _LogisticsByExp:
 
     @staticmethod
     def per_document(x, mask):
-        """``(values [B, L], value of padded columns)``."""
+        """The per-document values ``[B, L]`` that :meth:`pairs` combines."""
         highest = tf.reduce_max(tf.where(mask, x, tf.constant(-float("inf"), x.dtype)),
                                 axis=-1, keepdims=True)
-        e = tf.where(mask, tf.exp(tf.minimum(x - highest, 0.0)), tf.constant(0, x.dtype))
-        return e, tf.constant(0, x.dtype)
+        return tf.where(mask, tf.exp(tf.minimum(x - highest, 0.0)), tf.constant(0, x.dtype))
+
+    @staticmethod
+    def padded_value(values):
+        """The value of a padded document (the fill of padded columns)."""
+        return tf.constant(0, values.dtype)
 
     @staticmethod
     def pairs(e_i, e_j):
@@ -180,8 +183,11 @@ class _LogisticsByTanh:
 
     @staticmethod
     def per_document(x, mask):
-        half = _below_valid(0.5 * x, mask, _PADDED_SCORE_GAP)
-        return half, _far_below(tf.reduce_min(half), _PADDED_SCORE_GAP)
+        return _below_valid(0.5 * x, mask, _PADDED_SCORE_GAP)
+
+    @staticmethod
+    def padded_value(values):
+        return _far_below(tf.reduce_min(values), _PADDED_SCORE_GAP)
 
     @staticmethod
     def pairs(half_i, half_j):
@@ -206,15 +212,6 @@ def _pair_derivatives(logistics, labels_i, labels_j, alpha_b, gradient):
     return tf.where(higher, pair_grads, tf.where(lower, -pair_grads, zero))  # Eq. 20
 
 
-def _column_blocks(values: tf.Tensor, fill) -> tf.Tensor:
-    """``[B, L]`` -> ``[B, 1, C, _BLOCK]``: the columns in blocks, the last one
-    filled with ``fill``."""
-    batch, size = (tf.shape(values)[axis] if n is None else n  # static sizes for XLA
-                   for axis, n in enumerate(values.shape))
-    padded = tf.pad(values, [[0, 0], [0, -size % _BLOCK]], constant_values=fill)
-    return tf.reshape(padded, [batch, 1, -1, _BLOCK])
-
-
 def _exp_is_exact(scores, mask, alpha_b) -> tf.Tensor:
     """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar)."""
     x = scores * alpha_b
@@ -224,34 +221,47 @@ def _exp_is_exact(scores, mask, alpha_b) -> tf.Tensor:
     return tf.reduce_all(spread <= _EXP_SPREAD_LIMIT[x.dtype])
 
 
+def _column_blocks(values: tf.Tensor, fill) -> tf.Tensor:
+    """``[B, L]`` -> ``[B, 1, C, _BLOCK]``: the columns in blocks, the last one
+    filled with ``fill``."""
+    batch, size = (tf.shape(values)[axis] if n is None else n  # static sizes for XLA
+                   for axis, n in enumerate(values.shape))
+    padded = tf.pad(values, [[0, 0], [0, -size % _BLOCK]], constant_values=fill)
+    return tf.reshape(padded, [batch, 1, -1, _BLOCK])
+
+
 def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logistics):
     r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
 
-    With :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`,
-    :math:`\partial L/\partial s_k = \sum_i \delta_i g_{ik} - \delta_k \sum_j g_{kj}`,
-    :math:`\delta = \partial L / \partial r`. Type1 G is symmetric, type2 and
-    type3 G antisymmetric (:math:`u_{ji} = -u_{ij}`), so both sums are
-    :math:`G\,[\delta, 1]`; the diagonal cancels (type1) or vanishes
-    (:math:`u_{ii} = 0`). Every :math:`g_{ij}` is a function of the logistic
-    :math:`\sigma(\alpha_b(s_j - s_i))`, from ``logistics``
-    (:class:`_LogisticsByExp` or :class:`_LogisticsByTanh`). XLA compiles
-    this body (see :func:`_ranks_backward`): G is built in blocks of
-    ``_BLOCK`` columns, ``[B, L, C, _BLOCK]``, and stored once at most.
+    With :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` and :math:`\delta =
+    \partial L / \partial r`, :math:`\partial L/\partial s_k = \sum_j \delta_j
+    g_{jk} - \delta_k \sum_j g_{kj}`. Type1 G is symmetric, type2 and type3 G
+    antisymmetric (:math:`u_{jk} = -u_{kj}`), so both sums are one sum over
+    row k of G: :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs
+    for type2 and type3, lower for type1); the diagonal cancels (type1) or
+    vanishes (:math:`u_{kk} = 0`). Every :math:`g_{kj}` is a function of the
+    logistic :math:`\sigma(\alpha_b(s_j - s_k))`, from ``logistics``
+    (:class:`_LogisticsByExp` or :class:`_LogisticsByTanh`).
+
+    One pass over the pairs with one reduction (the two sums G 1 and G delta
+    taken apart ran 1.3-6x slower: ``docs/notes/speed.md``). XLA compiles this
+    body (see :func:`_ranks_backward`): G is built in blocks of ``_BLOCK``
+    columns, ``[B, L, C, _BLOCK]``, and never stored.
     """
     dtype = scores.dtype
     upstream = tf.where(mask, upstream, tf.constant(0, dtype))
-    labels_i = labels_j = None
+    labels_rows = labels_columns = None
     if gradient != "type1":
         labels = _below_valid(labels, mask, 1.0)
-        labels_i = labels[:, :, None, None]
-        labels_j = _column_blocks(labels, tf.reduce_min(labels) - 1.0)
-    values, fill = logistics.per_document(scores * alpha_b, mask)
-    pairs = logistics.pairs(values[:, :, None, None], _column_blocks(values, fill))
-    pair_grads = _pair_derivatives(pairs, labels_i, labels_j, alpha_b, gradient)
-    weighted = tf.reduce_sum(tf.reduce_sum(pair_grads * _column_blocks(upstream, 0.0), -1), -1)
-    row_totals = tf.reduce_sum(tf.reduce_sum(pair_grads, -1), -1)  # G 1
-    from_others = weighted if gradient == "type1" else -weighted  # sum_i delta_i g_ik
-    grads = from_others - upstream * row_totals
+        labels_rows = labels[:, :, None, None]
+        labels_columns = _column_blocks(labels, tf.reduce_min(labels) - 1.0)
+    values = logistics.per_document(scores * alpha_b, mask)
+    pairs = logistics.pairs(values[:, :, None, None],
+                            _column_blocks(values, logistics.padded_value(values)))
+    pair_grads = _pair_derivatives(pairs, labels_rows, labels_columns, alpha_b, gradient)
+    sign = 1.0 if gradient != "type1" else -1.0
+    terms = pair_grads * (_column_blocks(upstream, 0.0) + sign * upstream[:, :, None, None])
+    grads = -sign * tf.reduce_sum(tf.reduce_sum(terms, -1), -1)
     return tf.where(mask, grads, tf.constant(0, dtype))
 
 

@@ -211,7 +211,7 @@ def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
         memory: bool, steps: int = 10) -> List[dict]:
     rows = []
     which = competitors()
-    header = (f"{'case':<20}{'peer':<11}{'L':>6}{'B':>4}{'mode':>6}{'ours/s':>11}"
+    header = (f"{'case':<22}{'peer':<11}{'L':>6}{'B':>4}{'mode':>6}{'ours/s':>11}"
               f"{'peer/s':>11}{'ratio':>8}"
               + (f"{'tfr/s':>11}{'vs tfr':>8}" if "tfr" in which else "")
               + (f"{'ours MB':>9}{'peer MB':>9}{'mem':>6}{'ours rss':>10}{'peer rss':>10}"
@@ -228,7 +228,7 @@ def run(cases: List[str], sizes: List[int], modes: List[str], seconds: float,
                 row = {"case": case, "peer": CASES[case][2], "list_size": size,
                        "batch": int(labels.shape[0]), "mode": mode,
                        "ours_lists_per_s": ours, "peer_lists_per_s": peer, "ratio": ours / peer}
-                line = (f"{case:<20}{row['peer']:<11}{size:>6}{row['batch']:>4}{mode:>6}"
+                line = (f"{case:<22}{row['peer']:<11}{size:>6}{row['batch']:>4}{mode:>6}"
                         f"{ours:>11.0f}{peer:>11.0f}{ours / peer:>8.2f}")
                 if "tfr" in rates:
                     row["tfr_lists_per_s"], row["ratio_tfr"] = rates["tfr"], ours / rates["tfr"]

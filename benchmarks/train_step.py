@@ -1,6 +1,7 @@
 """Training steps per second of the train pipeline: ``twin_ndcg_type3`` vs TF-Ranking's
-``approx_ndcg_loss`` (its port where TF-Ranking does not import: tf221, keras3), same
-model, dataset, optimizer and Keras ``fit`` loop, on Keras 2 or Keras 3.
+``approx_ndcg_loss`` computation (the broadcast port of :mod:`benchmarks.peers`, the
+strongest form of it, on every stack), same model, dataset, optimizer and Keras ``fit``
+loop, in graph mode and with ``jit_compile=True``, on Keras 2 or Keras 3.
 
 Both losses run in this one process on the scorer of
 :func:`pipelines.train.build_scorer`, compiled as :func:`pipelines.train.build_model`
@@ -9,7 +10,7 @@ batch normalization, in-model query z-score, Adam, L2 1e-3, exact nDCG@5 train
 metric). Each measurement is ``model.fit`` over ``--steps`` steps after a
 warm-up of ``3 * steps`` (tracing and per-shape kernel set-up excluded); the
 two losses alternate for ``--rounds`` rounds and the median is reported.
-The ratio is ours / TF-Ranking's (> 1: ours is faster).
+The ratio is ours / the peer's (> 1: ours is faster).
 
 Shapes (synthetic data from ``tfrx.data.synthetic``):
 
@@ -19,6 +20,7 @@ Shapes (synthetic data from ``tfrx.data.synthetic``):
   ``list_size=128``, batches of 32 (MSLR-WEB30K-like).
 
     python -m benchmarks.train_step [--steps 40] [--rounds 3] [--shapes mq2008 mslr]
+                                    [--modes graph xla]
 """
 import argparse
 import statistics
@@ -28,6 +30,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from benchmarks import peers
+from benchmarks.loss_throughput import cpu_name
 from pipelines import train
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
@@ -37,7 +40,7 @@ SHAPES: Dict[str, dict] = {
     "mslr": {"num_features": 136, "list_range": (20, 400), "list_size": 128},
 }
 LOSSES = {"twin_ndcg_type3 (tfrx)": lambda: tfrx.losses.get("twin_ndcg_type3", seed=0),
-          "approx_ndcg_loss (TF-Ranking)": lambda: peers.peer_loss("ApproxNDCG")}
+          "approx_ndcg_loss (broadcast)": lambda: peers.peer_loss("ApproxNDCG", ported=True)}
 
 
 def steps_per_second(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> float:
@@ -77,16 +80,18 @@ def main(argv: Optional[list] = None) -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--jit-compile", action="store_true")
+    parser.add_argument("--modes", nargs="+", default=["graph", "xla"], choices=["graph", "xla"],
+                        help="graph: jit_compile=False; xla: jit_compile=True")
     args = parser.parse_args(argv)
     ours, peer = LOSSES
-    print(f"{tfrx.backend.describe()}; TF-Ranking "
-          f"{'imports' if tfrx.compat.has_tf_ranking() else 'absent: its loss ported'}")
-    print(f"{'shape':8s} {ours:>24s} {peer:>30s} {'ratio':>7s}   (training steps/s, batch 32)")
+    print(f"TensorFlow {tf.__version__}, {tfrx.backend.describe()}; CPU: {cpu_name()}")
+    print(f"{'shape':8s} {'mode':5s} {ours:>24s} {peer:>28s} {'ratio':>7s}   "
+          "(training steps/s, batch 32)")
     for shape in args.shapes:
-        rates = benchmark_shape(shape, args.steps, args.rounds, jit_compile=args.jit_compile)
-        print(f"{shape:8s} {rates[ours]:24.1f} {rates[peer]:30.1f} "
-              f"{rates[ours] / rates[peer]:7.2f}", flush=True)
+        for mode in args.modes:
+            rates = benchmark_shape(shape, args.steps, args.rounds, jit_compile=mode == "xla")
+            print(f"{shape:8s} {mode:5s} {rates[ours]:24.1f} {rates[peer]:28.1f} "
+                  f"{rates[ours] / rates[peer]:7.2f}", flush=True)
 
 
 if __name__ == "__main__":

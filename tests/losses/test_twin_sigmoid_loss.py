@@ -1,5 +1,6 @@
 """TwinSigmoidLoss: exact forward values, the paper's closed-form gradients,
 TF-Ranking conventions, XLA / mixed precision / ragged, and training."""
+import importlib
 import itertools
 
 import numpy as np
@@ -170,3 +171,40 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
     assert restored.loss.get_config() == loss.get_config()
     np.testing.assert_allclose(restored.predict(vx, verbose=0), model.predict(vx, verbose=0),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("metric,gradient", [("ndcg", "type3"), ("ap", "type1"),
+                                             ("nerr", "type2"), ("precision", "type3")])
+@pytest.mark.parametrize("dtype,spread", [(np.float32, 5.0), (np.float32, 500.0),
+                                          (np.float64, 2000.0)])
+def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, dtype, spread,
+                                                             monkeypatch):
+    # Lists of up to FUSED_MAX_LIST_SIZE documents (graph mode, eagerly) compute
+    # value and gradient in one XLA program, padded to the bucket (here 13 -> 32);
+    # a spread past the exp form's limit takes the tanh program. Both must equal
+    # the forward graph ops + separate backward program of longer lists.
+    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # (ops exports a function)
+    labels, scores = random_lists(batch=4, size=13, seed=5, dtype=dtype)
+    scores = (scores / np.ptp(scores) * spread).astype(dtype)
+    scores[0, 4] = scores[0, 5]  # a tie, broken by the seeded keys
+    loss = tfrx.losses.TwinSigmoidLoss(metric, topn=5, gradient=gradient, seed=3,
+                                       reduction="none")
+
+    def value_and_grads(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            value = loss(labels, s)
+        return value, tape.gradient(value, s)
+
+    results = []
+    for fused_max in (twin.FUSED_MAX_LIST_SIZE, 0):
+        monkeypatch.setattr(twin, "FUSED_MAX_LIST_SIZE", fused_max)
+        loss._calls.assign(0)  # the same tie-breaking draw in both runs
+        value, grads = tf.function(value_and_grads)(tf.constant(scores))  # traced anew
+        results.append((value.numpy(), grads.numpy()))
+    (fused_value, fused_grads), (value, grads) = results
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(fused_value, value, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(fused_grads, grads, rtol=tolerance, atol=tolerance)
+    assert np.isfinite(fused_grads).all() and (fused_grads[labels < 0] == 0).all()
+    assert np.abs(fused_grads).sum() > 0

@@ -13,11 +13,9 @@ from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
-from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
-from tfr_extensions.ops.twin_sigmoid import (GRADIENT_TYPES, exact_forward_ranks,
-                                              with_twin_sigmoid_gradient)
+from tfr_extensions.ops.twin_sigmoid import GRADIENT_TYPES, twin_sigmoid_metric
 
 
 @base.loss_function({
@@ -61,12 +59,8 @@ def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gr
     >>> round(float(losses[0]), 4), float(weights[0])  # minus nDCG
     (-0.5869, 1.0)
     """
-    ranks, positions = exact_forward_ranks(scores, mask, tie_break,
-                                           seed=seed if tie_break else None)
-    value, rank_gradient = rank_metrics.value_and_rank_gradient(
-        metric, labels, ranks, mask, topn, positions)
-    value = with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, mask,
-                                       gradient, alpha_b)
+    value = twin_sigmoid_metric(metric, labels, scores, mask, topn, gradient, alpha_b,
+                                tie_break, seed if tie_break else None)
     return -value, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 

@@ -35,6 +35,7 @@ from typing import Optional
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
 
@@ -386,21 +387,118 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     return _ranks(scores)
 
 
-def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed):
+def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed, tie_keys=None):
     """The forward value of :func:`twin_sigmoid_ranks`, without a gradient.
 
     Returns ``(ranks, positions)``: float ranks (0 at padded documents) and
     int32 positions of the sort, equal to the ranks with tie breaking.
+    ``tie_keys`` (int32 ``[B, L]``, from :func:`sorting.random_tie_keys`) may be
+    given in place of ``seed``.
     """
     if tie_break:
-        seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
-        tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
+        if tie_keys is None:
+            seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
+            tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
         positions = sorting.exact_ranks(scores, valid, tie_keys)
         ranks = tf.where(valid, tf.cast(positions, scores.dtype), tf.constant(0, scores.dtype))
     else:
         positions = sorting.exact_ranks(scores, valid)
         ranks = sorting.midranks(scores, valid)
     return ranks, positions
+
+
+#: In graph mode (and eagerly), lists whose :func:`bucket_size` is at most this
+#: run the whole of :func:`twin_sigmoid_metric`, forward pass and gradient, as
+#: one XLA program: on short lists the fixed cost of each program launch and
+#: of each of dozens of small graph ops outweighs the pairwise work (see
+#: ``docs/notes/twin_sigmoid_speed.md``). Longer lists run the forward pass as
+#: graph ops (TF's sort is faster than XLA:CPU's there) and the backward pass
+#: as its own XLA program, only when a gradient is asked for.
+FUSED_MAX_LIST_SIZE = 32
+
+
+def _metric_forward(metric, labels, scores, valid, tie_keys, topn, tie_break):
+    ranks, positions = exact_forward_ranks(scores, valid, tie_break, None, tie_keys)
+    return rank_metrics.value_and_rank_gradient(metric, labels, ranks, valid, topn, positions)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _compiled_metric_and_gradient(labels, scores, valid, tie_keys, metric, topn, tie_break,
+                                  alpha_b, gradient):
+    """``(value, d value / d ranks, d value / d scores by exp, whether exact)``."""
+    value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
+                                           tie_break)
+    grads = _ranks_backward_body(rank_gradient, scores, labels, valid, alpha_b, gradient,
+                                 _LogisticsByExp)
+    return value, rank_gradient, grads, _exp_is_exact(scores, valid, alpha_b)
+
+
+def _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break, gradient, alpha_b):
+    """:func:`twin_sigmoid_metric` for short lists outside XLA: one XLA program
+    computes the value and its gradient with respect to the scores (a tanh
+    program replaces the gradient where the exp form is not exact); the
+    backward pass only scales that gradient by the upstream."""
+    size = scores.shape[1]
+    padding = bucket_size(size) - size
+    padded = [labels, scores, valid, tie_keys]
+    if padding:
+        padded = [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in padded]
+    labels_p, scores_p, valid_p, keys_p = padded
+    value, rank_gradient, grads, exact = _compiled_metric_and_gradient(
+        labels_p, scores_p, valid_p, keys_p, metric, topn, tie_break, alpha_b, gradient)
+    grads = tf.cond(exact, lambda: grads, lambda: _compiled_backward_by_tanh(
+        rank_gradient, scores_p, labels_p, valid_p, alpha_b, gradient))
+    if padding:
+        grads = grads[:, :size]
+
+    @tf.custom_gradient
+    def _value(s):
+        del s  # the gradient is already known
+        return tf.identity(value), lambda upstream: upstream[:, None] * grads
+
+    return _value(scores)
+
+
+def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] = None,
+                        gradient: str = "type1", alpha_b: float = 1.0, tie_break: bool = True,
+                        seed: lists.Seed = None) -> tf.Tensor:
+    r"""A rank metric ``[B]`` at the exact ranks of :func:`twin_sigmoid_ranks`,
+    with the twin-sigmoid gradient (Eq. 17-18 chained onto Eq. 29, 31-33).
+
+    The value is :func:`rank_metrics.value_and_rank_gradient`'s metric at the
+    ranks of :func:`exact_forward_ranks` (ties broken by keys drawn from
+    ``seed``, one stream in every mode); the gradient is
+    :func:`with_twin_sigmoid_gradient`'s. How it runs:
+
+    * inside a caller's XLA program: as ops of that program (XLA drops the
+      backward pass where no gradient is taken);
+    * otherwise, lists of a static length whose :func:`bucket_size` is at
+      most ``FUSED_MAX_LIST_SIZE``: padded to that bucket (padded documents
+      change no value and get zero gradient), value and gradient in one XLA
+      program (:func:`_fused_metric`);
+    * otherwise: the forward pass as graph ops, the backward pass as an XLA
+      program of its own (:func:`_ranks_backward`).
+
+    Args:
+      metric: a metric name of :mod:`~tfr_extensions.ops.vocabulary`.
+      labels, scores, valid: as prepared by :func:`lists.prepare_lists`.
+      topn: the metric's cutoff; None = the whole list.
+      gradient, alpha_b, tie_break, seed: as in :func:`twin_sigmoid_ranks`
+        (validated).
+    """
+    tie_keys = None
+    if tie_break:
+        seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
+        tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
+    size = scores.shape[1]
+    if (not lists.compiling_with_xla() and size is not None
+            and bucket_size(size) <= FUSED_MAX_LIST_SIZE):
+        return _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break,
+                             gradient, alpha_b)
+    value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
+                                           tie_break)
+    return with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid, gradient,
+                                      alpha_b)
 
 
 def with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid,

@@ -7,9 +7,11 @@ Both losses run in this one process on the scorer of
 :func:`pipelines.train.build_scorer`, compiled as :func:`pipelines.train.build_model`
 does and fed by :func:`pipelines.train.train_dataset` (``R4.L``, 100 hidden units,
 batch normalization, in-model query z-score, Adam, L2 1e-3, exact nDCG@5 train
-metric). Each measurement is ``model.fit`` over ``--steps`` steps after a
-warm-up of ``3 * steps`` (tracing and per-shape kernel set-up excluded); the
-two losses alternate for ``--rounds`` rounds and the median is reported.
+metric). Each measurement is the rate of the last ``--steps`` steps of one
+``model.fit`` call (:func:`steps_per_second`: the start of ``fit`` excluded),
+after a warm-up of ``3 * steps`` (tracing, XLA compilation and per-shape
+kernel set-up excluded); the two losses alternate for ``--rounds`` rounds and
+the median is reported.
 The ratio is ours / the peer's (> 1: ours is faster).
 
 Shapes (synthetic data from ``tfrx.data.synthetic``):
@@ -43,10 +45,25 @@ LOSSES = {"twin_ndcg_type3 (tfrx)": lambda: tfrx.losses.get("twin_ndcg_type3", s
           "approx_ndcg_loss (broadcast)": lambda: peers.peer_loss("ApproxNDCG", ported=True)}
 
 
-def steps_per_second(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> float:
-    start = time.perf_counter()
-    model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0)
-    return steps / (time.perf_counter() - start)
+class _StepClock(keras.callbacks.Callback):
+    """The time at the end of each training step of a ``fit`` call."""
+
+    def __init__(self):
+        super().__init__()
+        self.times = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append(time.perf_counter())
+
+
+def steps_per_second(model: keras.Model, dataset: tf.data.Dataset, steps: int,
+                     skip: int = 5) -> float:
+    """Steps per second inside one ``fit`` call of ``skip + steps`` steps, over
+    its last ``steps`` steps: the start of ``fit`` (a new iterator over the
+    dataset, callbacks) and its first steps are not counted."""
+    clock = _StepClock()
+    model.fit(dataset, epochs=1, steps_per_epoch=skip + steps, verbose=0, callbacks=[clock])
+    return steps / (clock.times[-1] - clock.times[skip - 1])
 
 
 def benchmark_shape(shape: str, steps: int, rounds: int, batch_size: int = 32,

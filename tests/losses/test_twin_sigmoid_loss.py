@@ -36,17 +36,27 @@ def test_forward_value_is_minus_the_exact_metric(metric, topn):
     np.testing.assert_allclose(per_list, expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("metric,gradient,topn",
-                         list(itertools.product(METRICS, GRADIENTS, [None, 4])))
-def test_gradient_equals_the_papers_closed_form(metric, gradient, topn):
+@pytest.mark.parametrize("metric,gradient,topn,graph",
+                         [case + (False,) for case in itertools.product(METRICS, GRADIENTS,
+                                                                        [None, 4])]
+                         + [(metric, gradient, None, True)
+                            for metric, gradient in itertools.product(METRICS, GRADIENTS)])
+def test_gradient_equals_the_papers_closed_form(metric, gradient, topn, graph):
+    # In graph mode these short lists take the fused program (value and gradient in
+    # one XLA program, FUSED_MAX_LIST_SIZE); eagerly, the forward ops and the
+    # backward program.
     labels, scores = random_lists(seed=2)
     loss = tfrx.losses.TwinSigmoidLoss(metric, topn=topn, gradient=gradient, alpha_b=1.3,
                                        seed=0, reduction="sum")
-    s = tf.constant(scores)
-    with tf.GradientTape() as tape:
-        tape.watch(s)
-        value = loss(labels, s)
-    grads = tape.gradient(value, s).numpy()
+
+    def loss_gradient(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            value = loss(labels, s)
+        return tape.gradient(value, s)
+
+    grads = (tf.function(loss_gradient) if graph else loss_gradient)(tf.constant(scores))
+    grads = grads.numpy()
     expected = np.stack([oracles.twin_loss_gradient(labels[b], scores[b], metric, topn,
                                                     1.3, gradient)
                          for b in range(len(labels))])

@@ -143,7 +143,7 @@ def _no_gradient_where(broken: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
     The select sits on the scores, after the loss's backward pass, not on the
     loss's upstream gradient: an upstream that depends on ``broken`` (a
     reduction over each list) led XLA to recompute that reduction inside the
-    loss's O(L^2) backward loop, 4x slower at L = 32 (``docs/notes/speed.md``).
+    loss's O(L^2) backward loop (``docs/notes/twin_sigmoid_speed.md``).
     """
     return tf.where(broken[:, None], tf.stop_gradient(scores), scores)
 

@@ -244,9 +244,8 @@ def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logi
     logistic :math:`\sigma(\alpha_b(s_j - s_k))`, from ``logistics``
     (:class:`_LogisticsByExp` or :class:`_LogisticsByTanh`).
 
-    One pass over the pairs with one reduction (the two sums G 1 and G delta
-    taken apart ran 1.3-6x slower: ``docs/notes/speed.md``). XLA compiles this
-    body (see :func:`_ranks_backward`): G is built in blocks of ``_BLOCK``
+    One pass over the pairs with one reduction, not the two sums G 1 and G
+    delta (``docs/notes/twin_sigmoid_speed.md``). XLA compiles this body (see :func:`_ranks_backward`): G is built in blocks of ``_BLOCK``
     columns, ``[B, L, C, _BLOCK]``, and never stored.
     """
     dtype = scores.dtype
@@ -407,7 +406,7 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed, tie_ke
     return ranks, positions
 
 
-#: In graph mode (and eagerly), lists whose :func:`bucket_size` is at most this
+#: In graph mode (``tf.function``), lists whose :func:`bucket_size` is at most this
 #: run the whole of :func:`twin_sigmoid_metric`, forward pass and gradient, as
 #: one XLA program: on short lists the fixed cost of each program launch and
 #: of each of dozens of small graph ops outweighs the pairwise work (see
@@ -440,7 +439,10 @@ def _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break, grad
     backward pass only scales that gradient by the upstream."""
     size = scores.shape[1]
     padding = bucket_size(size) - size
-    padded = [labels, scores, valid, tie_keys]
+    # No gradient flows into the program (the custom gradient below gives it), so
+    # that a recording tape does not make TF compile a different program (with the
+    # intermediates of a backward pass as outputs), whose rounding may differ.
+    padded = [labels, tf.stop_gradient(scores), valid, tie_keys]
     if padding:
         padded = [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in padded]
     labels_p, scores_p, valid_p, keys_p = padded
@@ -472,12 +474,13 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
 
     * inside a caller's XLA program: as ops of that program (XLA drops the
       backward pass where no gradient is taken);
-    * otherwise, lists of a static length whose :func:`bucket_size` is at
-      most ``FUSED_MAX_LIST_SIZE``: padded to that bucket (padded documents
-      change no value and get zero gradient), value and gradient in one XLA
-      program (:func:`_fused_metric`);
-    * otherwise: the forward pass as graph ops, the backward pass as an XLA
-      program of its own (:func:`_ranks_backward`).
+    * in graph mode (``tf.function``), lists of a static length whose
+      :func:`bucket_size` is at most ``FUSED_MAX_LIST_SIZE``: padded to that
+      bucket (padded documents change no value and get zero gradient), value
+      and gradient in one XLA program (:func:`_fused_metric`);
+    * otherwise (eagerly, longer lists): the forward pass as TF ops, the
+      backward pass as an XLA program of its own (:func:`_ranks_backward`),
+      compiled only when a gradient is taken.
 
     Args:
       metric: a metric name of :mod:`~tfr_extensions.ops.vocabulary`.
@@ -491,7 +494,7 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
         seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
         tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
     size = scores.shape[1]
-    if (not lists.compiling_with_xla() and size is not None
+    if (not tf.executing_eagerly() and not lists.compiling_with_xla() and size is not None
             and bucket_size(size) <= FUSED_MAX_LIST_SIZE):
         return _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break,
                              gradient, alpha_b)

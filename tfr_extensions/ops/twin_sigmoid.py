@@ -488,6 +488,11 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
       topn: the metric's cutoff; None = the whole list.
       gradient, alpha_b, tie_break, seed: as in :func:`twin_sigmoid_ranks`
         (validated).
+
+    >>> labels, scores = tf.constant([[0., 1., 2.]]), tf.constant([[3., 2., 1.]])
+    >>> value = twin_sigmoid_metric("ndcg", labels, scores, labels >= 0, gradient="type3", seed=0)
+    >>> round(float(value[0]), 4)  # nDCG of the reversed order
+    0.5869
     """
     tie_keys = None
     if tie_break:

@@ -189,7 +189,7 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
                                           (np.float64, 2000.0)])
 def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, dtype, spread,
                                                              monkeypatch):
-    # Lists of up to FUSED_MAX_LIST_SIZE documents (graph mode, eagerly) compute
+    # In graph mode, lists of up to FUSED_MAX_LIST_SIZE documents compute
     # value and gradient in one XLA program, padded to the bucket (here 13 -> 32);
     # a spread past the exp form's limit takes the tanh program. Both must equal
     # the forward graph ops + separate backward program of longer lists.

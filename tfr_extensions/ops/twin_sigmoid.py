@@ -245,8 +245,9 @@ def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logi
     (:class:`_LogisticsByExp` or :class:`_LogisticsByTanh`).
 
     One pass over the pairs with one reduction, not the two sums G 1 and G
-    delta (``docs/notes/twin_sigmoid_speed.md``). XLA compiles this body (see :func:`_ranks_backward`): G is built in blocks of ``_BLOCK``
-    columns, ``[B, L, C, _BLOCK]``, and never stored.
+    delta (``docs/notes/twin_sigmoid_speed.md``). XLA compiles this body (see
+    :func:`_ranks_backward`): G is built in blocks of ``_BLOCK`` columns,
+    ``[B, L, C, _BLOCK]``, and never stored.
     """
     dtype = scores.dtype
     upstream = tf.where(mask, upstream, tf.constant(0, dtype))
@@ -301,6 +302,18 @@ def bucket_size(size):
     return (size + step - 1) // step * step
 
 
+def _pad_to_bucket(tensors, scores):
+    """``(tensors padded along the list axis to bucket_size, list size, whether
+    they already were)``; None entries stay None. Padded entries are 0 (False
+    for masks): padded documents, which change no value and get zero gradient."""
+    size = scores.shape[1] if scores.shape[1] is not None else tf.shape(scores)[1]
+    padding = bucket_size(size) - size
+    on_bucket = isinstance(padding, int) and padding == 0  # (known without graph ops)
+    if not on_bucket:
+        tensors = [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in tensors]
+    return list(tensors), size, on_bucket
+
+
 def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     """:func:`_ranks_backward_body`, compiled by XLA in every mode, with one
     ``exp`` per document where that is exact and one ``tanh`` per pair where not.
@@ -324,12 +337,7 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
             return body(_LogisticsByTanh)()
         return tf.cond(_exp_is_exact(scores, mask, alpha_b), body(_LogisticsByExp),
                        body(_LogisticsByTanh))
-    size = scores.shape[1] if scores.shape[1] is not None else tf.shape(scores)[1]
-    padding = bucket_size(size) - size
-    on_bucket = isinstance(padding, int) and padding == 0  # (known without graph ops)
-    padded = (upstream, scores, labels, mask)
-    if not on_bucket:
-        padded = tuple(None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in padded)
+    padded, size, on_bucket = _pad_to_bucket((upstream, scores, labels, mask), scores)
     grads, exact = _compiled_backward_by_exp(*padded, *args)
     grads = tf.cond(exact, lambda: grads, lambda: _compiled_backward_by_tanh(*padded, *args))
     return grads if on_bucket else grads[:, :size]
@@ -386,6 +394,12 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     return _ranks(scores)
 
 
+def _tie_keys(scores, seed: lists.Seed) -> tf.Tensor:
+    """The tie-breaking keys of ``scores``' lists, drawn from ``seed`` (None: fresh)."""
+    seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
+    return sorting.random_tie_keys(tf.shape(scores), seed_t)
+
+
 def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed, tie_keys=None):
     """The forward value of :func:`twin_sigmoid_ranks`, without a gradient.
 
@@ -396,8 +410,7 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed, tie_ke
     """
     if tie_break:
         if tie_keys is None:
-            seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
-            tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
+            tie_keys = _tie_keys(scores, seed)
         positions = sorting.exact_ranks(scores, valid, tie_keys)
         ranks = tf.where(valid, tf.cast(positions, scores.dtype), tf.constant(0, scores.dtype))
     else:
@@ -437,20 +450,17 @@ def _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break, grad
     computes the value and its gradient with respect to the scores (a tanh
     program replaces the gradient where the exp form is not exact); the
     backward pass only scales that gradient by the upstream."""
-    size = scores.shape[1]
-    padding = bucket_size(size) - size
     # No gradient flows into the program (the custom gradient below gives it), so
     # that a recording tape does not make TF compile a different program (with the
     # intermediates of a backward pass as outputs), whose rounding may differ.
-    padded = [labels, tf.stop_gradient(scores), valid, tie_keys]
-    if padding:
-        padded = [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in padded]
+    padded, size, on_bucket = _pad_to_bucket(
+        (labels, tf.stop_gradient(scores), valid, tie_keys), scores)
     labels_p, scores_p, valid_p, keys_p = padded
     value, rank_gradient, grads, exact = _compiled_metric_and_gradient(
         labels_p, scores_p, valid_p, keys_p, metric, topn, tie_break, alpha_b, gradient)
     grads = tf.cond(exact, lambda: grads, lambda: _compiled_backward_by_tanh(
         rank_gradient, scores_p, labels_p, valid_p, alpha_b, gradient))
-    if padding:
+    if not on_bucket:
         grads = grads[:, :size]
 
     @tf.custom_gradient
@@ -494,10 +504,7 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
     >>> round(float(value[0]), 4)  # nDCG of the reversed order
     0.5869
     """
-    tie_keys = None
-    if tie_break:
-        seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
-        tie_keys = sorting.random_tie_keys(tf.shape(scores), seed_t)
+    tie_keys = _tie_keys(scores, seed) if tie_break else None
     size = scores.shape[1]
     if (not tf.executing_eagerly() and not lists.compiling_with_xla() and size is not None
             and bucket_size(size) <= FUSED_MAX_LIST_SIZE):

@@ -1,7 +1,9 @@
 # Everything runs inside a virtualenv per stack, created with Python 3.11 on first use:
 #   make test                 the default stack tf215: .venv, TF 2.15 + TF-Ranking 0.5.5, numpy 1
 #   make test STACK=tf221     .venv-tf221: TF 2.21 + tf-keras 2.21 (Keras 2), numpy 2, no TF-Ranking
-#   make test STACK=keras3    .venv-keras3: TF 2.21 with its default Keras 3 + keras-rs, numpy 2
+#   make test STACK=keras3    .venv-keras3: TF 2.21 with its default Keras 3 + keras-rs, numpy 2,
+#                             then the keras.ops suite on Keras's JAX and PyTorch backends
+#                             (make test-backends)
 # Tests that cross stacks run with TFRX_CROSS_STACK=1 once every stack is set up (.ci/run).
 # The versions are pinned by stacks/$(STACK).txt (pip constraints) and the setup.py extra $(STACK).
 PYTHON ?= python3.11
@@ -24,7 +26,12 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+# The keras.ops implementation's suite, run once per Keras 3 backend by test-backends
+# (the TensorFlow backend runs it inside the whole suite).
+BACKEND_SUITE := tests/keras_ops tfr_extensions/keras_ops tfr_extensions/data/dense.py
+PYTEST := -m pytest -q --doctest-modules -p no:cacheprovider
+
+.PHONY: setup demo test test-backends bench clean
 
 setup: $(STAMP)
 
@@ -38,7 +45,15 @@ demo: setup
 	$(PY) -m pipelines.demo
 
 test: setup
-	$(PY) -m pytest -q tests tfr_extensions pipelines benchmarks --doctest-modules -p no:cacheprovider
+	$(PY) $(PYTEST) tests tfr_extensions pipelines benchmarks
+	if [ "$(STACK)" = keras3 ]; then $(MAKE) --no-print-directory test-backends; fi
+
+test-backends: setup
+	test "$(STACK)" = keras3 || { echo "test-backends needs STACK=keras3"; exit 2; }
+	for backend in jax torch; do \
+	    echo "=== keras.ops suite on Keras's $$backend backend"; \
+	    KERAS_BACKEND=$$backend $(PY) $(PYTEST) $(BACKEND_SUITE) || exit 1; \
+	done
 
 bench: setup
 	$(PY) -m benchmarks.loss_throughput

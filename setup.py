@@ -11,7 +11,8 @@ TensorFlow comes from one of three stack extras (pick exactly one):
   numpy 2, no TF-Ranking; ``pip install -e '.[keras3,test]' -c stacks/keras3.txt``.
 
 The ``stacks/*.txt`` constraint files pin the versions CI tests; ``make setup
-STACK=...`` uses them.
+STACK=...`` uses them. Without TensorFlow, ``jax`` or ``torch`` installs Keras 3 and
+that backend only (``tfr_extensions.keras_ops`` and the NumPy data path).
 """
 from setuptools import find_packages, setup
 
@@ -40,10 +41,22 @@ STACKS = {
         "tensorflow-serving-api==2.21.*",
         "tensorboard==2.21.*",
         "numpy>=2",
-        # JAX (CPU, about 380 MB): the tests check that a Keras 3 process on another
-        # backend gets clear errors; the backend-neutral implementation will run on it.
+        # Keras 3's other backends, for tfr_extensions.keras_ops and its suite
+        # (`make test-backends`): JAX (CPU, about 380 MB) and PyTorch's CPU wheel
+        # (`torch==2.13.0+cpu` in stacks/keras3.txt: about 1 GB installed, 40-70 s;
+        # the registry's default Linux wheel pulls gigabytes of CUDA libraries), and
+        # Rax, the JAX peer of the benchmarks.
         "jax[cpu]",
+        "torch",
+        "rax==0.4.*",
     ],
+}
+
+#: installs without TensorFlow: Keras 3 on JAX or PyTorch (tfr_extensions.keras_ops,
+#: the NumPy data path); ``pip install 'tfr_extensions[jax]'``
+BACKENDS = {
+    "jax": ["keras>=3", "jax"],
+    "torch": ["keras>=3", "torch"],
 }
 
 setup(
@@ -55,8 +68,7 @@ setup(
     ),
     python_requires=">=3.10,<3.14",
     packages=find_packages(include=["tfr_extensions", "tfr_extensions.*", "pipelines", "pipelines.*"]),
-    install_requires=[
-        "tensorflow>=2.15,<2.22",
+    install_requires=[  # TensorFlow comes with a stack extra (absent with `jax`/`torch` alone)
         "numpy",
         "pandas",
         "scipy",
@@ -64,5 +76,5 @@ setup(
         "lightgbm",
         "scikit-learn",  # the LibSVM loader our reader is benchmarked and checked against
     ],
-    extras_require={**STACKS, "test": ["pytest"]},
+    extras_require={**STACKS, **BACKENDS, "test": ["pytest"]},
 )

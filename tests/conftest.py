@@ -22,3 +22,20 @@ def mq2008_dir() -> pathlib.Path:
     if not (path / "Fold1" / "train.txt").is_file():
         pytest.fail(f"MQ2008 not found at {path}: set TFRX_DATA_DIR or put shared/ beside the repo.")
     return path
+
+
+def _tf_ops_suites_ignored():
+    """``tests/ops`` where :data:`stack.TF_OPS_SUITES_ON` says another stack runs the
+    same TensorFlow's op suites (tf221: keras3 runs TF 2.21's)."""
+    import stack  # pylint: disable=import-outside-toplevel
+    return [] if stack.TF_OPS_SUITES_ON[stack.THIS_STACK] else ["ops"]
+
+
+collect_ignore = _tf_ops_suites_ignored()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if collect_ignore:
+        terminalreporter.write_line(
+            "tests/ops not collected on this stack: the keras3 stack runs the same "
+            "TensorFlow's op suites (tests/stack.py, TF_OPS_SUITES_ON).")

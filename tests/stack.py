@@ -42,6 +42,24 @@ THIS_STACK = ("tf215" if tf.__version__.startswith("2.15.")
               else "keras3" if backend.IS_KERAS_3 else "tf221")
 OTHER_STACKS = tuple(name for name in STACKS if name != THIS_STACK)
 
+#: The TensorFlow-op suites (``tests/ops``) of TF 2.21 run on the keras3 stack; tf221 runs
+#: the same TensorFlow and skips them, keeping its Keras 2 suites (CI's time budget).
+TF_OPS_SUITES_ON = {"tf215": True, "tf221": False, "keras3": True}
+
+
+def heavy_integration(*stacks: str):
+    """Marks a multi-minute integration test (training runs, resumption, several
+    replicas) that runs on ``stacks`` only: every other stack shares its Keras or
+    its TensorFlow with one of them, and running it three times would take CI out of
+    its time budget. It skips elsewhere, saying where it runs."""
+    unknown = set(stacks) - set(STACKS)
+    if unknown:
+        raise ValueError(f"unknown stacks {sorted(unknown)}")
+    return pytest.mark.skipif(
+        THIS_STACK not in stacks,
+        reason=f"heavy integration test: runs on {', '.join(stacks)} (CI's time budget)")
+
+
 #: the environment variable that turns the cross-stack tests on (``.ci/run`` sets it
 #: once every stack's virtualenv is set up)
 CROSS_STACK_VARIABLE = "TFRX_CROSS_STACK"

@@ -11,7 +11,9 @@ What each test pins, with the stacks it runs on (Keras 2 too wherever the featur
 * float64 scores compute in float64 (Keras 3's own ``Loss.__call__`` casts to floatx);
 * seeded losses draw fresh samples at each step, reproduce from one seed, and resume
   from ``save_weights`` / ``load_weights`` (Keras 3);
-* on ``KERAS_BACKEND=jax`` the TensorFlow functions work and the Keras classes raise
+* on ``KERAS_BACKEND=jax`` the TensorFlow functions work, the losses and
+  ``RankingMetric`` compute through ``tfrx.keras_ops`` (its own suite:
+  ``tests/keras_ops``), and the TensorFlow programs (scorers, IRGAN, export) raise
   ``UnsupportedBackendError`` naming the backend.
 
 Models are tiny (``R2.L``, 8 hidden units, 4 features, lists of 6) and train a few steps.
@@ -414,10 +416,12 @@ out = {"backend": keras.backend.backend(), "describe": backend.describe(),
        "ranks": tfrx.ops.twin_sigmoid_ranks(scores, labels, tie_break=False).numpy().tolist()}
 plain = keras.Sequential([keras.Input((4, 2)), keras.layers.Dense(1)])
 export_dir = os.path.join(tempfile.mkdtemp(), "export")
+loss = tfrx.losses.get("twin_ndcg_type3", topn=3)
+out["class_loss"] = float(loss(labels.numpy(), scores.numpy()))
+metric = tfrx.metrics.RankingMetric("ndcg", topn=3)
+metric.update_state(labels.numpy(), scores.numpy())
+out["class_ndcg"] = float(metric.result())
 attempts = {
-    "losses.get": lambda: tfrx.losses.get("twin_ndcg_type3"),
-    "losses.SoftNDCGLoss": lambda: tfrx.losses.SoftNDCGLoss(),
-    "metrics.RankingMetric": lambda: tfrx.metrics.RankingMetric("ndcg", topn=5),
     "models.scorer": lambda: tfrx.models.scorer("R2.L", 2, hidden_units=4),
     "adversarial.IRGAN": lambda: tfrx.adversarial.IRGAN(plain, plain),
     "serving.export": lambda: tfrx.serving.export(plain, export_dir, num_features=2),
@@ -434,7 +438,7 @@ print("RESULT" + json.dumps(out))
 
 
 @pytest.mark.skipif(THIS_STACK != "keras3", reason="needs the keras3 stack's Keras 3 and jax")
-def test_jax_backend_pure_functions_work_and_keras_classes_refuse():
+def test_jax_backend_functions_and_losses_work_and_tensorflow_programs_refuse():
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", JAX_SCRIPT], capture_output=True, text=True,
@@ -453,8 +457,13 @@ def test_jax_backend_pure_functions_work_and_keras_classes_refuse():
                                rtol=1e-6)
     np.testing.assert_allclose(out.pop("ranks"), tfrx.ops.twin_sigmoid_ranks(
         scores, labels, tie_break=False), rtol=1e-6)
+    # the loss class and RankingMetric compute on JAX (through tfrx.keras_ops)
+    weighted = losses.numpy() * weights.numpy()
+    np.testing.assert_allclose(out.pop("class_loss"), weighted.mean(), rtol=1e-5)
+    np.testing.assert_allclose(out.pop("class_ndcg"),
+                               tfrx.metrics.ndcg(labels, scores, topn=3).numpy().mean(), rtol=1e-5)
     assert out.pop("export_dir_exists") is False
-    assert len(out) == 6
+    assert len(out) == 3
     for feature, message in out.items():
         assert message is not None, f"tfrx.{feature} did not raise UnsupportedBackendError"
         assert "'jax'" in message and "KERAS_BACKEND=tensorflow" in message, (feature, message)

@@ -12,13 +12,17 @@
 Keras 3), :data:`IS_KERAS_3` says which, and :data:`KERAS_VERSION` its version.
 
 On Keras 3 the backend is ``KERAS_BACKEND`` (``tensorflow`` by default). The
-TensorFlow ops, the pure loss functions and the exact metrics are TensorFlow
-functions and work whatever the backend; the Keras classes built on them
-(losses, :class:`~tfr_extensions.metrics.RankingMetric`, the scorers, IRGAN,
-export, the pipelines) need the TensorFlow backend and call
-:func:`require_tensorflow_backend`, which raises
+loss classes and :class:`~tfr_extensions.metrics.RankingMetric` run on every
+backend: on TensorFlow through the TensorFlow ops (:mod:`tfr_extensions.ops`),
+on JAX and PyTorch through their ``keras.ops`` twins
+(:mod:`tfr_extensions.keras_ops`), selected by :func:`uses_tensorflow_ops`. The
+parts that are TensorFlow programs (IRGAN, the scorers' export, tf.data, the
+pipelines) call :func:`require_tensorflow_backend`, which raises
 :class:`UnsupportedBackendError` naming the backend, at construction rather
-than deep inside a traced step.
+than deep inside a traced step. Without TensorFlow installed (Keras 3 on JAX
+or PyTorch), ``import tfr_extensions`` gives :mod:`tfr_extensions.keras_ops`,
+the vocabulary and checks, and the NumPy data path
+(:func:`tfr_extensions.data.to_dense`); the rest needs TensorFlow.
 
 Differences of Keras 3 that the package absorbs here:
 
@@ -34,7 +38,14 @@ import importlib
 import os
 from typing import Sequence, Tuple
 
-import tensorflow as tf
+try:  # TensorFlow is optional on Keras 3's JAX and PyTorch backends
+    import tensorflow as tf
+except ImportError:  # pragma: no cover - exercised on machines without TensorFlow
+    tf = None
+
+#: whether TensorFlow imports in this process (the TensorFlow ops, the pure TF loss
+#: functions, tf.data, export and the pipelines need it; ``tfrx.keras_ops`` does not)
+HAS_TENSORFLOW = tf is not None
 
 #: the environment variable that makes TF >= 2.16 map ``tf.keras`` to ``tf_keras``
 LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
@@ -67,6 +78,9 @@ def keras_package() -> Tuple[str, str]:
 
 
 def _load_keras():
+    if not HAS_TENSORFLOW:  # Keras 3 on JAX or PyTorch, without TensorFlow installed
+        keras3 = importlib.import_module("keras")
+        return keras3, "keras", keras3.__version__
     package, version = keras_package()
     if version.startswith("2."):
         return tf.keras, package, version
@@ -86,6 +100,12 @@ def backend_name() -> str:
     return keras.backend.backend() if IS_KERAS_3 else "tensorflow"
 
 
+def uses_tensorflow_ops() -> bool:
+    """Whether the Keras classes compute with :mod:`tfr_extensions.ops` (Keras's
+    TensorFlow backend) rather than :mod:`tfr_extensions.keras_ops` (JAX, PyTorch)."""
+    return backend_name() == "tensorflow"
+
+
 def describe() -> str:
     """One line naming the Keras and its backend, e.g. ``"Keras 3.15.1 (keras), backend
     'jax'"``."""
@@ -103,9 +123,9 @@ def require_tensorflow_backend(feature: str) -> None:
         raise UnsupportedBackendError(
             f"{feature} runs on Keras's TensorFlow backend; this process runs {describe()} "
             f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}). Set "
-            "KERAS_BACKEND=tensorflow before Keras is first imported. The TensorFlow "
-            "functions (tfrx.ops, tfrx.metrics.ndcg and the like, and the pure loss "
-            "functions such as tfrx.losses.twin_sigmoid_loss) work on any backend.")
+            "KERAS_BACKEND=tensorflow before Keras is first imported. The losses "
+            "(tfrx.losses.get), tfrx.metrics.RankingMetric and tfrx.keras_ops run on "
+            "every backend.")
 
 
 def standardize_reduction(reduction):

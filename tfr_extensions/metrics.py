@@ -24,6 +24,7 @@ which lists those are, so an evaluation can exclude them or count them as 1
 >>> round(float(ndcg(labels, scores)[0]), 4)  # (1/log2(3) + 3/2) / (3 + 1/log2(3))
 0.5869
 """
+import importlib
 from typing import Optional
 
 import tensorflow as tf
@@ -160,6 +161,11 @@ class RankingMetric(keras.metrics.Mean):
     per-item weight becomes a per-list weight by TF-Ranking's and keras-rs's
     rule (:func:`per_list_weights`).
 
+    Runs on every Keras 3 backend: on TensorFlow with the TensorFlow ops, on JAX
+    and PyTorch with their ``keras.ops`` twins
+    (:func:`tfr_extensions.keras_ops.rank_metrics.exact_metric`), the same rules and
+    the same values.
+
     Against keras-rs (``keras_rs.metrics``, 0.4), ``"ndcg"`` equals ``NDCG(k)``,
     ``"precision"`` ``PrecisionAtK(k)`` and ``"ap"`` ``MeanAveragePrecision(k)``
     for labels in {0, 1, 2, ...}, without weights, with a scalar weight, with
@@ -197,7 +203,6 @@ class RankingMetric(keras.metrics.Mean):
     def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
                  name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero",
                  **kwargs):
-        backend.require_tensorflow_backend("tfrx.metrics.RankingMetric")
         self._function = metric_function(metric)
         validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
         self._metric = metric  # as given: it names the metric (``map_10``)
@@ -210,6 +215,8 @@ class RankingMetric(keras.metrics.Mean):
         super().__init__(name=name or default, dtype=dtype, **kwargs)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
+        if not backend.uses_tensorflow_ops():  # JAX, PyTorch: the keras.ops twin
+            return self._neutral_update_state(y_true, y_pred, sample_weight)
         y_true = lists.labels_with_mask(y_true)
         if isinstance(y_true, tf.RaggedTensor):
             y_true = y_true.to_tensor(lists.PADDING_LABEL)
@@ -242,8 +249,78 @@ class RankingMetric(keras.metrics.Mean):
         weights = tf.broadcast_to(sample_weight, tf.shape(labels))
         return per_list_weights(weights, _relevance(self._canonical, labels), valid)
 
+    def _neutral_update_state(self, y_true, y_pred, sample_weight):
+        """:meth:`update_state` on Keras's JAX and PyTorch backends: the same rules
+        in ``keras.ops`` (:mod:`tfr_extensions.keras_ops`), no TensorFlow."""
+        from keras import ops  # pylint: disable=import-outside-toplevel
+        keras_lists, keras_rank_metrics = _keras_ops("lists"), _keras_ops("rank_metrics")
+        labels = ops.cast(ops.convert_to_tensor(keras_lists.labels_with_mask(y_true)), "float32")
+        values = keras_rank_metrics.exact_metric(self._canonical, labels,
+                                                 ops.convert_to_tensor(y_pred), self._topn)
+        dtype = keras_lists.dtype_name(values)
+        valid = labels >= 0.0
+        weights = ops.cast(ops.any(valid, axis=-1), dtype)
+        if self._no_relevant != "zero":
+            relevant = keras_lists.has_relevant(
+                ops.where(valid, labels, ops.zeros_like(labels)), valid)
+            if self._no_relevant == "exclude":
+                weights = weights * ops.cast(relevant, dtype)
+            else:
+                values = ops.where(relevant, values, ops.ones_like(values))
+        if sample_weight is not None:
+            weights = weights * _neutral_list_weights(
+                ops.cast(ops.convert_to_tensor(sample_weight), dtype), labels, valid,
+                self._canonical)
+        return super().update_state(values, sample_weight=weights)
+
     def get_config(self):
         config = super().get_config()
         config.update({"metric": self._metric, "topn": self._topn,
                        "no_relevant": self._no_relevant})
         return config
+
+
+def _keras_ops(module: str):
+    """A module of :mod:`tfr_extensions.keras_ops`, imported on first use (it needs
+    Keras 3's ``keras.ops``; this module also serves Keras 2)."""
+    return importlib.import_module(f"tfr_extensions.keras_ops.{module}")
+
+
+def _neutral_list_weights(sample_weight, labels, valid, metric: str):
+    """:meth:`RankingMetric._list_weights` in ``keras.ops`` (JAX, PyTorch)."""
+    from keras import ops  # pylint: disable=import-outside-toplevel
+    rank = len(sample_weight.shape)
+    if rank == 0:
+        return ops.ones((ops.shape(labels)[0],), dtype=sample_weight.dtype) * sample_weight
+    if rank == 1 or (rank == 2 and sample_weight.shape[1] == 1):
+        return ops.reshape(sample_weight, (-1,))
+    if rank != 2:
+        raise ValueError("`sample_weight` must be a scalar, [batch], [batch, 1] or "
+                         f"[batch, list_size]; got shape {tuple(sample_weight.shape)}.")
+    weights = ops.broadcast_to(sample_weight, ops.shape(labels))
+    clipped = ops.maximum(labels, 0.0)
+    if metric in ("ndcg", "nerr"):
+        relevance = ops.power(2.0, clipped) - 1.0
+    else:
+        relevance = ops.cast(clipped > 0, labels.dtype)
+    return _neutral_per_list_weights(weights, relevance, valid)
+
+
+def _neutral_per_list_weights(weights, relevance, valid):
+    """:func:`per_list_weights` in ``keras.ops`` (JAX, PyTorch)."""
+    from keras import ops  # pylint: disable=import-outside-toplevel
+    keras_numerics = _keras_ops("numerics")
+    zero = ops.zeros_like(weights)
+    weights = ops.where(valid, weights, zero)
+    relevance = ops.where(valid, ops.cast(relevance, weights.dtype), zero)
+    has_weight = ops.sum(weights, axis=-1) > 0
+    total_relevance = ops.sum(relevance, axis=-1)
+    has_relevance = total_relevance > 0
+    weighted = keras_numerics.safe_divide(ops.sum(weights * relevance, axis=-1),
+                                          total_relevance)
+    counted = ops.cast(ops.logical_and(has_weight, has_relevance), weights.dtype)
+    count = ops.sum(counted)
+    mean = ops.where(count > 0, keras_numerics.safe_divide(ops.sum(weighted * counted), count),
+                     ops.ones_like(count))
+    return ops.where(has_weight, ops.where(has_relevance, weighted, mean),
+                     ops.zeros_like(weighted))

@@ -29,6 +29,7 @@ from tfr_extensions.backend import keras
 from scipy.special import expit, logsumexp
 
 import oracles
+import oracles_listwise
 import tfr_extensions as tfrx
 from loss_modes import value_and_grad
 from oracles_softrank import soft_ndcg_and_gradient
@@ -219,6 +220,10 @@ def oracle_candidates(name, y, s):
         return [hinge_oracle(y, s)]
     if kind == "WassRankLoss":
         return [wassrank_oracle(y, s)]
+    if kind == "ApproxNDCGLoss":
+        return [oracles_listwise.approx_ndcg(y, s, config["temperature"])]
+    if kind == "ListNetLoss":  # (the oracle gives loss * weight, the weight is the label sum)
+        return [oracles_listwise.listnet(y, s, config["temperature"])]
     return _pl_candidates(kind, y, s)
 
 
@@ -320,12 +325,14 @@ def test_a_batch_of_zero_lists_in_graph_mode_and_under_xla(name, xla):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_lists_of_one_document(name):
-    """One relevant document: every metric is 1 (twin-sigmoid, SoftNDCG: loss
-    -1); no pair, no transport, log P = 0 (the others: 0). Zero gradient."""
+    """One relevant document: every metric is 1 (twin-sigmoid, SoftNDCG,
+    ApproxNDCG: loss -1); no pair, no transport, log P = 0 (the others: 0).
+    Zero gradient."""
     labels = np.array([[2.0], [0.0], [PAD]], np.float32)
     values = assert_matches_oracle(name, labels, np.array([[0.3], [-0.7], [NAN]], np.float32))
     kind, _ = _family(name)
-    assert values[0] == (-1.0 if kind in ("TwinSigmoidLoss", "SoftNDCGLoss") else 0.0)
+    assert values[0] == (-1.0 if kind in ("TwinSigmoidLoss", "SoftNDCGLoss", "ApproxNDCGLoss")
+                         else 0.0)
     assert (values[1:] == 0).all()
 
 

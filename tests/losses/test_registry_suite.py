@@ -52,12 +52,15 @@ NON_DEFAULT = {
                     seed=[3, 4]),
     "ranknet": dict(sigma=2.0),
     "ndcg_beta_hinge": dict(margin=0.5, squared=True),
+    "approx_ndcg": dict(temperature=0.5),
+    "listnet": dict(temperature=0.5),
 }
 #: a bad value of each loss's first option, and the error it gives
 BAD_OPTION = {"twin_sigmoid": ("metric", "mrr"), "softndcg": ("sigma", -1.0),
               "wassrank": ("regularization", 0.0), "expected_utility": ("metric", "mrr"),
               "mdprank": ("gamma", 1.5), "ranknet": ("sigma", 0.0),
-              "ndcg_beta_hinge": ("margin", -1.0)}
+              "ndcg_beta_hinge": ("margin", -1.0), "approx_ndcg": ("temperature", 0.0),
+              "listnet": ("temperature", -1.0)}
 
 
 def function_of(key):
@@ -104,7 +107,7 @@ SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
 # --- names and options --------------------------------------------------------------
 
 def test_names_follow_one_rule_and_earlier_keys_still_resolve():
-    assert set(KEYS) == set(CLASSES) and len(KEYS) == 7
+    assert set(KEYS) == set(CLASSES) and len(KEYS) == 9
     for key, cls in CLASSES.items():
         assert registry.default_name(cls) == key and not key.endswith("_loss")
         assert type(tfrx.losses.get(cls.__name__)) is cls

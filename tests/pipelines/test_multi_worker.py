@@ -5,6 +5,7 @@ import json
 import pathlib
 
 from local_cluster import assert_equal_weights, run_cluster
+import stack
 
 JOB = pathlib.Path(__file__).with_name("multi_worker_job.py")
 WORKERS = ({"type": "worker", "index": 0}, {"type": "worker", "index": 1})
@@ -21,6 +22,7 @@ def assert_same_weights(tmp_path):
     assert_equal_weights([tmp_path / f"weights_{index}.npz" for index in range(2)])
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_two_workers_train_in_sync_and_resume_from_the_chiefs_backup(tiny_fold, tmp_path):
     from multi_worker_job import INTERRUPTED
     from pipelines import resume

@@ -17,6 +17,8 @@ from pipelines import common
 from pipelines import resume
 from pipelines import train
 
+import stack
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EPOCHS = 3
 #: Resumed vs uninterrupted, on every history value and every validation/test mean
@@ -63,6 +65,7 @@ def finish(proc, timeout=240):
     return output
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_a_killed_run_resumes_and_equals_an_uninterrupted_one(tiny_fold, tmp_path):
     run, reference = tmp_path / "run", tmp_path / "reference"
     killed = start(train_argv(tiny_fold, run, "--verbose", "0"))
@@ -222,7 +225,9 @@ def assert_results_equal(got, want):
 @pytest.mark.parametrize("overrides", [
     {"loss": "irgan_pair"},                                    # two players, two optimizers
     {"strategy": "mirrored", "mixed_precision": True},         # loss scaling's state too
-    {"jit_compile": True, "loss": "twin_ndcg_type3", "loss_args": {"tie_break": True}},
+    pytest.param({"jit_compile": True, "loss": "twin_ndcg_type3",
+                  "loss_args": {"tie_break": True}},
+                 marks=stack.heavy_integration("keras3")),  # Keras 3's default on a GPU
 ], ids=["irgan", "mirrored_mixed_precision", "xla"])
 def test_an_interrupted_run_resumes_exactly(tiny_fold, tmp_path, monkeypatch, overrides):
     argv = tiny_argv(tiny_fold, tmp_path / "run", epochs=2)
@@ -239,7 +244,8 @@ def test_an_interrupted_run_resumes_exactly(tiny_fold, tmp_path, monkeypatch, ov
     assert_results_equal(got, want)
 
 
-@pytest.mark.parametrize("loss", ["ranknet", "irgan_point"])
+@pytest.mark.parametrize("loss", [
+    "ranknet", pytest.param("irgan_point", marks=stack.heavy_integration("tf215", "keras3"))])
 def test_two_replicas_of_a_mirrored_strategy_resume_exactly(tiny_fold, tmp_path, loss):
     """Keras's fit under a MirroredStrategy of two replicas (Keras 3 first averages a
     batch over them, and opens a second iterator on the training stream)."""

@@ -29,47 +29,10 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tfr_extensions.data.dense import (NORMALIZATIONS, check_finite, check_options,  # noqa: F401
+                                       feature_table, query_zscore_rows, select_queries)
 from tfr_extensions.data.libsvm import LibSVMData
 from tfr_extensions.ops.lists import PADDING_LABEL, RNG_ALG
-from tfr_extensions.ops.validation import validate_choice, validate_int
-
-NORMALIZATIONS = ("query_zscore", "none")
-
-
-def check_options(list_size: Optional[int], batch_size: int, seed: int,
-                  normalization: str) -> Tuple[Optional[int], int, int]:
-    """Validated ``(list_size, batch_size, seed)`` of :func:`ranking_dataset`
-    (no TensorFlow work, so builders can check before a strategy exists).
-
-    Raises:
-      ValueError: naming the option and what it must be.
-    """
-    validate_choice(normalization, NORMALIZATIONS, "normalization")
-    return (validate_int(list_size, "list_size", minimum=1, allow_none=True),
-            validate_int(batch_size, "batch_size", minimum=1),
-            validate_int(seed, "seed", minimum=0))
-
-
-def select_queries(data: LibSVMData, drop_no_relevant: bool = False,
-                   min_list_size: int = 1) -> np.ndarray:
-    """int64 indices of the queries kept by the dropping options.
-
-    >>> data = LibSVMData(np.zeros((5, 1), np.float32), np.array([0, 0, 1, 0, 2], np.float32),
-    ...                   np.array([1, 1, 2, 2, 3]), np.array([0, 2, 4, 5]))
-    >>> select_queries(data, drop_no_relevant=True).tolist()
-    [1, 2]
-    >>> select_queries(data, min_list_size=2).tolist()
-    [0, 1]
-    """
-    min_list_size = validate_int(min_list_size, "min_list_size", minimum=1)
-    offsets = np.asarray(data.query_offsets)
-    keep = np.diff(offsets) >= min_list_size
-    if drop_no_relevant:
-        relevant = np.asarray(data.labels) > 0
-        # Count of relevant documents per query from the cumulative sum at the offsets.
-        cumulative = np.concatenate([[0], np.cumsum(relevant)])
-        keep &= cumulative[offsets[1:]] > cumulative[offsets[:-1]]
-    return np.flatnonzero(keep).astype(np.int64)
 
 
 def ranking_dataset(
@@ -234,80 +197,3 @@ def numeric_masks(dataset: tf.data.Dataset) -> tf.data.Dataset:
             lambda t: tf.cast(t, tf.int8) if t.dtype == tf.bool else t, element)
         return element if len(element) > 1 else element[0]
     return dataset.map(cast, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-
-
-def check_finite(data: LibSVMData, block_rows: int = 1 << 18) -> None:
-    """Raises ``ValueError`` at the first document whose features or label are
-    NaN or infinite (in blocks of rows: no full-size temporary).
-
-    >>> bad = LibSVMData(np.array([[1.0], [np.inf]], np.float32), np.zeros(2, np.float32),
-    ...                  np.array([4, 4]), np.array([0, 2]))
-    >>> check_finite(bad)
-    Traceback (most recent call last):
-    ...
-    ValueError: The features of document 1 (query id 4) are not finite: [inf]; fix or drop it before batching.
-    """
-    for what, values in (("label", np.asarray(data.labels)[:, None]), ("features", data.features)):
-        for first in range(0, data.num_documents, block_rows):
-            finite = np.isfinite(values[first:first + block_rows]).all(axis=1)
-            if not finite.all():
-                row = first + int(np.argmin(finite))
-                shown = values[row] if what == "features" else values[row, 0]
-                raise ValueError(
-                    f"The {what} of document {row} (query id {data.qids[row]}) "
-                    f"{'are' if what == 'features' else 'is'} not finite: {shown}; fix or drop "
-                    "it before batching.")
-
-
-def feature_table(data: LibSVMData, normalization: str = "query_zscore",
-                  block_rows: int = 1 << 18) -> np.ndarray:
-    """float32 ``[N + 1, F]``: each row's features (z-scored per query, or raw),
-    then one all-zero row for padded positions.
-
-    >>> data = LibSVMData(np.array([[1., 5.], [3., 5.], [9., 9.]], np.float32),
-    ...                   np.zeros(3, np.float32), np.array([1, 1, 2]), np.array([0, 2, 3]))
-    >>> feature_table(data).tolist()
-    [[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
-    """
-    validate_choice(normalization, NORMALIZATIONS, "normalization")
-    features = data.features
-    table = np.empty((data.num_documents + 1, data.num_features), np.float32)
-    table[-1] = 0.0
-    if normalization == "none":
-        table[:-1] = features
-        return table
-    offsets = np.asarray(data.query_offsets, np.int64)
-    first = 0
-    while first < data.num_queries:  # blocks of whole queries, about block_rows rows
-        last = int(np.searchsorted(offsets, offsets[first] + block_rows, side="right")) - 1
-        last = min(max(last, first + 1), data.num_queries)
-        rows = slice(offsets[first], offsets[last])
-        table[rows] = query_zscore_rows(features[rows], offsets[first:last + 1] - offsets[first])
-        first = last
-    return table
-
-
-def query_zscore_rows(features: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """:func:`query_zscore` of contiguous lists in NumPy: ``[n, F]`` rows grouped by
-    ``offsets`` (``[q + 1]``, from 0 to n) -> float32 ``[n, F]``.
-
-    The same formula (population standard deviation; a feature constant within
-    its list, decided exactly from its minimum and maximum, becomes 0),
-    computed in float64 with one ``reduceat`` per statistic.
-
-    >>> query_zscore_rows(np.array([[1., 5.], [3., 5.], [9., 9.]]), np.array([0, 2, 3])).tolist()
-    [[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]
-    """
-    features = np.asarray(features, np.float64)
-    sizes = np.diff(offsets)
-    starts = offsets[:-1][sizes > 0]  # reduceat needs non-empty segments
-    sizes = sizes[sizes > 0]
-    if features.shape[0] == 0:
-        return features.astype(np.float32)
-    mean = np.add.reduceat(features, starts, axis=0) / sizes[:, None]
-    centred = features - np.repeat(mean, sizes, axis=0)
-    std = np.sqrt(np.add.reduceat(np.square(centred), starts, axis=0) / sizes[:, None])
-    varies = ((np.maximum.reduceat(features, starts, axis=0)
-               > np.minimum.reduceat(features, starts, axis=0)) & (std > 0))
-    scale = np.repeat(np.where(varies, std, 1.0), sizes, axis=0)
-    return np.where(np.repeat(varies, sizes, axis=0), centred / scale, 0.0).astype(np.float32)

@@ -7,6 +7,8 @@ policy) and a Keras class over it with the same options, which
 :func:`get` builds by name (ours or TF-Ranking's).
 """
 from tfr_extensions.losses.base import RankingLoss
+from tfr_extensions.losses.listwise import (ApproxNDCGLoss, ListNetLoss, approx_ndcg_loss,
+                                            listnet_loss)
 from tfr_extensions.losses.pairwise import (NDCGBetaHingeLoss, RankNetLoss, ndcg_beta_hinge_loss,
                                             ranknet_loss)
 from tfr_extensions.losses.registry import get, names

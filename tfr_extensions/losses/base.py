@@ -61,6 +61,7 @@ so that the functions and the classes behave identically):
 The screening costs O(B L) element-wise operations and no host sync.
 """
 import functools
+import importlib
 import inspect
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -165,6 +166,40 @@ def _dense(labels, scores, mask):
     return labels, scores, mask
 
 
+def neutral_body(body: Callable) -> Callable:
+    """The ``keras.ops`` twin of a TensorFlow loss body: the function of the same name
+    in the same module under :mod:`tfr_extensions.keras_ops.losses`
+    (``tfr_extensions.losses.pairwise.ranknet_loss`` ->
+    ``tfr_extensions.keras_ops.losses.pairwise.ranknet_loss``).
+
+    Raises:
+      tfr_extensions.backend.UnsupportedBackendError: the loss has no such twin
+        (it runs on Keras's TensorFlow backend only).
+    """
+    module_name = body.__module__.replace("tfr_extensions.losses.",
+                                          "tfr_extensions.keras_ops.losses.", 1)
+    try:
+        return getattr(importlib.import_module(module_name), body.__name__)
+    except (ImportError, AttributeError) as error:
+        raise backend.UnsupportedBackendError(
+            f"{body.__name__} has no keras.ops implementation ({module_name}."
+            f"{body.__name__}): it runs on Keras's TensorFlow backend only; this process "
+            f"runs {backend.describe()}.") from error
+
+
+def _screened_neutral_compute(body, labels, scores, mask, max_label, options) -> Output:
+    """The bad-input policy and ``body``'s ``keras.ops`` twin, on Keras's backend."""
+    from keras import ops  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.keras_ops import lists as keras_lists  # pylint: disable=import-outside-toplevel
+    scores = ops.convert_to_tensor(scores)
+    dtype = keras_lists.compute_dtype(scores)
+    labels, scores, valid, broken = keras_lists.screen_lists(
+        ops.cast(ops.convert_to_tensor(labels), dtype), ops.cast(scores, dtype), max_label, mask)
+    losses, weights, *aux = neutral_body(body)(
+        labels, scores=keras_lists.no_gradient_where(broken, scores), mask=valid, **options)
+    return keras_lists.nan_where(broken, losses), weights, (aux[0] if aux else {})
+
+
 def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
                   max_label: Optional[Callable[[Dict[str, Any]], float]] = None):
     """Decorator: a per-list loss body -> the public loss function.
@@ -182,7 +217,9 @@ def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
 
     * ``check_options(**options)``: the options with defaults filled in, checked;
     * ``compute(labels, scores, mask, options)``: ``(losses, weights, aux)``
-      for checked options;
+      for checked options, with the TensorFlow body;
+    * ``compute_neutral(labels, scores, mask, options)``: the same with the
+      body's ``keras.ops`` twin (:func:`neutral_body`), on Keras's backend;
     * ``max_label(options)``: the largest valid label (:data:`lists.MAX_LABEL`
       unless ``max_label`` says otherwise).
     """
@@ -217,6 +254,10 @@ def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
                                          mask=valid, **options)
             return _nan_where(broken, losses), weights, (aux[0] if aux else {})
 
+        def compute_neutral(labels, scores, mask, options) -> Output:
+            return _screened_neutral_compute(body, labels, scores, mask, label_limit(options),
+                                             options)
+
         @functools.wraps(body)
         def function(labels, scores, *, mask=None, **options):
             losses, weights, _ = compute(labels, scores, mask, check_options(**options))
@@ -224,6 +265,8 @@ def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
 
         function.check_options = check_options
         function.compute = compute
+        function.compute_neutral = compute_neutral
+        function.body = body
         function.max_label = label_limit
         return function
 
@@ -253,8 +296,14 @@ class StepSeeded:
         self._seed = validation.validate_seed(seed)
         self._seed_salt = salt
         self._calls = None
-        if seed is not None:
+        self._seed_generator = None
+        if seed is None:
+            return
+        if backend.uses_tensorflow_ops():
             self._calls = self._step_counter()
+        else:  # JAX, PyTorch: Keras's own seeded stream (keras_ops.random)
+            from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
+            self._seed_generator = keras_random.seed_generator(self._seed, salt)
 
     def _step_counter(self):
         """The call counter: a Keras weight of a layer or model (so Keras saves it with
@@ -271,8 +320,14 @@ class StepSeeded:
                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
     def next_seed(self) -> tf.Tensor:
-        """The stateless seed ``int32 [2]`` for this call."""
+        """The stateless seed ``int32 [2]`` for this call (on JAX and PyTorch, the
+        next seed of Keras's ``SeedGenerator``, see :mod:`tfr_extensions.keras_ops.random`)."""
+        if self._seed_generator is not None:
+            from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
+            return keras_random.next_seed(self._seed_generator)
         if self._seed is None:
+            if not backend.uses_tensorflow_ops():
+                return None  # keras_ops draws from Keras's global stream
             return lists.fresh_seed()
         step = self._calls.assign_add(1) - 1
         seed = lists.fold_in(lists.seed_tensor(self._seed, self._seed_salt), step)
@@ -305,7 +360,8 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     ALIASES: Tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, Any]):
-        backend.require_tensorflow_backend(f"tfrx.losses.{type(self).__name__}")
+        if not backend.uses_tensorflow_ops():
+            neutral_body(self.loss_function.body)  # no keras.ops twin: fail now, naming it
         options = {key: value for key, value in arguments.items()
                    if key not in ("self", "__class__")}
         reduction = backend.standardize_reduction(
@@ -314,6 +370,10 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         ragged = options.pop("ragged", False)
         super().__init__(reduction=reduction, name=name)
         self._ragged = validation.validate_bool(ragged, "ragged")
+        if self._ragged and not backend.uses_tensorflow_ops():
+            raise ValueError(f"`ragged=True` takes tf.RaggedTensor inputs, which exist on Keras's "
+                             f"TensorFlow backend only; this process runs {backend.describe()}. "
+                             "Pad the lists (label -1) instead.")
         self._options = self.loss_function.check_options(**options)
         self._init_seed(self._options.get("seed"))  # a step counter only when seeded
 
@@ -338,6 +398,8 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         """The reduced loss; ``y_true`` may be keras-rs's ``{"labels", "mask"}``
         (mask False = padding). Computes in the dtype of ``y_pred`` (float32, or
         float64 for float64 scores), not in Keras 3's floatx."""
+        if not backend.uses_tensorflow_ops():
+            return self._neutral_call(y_true, y_pred, sample_weight)
         y_true = lists.labels_with_mask(y_true)
         y_true, y_pred, sample_weight = self._to_dense(y_true, y_pred, sample_weight)
         y_pred = tf.convert_to_tensor(y_pred)
@@ -352,12 +414,28 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
             return backend.reduce_loss(self.call(y_true, y_pred), sample_weight,
                                        self.reduction, dtype)
 
+    def _neutral_call(self, y_true, y_pred, sample_weight):
+        """:meth:`__call__` on Keras's JAX and PyTorch backends, in ``keras.ops``."""
+        from keras import ops  # pylint: disable=import-outside-toplevel
+        from tfr_extensions.keras_ops import lists as keras_lists  # pylint: disable=import-outside-toplevel
+        y_true = keras_lists.labels_with_mask(y_true)
+        y_pred = ops.convert_to_tensor(y_pred)
+        dtype = keras_lists.compute_dtype(y_pred)
+        y_pred = ops.cast(y_pred, dtype)
+        y_true = ops.cast(ops.convert_to_tensor(y_true), dtype)
+        if sample_weight is not None:
+            sample_weight = keras_lists.listwise_sample_weights(y_true, sample_weight)
+        return backend.reduce_loss(self.call(y_true, y_pred), sample_weight, self.reduction,
+                                   dtype)
+
     def call(self, y_true, y_pred):
         """Per-list weighted losses ``[batch, 1]``, NaN for broken lists."""
         options = self._options
         if self._seed is not None:  # this call's seed: the counter folded in (None: fresh draws)
             options = {**options, "seed": self.next_seed()}
-        losses, weights, aux = self.loss_function.compute(y_true, y_pred, None, options)
+        compute = (self.loss_function.compute if backend.uses_tensorflow_ops()
+                   else self.loss_function.compute_neutral)
+        losses, weights, aux = compute(y_true, y_pred, None, options)
         self._record(aux, weights)
         return (losses * weights)[:, None]
 
@@ -379,7 +457,14 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     def save_own_variables(self, store) -> None:
         if self._calls is not None:
             store[SEED_STEP] = self._calls.numpy()
+        elif self._seed_generator is not None:
+            from keras import ops  # pylint: disable=import-outside-toplevel
+            store[SEED_STEP] = ops.convert_to_numpy(self._seed_generator.state.value)
 
     def load_own_variables(self, store) -> None:
-        if self._calls is not None and SEED_STEP in store:
+        if SEED_STEP not in store:
+            return
+        if self._calls is not None:
             self._calls.assign(store[SEED_STEP][()])
+        elif self._seed_generator is not None:
+            self._seed_generator.state.assign(store[SEED_STEP][()])

@@ -29,7 +29,11 @@ lists with a relevant document) in :attr:`sampled_metric`, and
 The functions sample with their ``seed`` (None: fresh randomness); the
 classes fold a step counter into theirs
 (:class:`~tfr_extensions.losses.base.StepSeeded`): fresh rankings at every
-call, reproducible for a fixed ``seed``. A sampled
+call, reproducible for a fixed ``seed``. On Keras's JAX and PyTorch backends
+the classes compute with the ``keras.ops`` twins
+(:mod:`tfr_extensions.keras_ops.losses.policy_gradient`) and draw one seed per
+call from a ``keras.random.SeedGenerator``, inside ``model.fit``'s jitted JAX
+steps too (:mod:`tfr_extensions.keras_ops.random`). A sampled
 ranking of a list shorter than ``topn`` ends with padded documents, which get
 no reward and no log-probability term; an all-padding list, or a list without
 relevant documents, has reward 0, weight 0 and zero gradient.
@@ -113,10 +117,12 @@ def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
     positions = tf.broadcast_to(tf.range(1, shape[2] + 1), shape)
     ranks = tf.tensor_scatter_nd_update(
         tf.fill(tf.stack([shape[0], shape[1], list_size]), shape[2] + 1), indices, positions)
+    # [B * S, L], spelled out: a reshape to [-1, L] makes [0, 0] lists [1, 0]
+    flat_shape = tf.stack([shape[0] * shape[1], list_size])
     flat = lambda t: tf.reshape(  # noqa: E731  [B, L] -> [B * S, L]
-        tf.broadcast_to(t[:, None, :], tf.stack([shape[0], shape[1], list_size])), [-1, list_size])
+        tf.broadcast_to(t[:, None, :], tf.stack([shape[0], shape[1], list_size])), flat_shape)
     values = rank_metrics.METRICS[metric](
-        flat(labels), tf.reshape(tf.cast(ranks, labels.dtype), [-1, list_size]), flat(mask),
+        flat(labels), tf.reshape(tf.cast(ranks, labels.dtype), flat_shape), flat(mask),
         _ranking_size(rankings))
     return tf.reshape(values, shape[:2])
 
@@ -237,10 +243,21 @@ def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1
 
 
 class _PolicyGradientLoss(base.RankingLoss):
-    """The Keras classes' shared part: the logged sampled metric."""
+    """The Keras classes' shared part: the logged sampled metric.
+
+    On Keras's TensorFlow backend it is a ``tf.Variable`` that each call
+    assigns. On JAX and PyTorch it is a :class:`_SampledMetricRecord`: a Keras
+    variable that eager calls assign (PyTorch's ``fit`` is eager), and, inside
+    traced JAX code (``model.fit``'s jitted steps, where a loss's variable
+    updates are dropped), an ordered host callback that
+    :class:`SampledRankingMetric` reads back in the same step.
+    """
 
     def __init__(self, arguments):
         super().__init__(arguments)
+        if not backend.uses_tensorflow_ops():
+            self._record_store = _SampledMetricRecord()
+            return
         with tf.init_scope():
             self._sampled_metric = tf.Variable(
                 0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
@@ -248,9 +265,11 @@ class _PolicyGradientLoss(base.RankingLoss):
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
     @property
-    def sampled_metric(self) -> tf.Variable:
+    def sampled_metric(self):
         """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the
-        last call, over the lists with a relevant document."""
+        last call, over the lists with a relevant document (a variable)."""
+        if not backend.uses_tensorflow_ops():
+            return self._record_store.variable
         return self._sampled_metric
 
     @property
@@ -261,9 +280,89 @@ class _PolicyGradientLoss(base.RankingLoss):
 
     def _record(self, aux, weights):
         """Stores the weighted mean over lists of the per-list mean sampled metric."""
+        if not backend.uses_tensorflow_ops():
+            self._record_store.write(aux["sampled_metric"], weights)
+            return
         per_list = tf.reduce_mean(aux["sampled_metric"], axis=-1)
         mean = numerics.safe_divide(tf.reduce_sum(per_list * weights), tf.reduce_sum(weights))
         self._sampled_metric.assign(tf.cast(mean, tf.float32))
+
+    def _last_sampled_metric(self):
+        """The last call's sampled metric as a scalar tensor, where a metric's
+        ``update_state`` runs (in traced JAX code: read back from the host)."""
+        if not backend.uses_tensorflow_ops():
+            return self._record_store.read()
+        return self._sampled_metric
+
+
+class _SampledMetricRecord:
+    """The sampled metric of a policy-gradient loss's last call on JAX and PyTorch.
+
+    :attr:`variable` is a Keras variable. Where its assignment persists (eager
+    calls; PyTorch's ``fit``), :meth:`write` assigns it. Inside traced JAX code
+    or a ``StatelessScope`` that does not map it (``model.fit``'s steps, where a
+    loss's own variables are not threaded), :meth:`write` sends the value to the
+    host by an ordered ``io_callback`` and :meth:`read` fetches it back by
+    another, so a metric updated later in the same step reads this step's value;
+    the host value reaches :attr:`variable` at its next eager read.
+    """
+
+    def __init__(self):
+        import threading  # pylint: disable=import-outside-toplevel
+        self._variable = keras.Variable(0.0, dtype="float32", trainable=False,
+                                        name="sampled_metric")
+        self._lock = threading.Lock()
+        self._host = 0.0  # the last value a host callback received
+        self._pending = False  # ... not yet written into the variable
+
+    @staticmethod
+    def _host_path(variable) -> bool:
+        from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
+        return (keras.backend.backend() == "jax"
+                and not keras_random.assignment_persists(variable))
+
+    @property
+    def variable(self):
+        """The Keras variable, with the value of the host callbacks written in
+        (when read eagerly)."""
+        if self._pending and not self._host_path(self._variable):
+            with self._lock:
+                value, self._pending = self._host, False
+            self._variable.assign(value)
+        return self._variable
+
+    def _store(self, value):
+        with self._lock:
+            self._host, self._pending = float(value), True
+
+    def _load(self):
+        import numpy as np  # pylint: disable=import-outside-toplevel
+        with self._lock:
+            return np.asarray(self._host, np.float32)
+
+    def write(self, sampled, weights) -> None:
+        """Records the weighted mean over lists of the per-list mean ``sampled``."""
+        from tfr_extensions.keras_ops import numerics as keras_numerics  # pylint: disable=import-outside-toplevel
+        ops = keras.ops
+        per_list = ops.mean(ops.stop_gradient(sampled), axis=-1)
+        weights = ops.stop_gradient(weights)
+        mean = ops.cast(keras_numerics.safe_divide(ops.sum(per_list * weights), ops.sum(weights)),
+                        "float32")
+        if self._host_path(self._variable):
+            from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
+            io_callback(self._store, None, mean, ordered=True)
+        else:
+            with self._lock:
+                self._pending = False  # this value is newer than the host's
+            self._variable.assign(mean)
+
+    def read(self):
+        """The recorded value, where a metric's ``update_state`` runs."""
+        if self._host_path(self._variable):
+            import jax  # pylint: disable=import-outside-toplevel
+            from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
+            return io_callback(self._load, jax.ShapeDtypeStruct((), "float32"), ordered=True)
+        return self.variable.value
 
 
 @register
@@ -328,7 +427,6 @@ class SampledRankingMetric(keras.metrics.Mean):
     """
 
     def __init__(self, loss, name: Optional[str] = None, dtype=None, **kwargs):
-        backend.require_tensorflow_backend("tfrx.losses.SampledRankingMetric")
         if isinstance(loss, dict):
             loss = keras.losses.deserialize(loss)
         if not isinstance(loss, _PolicyGradientLoss):
@@ -338,7 +436,7 @@ class SampledRankingMetric(keras.metrics.Mean):
         super().__init__(name=name or loss.metric_name, dtype=dtype, **kwargs)
 
     def update_state(self, y_true=None, y_pred=None, sample_weight=None):
-        return super().update_state(self._loss.sampled_metric)
+        return super().update_state(self._loss._last_sampled_metric())  # pylint: disable=protected-access
 
     def get_config(self):
         config = super().get_config()

@@ -105,7 +105,7 @@ def names(*, classes: bool = True, presets: bool = True, aliases: bool = True,
     one key per loss class of ours, its default name:
 
     >>> names(classes=False, presets=False, aliases=False, tf_ranking=False)[:3]
-    ('expected_utility', 'mdprank', 'ndcg_beta_hinge')
+    ('approx_ndcg', 'expected_utility', 'listnet')
     """
     left_out = {kind for kind, keep in (("class", classes), ("preset", presets),
                                         ("alias", aliases)) if not keep}
@@ -138,5 +138,6 @@ def get(name: str, **kwargs) -> keras.losses.Loss:
         return compat.tf_ranking().keras.losses.get(name, **kwargs)
     missing = "" if compat.has_tf_ranking() else (
         " TF-Ranking's loss names (approx_ndcg_loss, softmax_loss, ...) need tensorflow-ranking, "
-        "which does not import here.")
+        "which does not import here (ours, approx_ndcg and listnet, equal TF-Ranking's "
+        "approx_ndcg_loss and softmax_loss).")
     raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.{missing}")

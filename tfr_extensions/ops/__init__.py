@@ -3,13 +3,21 @@
 Beside them: :mod:`~tfr_extensions.ops.lists` (list and mask conventions),
 :mod:`~tfr_extensions.ops.validation` (argument checks),
 :mod:`~tfr_extensions.ops.numerics` (``safe_divide``, ``log1mexp``) and
-:mod:`~tfr_extensions.ops.vocabulary` (the metric names).
+:mod:`~tfr_extensions.ops.vocabulary` (the metric names). Their ``keras.ops``
+twins, for Keras 3 on JAX and PyTorch, are :mod:`tfr_extensions.keras_ops` (the
+same module and function names). The vocabulary, the checks and the constants
+(:mod:`~tfr_extensions.ops.conventions`) import no framework and are shared by
+both; without TensorFlow installed, they are all this package holds.
 """
-from tfr_extensions.ops import lists, numerics, rank_metrics, sorting, validation, vocabulary
-from tfr_extensions.ops.twin_sigmoid import (
-    twin_sigmoid,
-    twin_sigmoid_derivative,
-    twin_sigmoid_ranks,
-)
-from tfr_extensions.ops.plackett_luce import plackett_luce_log_prob, sample_rankings
-from tfr_extensions.ops.rank_distributions import rank_distributions
+from tfr_extensions.backend import HAS_TENSORFLOW
+from tfr_extensions.ops import conventions, validation, vocabulary
+
+if HAS_TENSORFLOW:
+    from tfr_extensions.ops import lists, numerics, rank_metrics, sorting
+    from tfr_extensions.ops.twin_sigmoid import (
+        twin_sigmoid,
+        twin_sigmoid_derivative,
+        twin_sigmoid_ranks,
+    )
+    from tfr_extensions.ops.plackett_luce import plackett_luce_log_prob, sample_rankings
+    from tfr_extensions.ops.rank_distributions import rank_distributions

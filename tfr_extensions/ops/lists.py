@@ -20,23 +20,14 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
+
 try:  # TF's own test for "this graph is being compiled by XLA"
     from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
 except ImportError:  # pragma: no cover - callers fall back to their general path
     GraphOrParentsInXlaContext = None
 
 Seed = Union[None, int, Sequence[int], tf.Tensor]
-
-#: The label of a padded document (TF-Ranking's ``utils.is_label_valid``: any
-#: label < 0 is padding); what ragged inputs and padded arrays are filled with.
-PADDING_LABEL = -1.0
-
-#: The largest label the losses accept: gains up to ``2^31 - 1`` (exact in
-#: float64, ``2^31`` in float32), which leaves every sum of gains, every ratio
-#: of nERR and every cost of the losses many orders of magnitude below
-#: float32's overflow. A loss gives a list with a larger valid label (``+inf``
-#: included) the value NaN (see :class:`tfr_extensions.losses.RankingLoss`).
-MAX_LABEL = 31.0
 
 #: The algorithm of every stateless random op of the package (``alg=``). TF's
 #: default, ``"auto_select"``, lets XLA choose its own generator, which on TF

@@ -29,8 +29,9 @@ ValueError: `batch_size` must be an int >= 1; got 2.0.
 import math
 from typing import Optional, Sequence
 
+import sys
+
 import numpy as np
-import tensorflow as tf
 
 
 def _is_int(value) -> bool:
@@ -135,12 +136,13 @@ def validate_bool(value, arg: str) -> bool:
 
 
 def validate_seed(seed, arg: str = "seed"):
-    """None, ``int`` or ``[int, int]``; a ``tf.Tensor`` seed passes through.
+    """None, ``int`` or ``[int, int]``; a tensor seed (TensorFlow's, or a backend
+    tensor of Keras 3 such as a ``SeedGenerator``'s state) passes through.
 
     >>> validate_seed((3, np.int32(4)))
     [3, 4]
     """
-    if seed is None or isinstance(seed, (tf.Tensor, tf.Variable)):
+    if seed is None or _is_tensor(seed):
         return seed
     if _is_int(seed):
         return int(seed)
@@ -148,6 +150,18 @@ def validate_seed(seed, arg: str = "seed"):
             _is_int(s) for s in seed):
         return [int(s) for s in seed]
     raise ValueError(f"`{arg}` must be None, an int or a pair of ints; got {seed!r}.")
+
+
+def _is_tensor(value) -> bool:
+    """A TensorFlow tensor or variable, or a Keras 3 backend tensor; looked up
+    without importing either framework (this module imports neither)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(value, (tf.Tensor, tf.Variable)):
+        return True
+    keras = sys.modules.get("keras")
+    is_tensor = getattr(getattr(keras, "ops", None), "is_tensor", None)
+    return bool(is_tensor is not None and not isinstance(value, np.ndarray)
+                and is_tensor(value))
 
 
 # --- checks as values: ``check(value, arg)``, for tables of options ---------------

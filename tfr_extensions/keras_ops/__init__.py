@@ -1,0 +1,21 @@
+"""The ``keras.ops`` implementation: every op and loss body of the package, for
+Keras 3 on JAX and PyTorch (and on TensorFlow, for comparison).
+
+:mod:`tfr_extensions.ops` (TensorFlow) and this package are two implementations
+of the same functions, with the same module and function names:
+``tfrx.ops.rank_metrics.ndcg`` and ``tfrx.keras_ops.rank_metrics.ndcg``, the
+loss body ``tfrx.losses.twin_sigmoid.twin_sigmoid_loss`` and
+``tfrx.keras_ops.losses.twin_sigmoid.twin_sigmoid_loss``. Only the array math
+is written twice: the options and their checks
+(:mod:`tfr_extensions.ops.validation`), the metric names
+(:mod:`tfr_extensions.ops.vocabulary`), the constants
+(:mod:`tfr_extensions.ops.conventions`), the bad-input policy and the Keras
+classes (:mod:`tfr_extensions.losses`, :class:`tfr_extensions.metrics.RankingMetric`)
+are shared, and the classes pick the implementation by Keras's backend
+(:func:`tfr_extensions.backend.uses_tensorflow_ops`). Tests hold the two to
+equal values and gradients.
+
+This package imports no TensorFlow. Its functions take and return backend
+tensors (``jax.Array``, ``torch.Tensor``) and run under ``jax.jit`` and
+``torch.compile``.
+"""

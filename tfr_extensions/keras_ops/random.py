@@ -1,0 +1,294 @@
+"""Seeds and draws of the randomized ops on Keras 3's backends: the ``keras.ops``
+twin of the seed helpers of :mod:`tfr_extensions.ops.lists`.
+
+A seed is None (fresh draws), an int, a pair of ints, or a seed tensor ``[2]`` as
+:func:`next_seed` returns it. A loss class built with a seed holds a
+``keras.random.SeedGenerator`` (:func:`seed_generator`) and draws one seed per
+call from it (:func:`next_seed`): reproducible from one seed, fresh at every
+step.
+
+**The generator's state on JAX.** A ``SeedGenerator`` advances by assigning its
+state variable. On PyTorch (and TensorFlow) that assignment is eager and
+persists. On JAX it persists only where someone threads the variable through
+the traced program: Keras's JAX trainer threads the *model's* variables (and
+those of its metrics) through each jitted step, inside a ``StatelessScope``
+whose updates it collects for those variables only. A generator held by a
+*loss* is none of them, so ``model.fit`` would drop every update and draw the
+same noise at every step (jitted or not), and a raw ``jax.jit`` would leak a
+tracer into the variable. :class:`SeedGenerator` (what :func:`seed_generator`
+returns) therefore advances, wherever its update would be dropped, on the host:
+the traced program asks for its seed through one ordered
+``jax.experimental.io_callback``, which returns the current state and advances
+a host copy of it, and that copy is written back into the state variable at the
+next eager access of :attr:`SeedGenerator.state` (a save, an eager draw). Each
+execution of a compiled step thus draws the next seed of the stream, exactly
+as successive eager calls do: one seed gives one sequence of draws, in and out
+of ``model.fit``. Where the variable *is* threaded (the generator attached to a
+layer of the model, whose state the trainer maps in its ``StatelessScope``) the
+ordinary ``SeedGenerator.next`` runs. Costs and limits of the host path: one
+small host round trip per step, and JAX's limits on ordered callbacks (no
+``vmap``; multi-device programs may refuse them: attach the generator to the
+model there instead).
+
+``seed=None`` means fresh draws: eagerly, :func:`uniform` takes them from
+Keras's global stream; in traced JAX code (where Keras refuses its global
+generator), and for :func:`random_bits` on JAX, they come from a process-wide
+host stream by the same host path.
+
+On JAX, :func:`random_bits` (the Plackett-Luce noise) draws from XLA's
+``RngBitGenerator`` rather than ``keras.random``'s Threefry, whose compilation
+costs seconds in every new jitted step on a CPU; a seed still gives one stream.
+"""
+import random as python_random
+import threading
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+import keras
+from keras import ops
+
+Seed = Union[None, int, Sequence[int], "keras.KerasTensor"]
+
+
+def _as_int(seed, salt: int = 0) -> int:
+    """One int for Keras's ``SeedGenerator`` from an int or a pair of ints."""
+    if isinstance(seed, (list, tuple)):
+        first, second = (int(s) for s in seed)
+        seed = first * 1_000_003 + second
+    return (int(seed) + 7919 * salt) % (2**31 - 1)
+
+
+def _on_jax() -> bool:
+    return keras.backend.backend() == "jax"
+
+
+def _jax_tracing() -> bool:
+    """Whether JAX is tracing here (``jax.jit``, ``jax.grad``, ...): an array made
+    now is a tracer."""
+    import jax  # pylint: disable=import-outside-toplevel
+    return isinstance(ops.ones(()), jax.core.Tracer)
+
+
+def _stateless_scope():
+    from keras.src.backend.common import stateless_scope  # pylint: disable=import-outside-toplevel
+    return stateless_scope.get_stateless_scope()
+
+
+def assignment_persists(variable) -> bool:
+    """Whether ``variable.assign`` here reaches a value that later calls read: eager
+    outside any ``StatelessScope``, or inside one that maps the variable (its owner,
+    e.g. Keras's JAX trainer for a model's variables, collects the update)."""
+    scope = _stateless_scope()
+    if scope is not None:
+        return scope.get_current_value(variable) is not None
+    return not (_on_jax() and _jax_tracing())
+
+
+class SeedGenerator(keras.random.SeedGenerator):
+    """A ``keras.random.SeedGenerator`` whose stream also advances in traced JAX
+    code that drops its state updates (module docstring); elsewhere it is
+    Keras's own.
+
+    :attr:`state` is the Keras variable, brought up to date with the draws of
+    the host path whenever it is read eagerly.
+    """
+
+    def __init__(self, seed=None, name=None):
+        self._lock = threading.Lock()
+        self._host = None  # numpy [2]: the state as the host path advanced it
+        self._host_source = None  # the variable's value the host copy continues
+        self._host_ahead = False  # the host copy has draws the variable lacks
+        super().__init__(seed, name=name)
+
+    @property
+    def state(self):
+        """The state variable ``[2]`` (``[seed, draws]``), host draws included."""
+        variable = self._state_variable
+        if self._host_ahead and _stateless_scope() is None and not (
+                _on_jax() and _jax_tracing()):
+            with self._lock:
+                if self._host_ahead:
+                    if self._value_of(variable) is self._host_source:
+                        variable.assign(self._host)
+                        self._host_source = self._value_of(variable)
+                    else:  # assigned since (weights loaded): that value wins
+                        self._host = None
+                    self._host_ahead = False
+        return variable
+
+    @state.setter
+    def state(self, variable):
+        self._state_variable = variable
+
+    @staticmethod
+    def _value_of(variable):
+        """The variable's current value object: its identity tells, without a JAX
+        computation, whether the variable was assigned since the host copy was made."""
+        return getattr(variable, "_value", None)
+
+    def _sync_host_locked(self):
+        """Starts the host copy from the variable when there is none or the
+        variable was assigned since it was made (the assigned value then wins over
+        host draws not yet written back). Call with the lock held."""
+        current = self._value_of(self._state_variable)
+        if self._host is None or current is not self._host_source:
+            self._host = np.array(current, dtype=np.uint32)
+            self._host_source = current
+            self._host_ahead = False
+
+    def _host_next(self):
+        """The callback: the current state, advancing the host copy (NumPy only,
+        but for a transfer after an assignment of the variable between steps)."""
+        with self._lock:
+            self._sync_host_locked()
+            seed = self._host.copy()
+            self._host[1] += np.uint32(1)
+            self._host_ahead = True
+            return seed
+
+    def next(self, ordered=True):
+        if ordered and _on_jax() and not assignment_persists(self._state_variable):
+            return self._traced_next()
+        return super().next(ordered=ordered)
+
+    def _traced_next(self):
+        import jax  # pylint: disable=import-outside-toplevel
+        from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
+        with self._lock:  # the copy made now, at trace time, rather than in the callback
+            self._sync_host_locked()
+        shape = jax.ShapeDtypeStruct((2,), np.uint32)
+        return io_callback(self._host_next, shape, ordered=True)
+
+
+def seed_generator(seed, salt: int = 0) -> keras.random.SeedGenerator:
+    """A :class:`SeedGenerator` for an int or pair-of-ints ``seed`` and a stream
+    ``salt``; ``seed=None`` starts it at random (Keras's convention)."""
+    return SeedGenerator(None if seed is None else _as_int(seed, salt))
+
+
+def next_seed(generator: keras.random.SeedGenerator):
+    """The next seed tensor ``[2]`` of ``generator`` (advances it; in traced JAX
+    code too, see the module docstring)."""
+    return generator.next()
+
+
+class _HostStream:
+    """The process-wide stream of ``seed=None`` draws on JAX: a random start (from
+    Python's ``random``, as Keras's own generators start, so a
+    ``keras.utils.set_random_seed`` before the first draw fixes it) and a draw
+    counter on the host. No Keras variable: it may first be needed while tracing,
+    where a variable cannot be created."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._state = np.array([python_random.randint(1, 10**9), 0], np.uint32)
+
+    def _host_next(self):
+        with self._lock:
+            seed = self._state.copy()
+            self._state[1] += np.uint32(1)
+            return seed
+
+    def next(self):
+        import jax  # pylint: disable=import-outside-toplevel
+        from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
+        return io_callback(self._host_next, jax.ShapeDtypeStruct((2,), np.uint32), ordered=True)
+
+
+_GLOBAL = {}
+
+
+def _global_stream() -> _HostStream:
+    if "stream" not in _GLOBAL:
+        _GLOBAL["stream"] = _HostStream()
+    return _GLOBAL["stream"]
+
+
+def _keras_seed(seed):
+    """``seed`` as the ``keras.random`` functions of this backend take it."""
+    if seed is None:
+        if _on_jax() and _jax_tracing():
+            return _global_stream().next()
+        return None
+    if isinstance(seed, (int, np.integer)):
+        return int(seed)
+    if isinstance(seed, keras.random.SeedGenerator):
+        return seed
+    if isinstance(seed, (list, tuple)):
+        return _as_int(seed)
+    if _on_jax():
+        return ops.cast(seed, "uint32")  # a jax.Array seed is a raw PRNG key there
+    if getattr(seed, "is_meta", False):  # torch's shape inference: no values, nothing drawn
+        return 0
+    values = ops.convert_to_numpy(seed).astype("int64").tolist()  # torch, tensorflow: eager
+    return _as_int(values)
+
+
+def uniform(shape, seed: Seed, dtype: str = "float32", minval: float = 0.0,
+            maxval: float = 1.0):
+    """Uniform draws in ``[minval, maxval)`` of ``shape`` from ``seed``."""
+    return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype,
+                                seed=_keras_seed(seed))
+
+
+# MurmurHash3's 32-bit finalizer (a bijection with full avalanche) and four odd
+# constants: they spread a seed [2] over the 128-bit state of XLA's RngBitGenerator.
+_MIX_CONSTANTS = (0x9E3779B9, 0x7F4A7C15, 0x94D049BB, 0xBF58476D)
+
+
+def _fmix32(h):
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def _jax_raw_key(seed):
+    """``seed`` as a raw uint32 ``[2]`` key on JAX (None: the next one of Keras's
+    global stream eagerly, of the host stream in traced code)."""
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    if seed is None:
+        return _global_stream().next() if _jax_tracing() else jnp.asarray(
+            _global_stream()._host_next())  # pylint: disable=protected-access
+    if isinstance(seed, (int, np.integer, list, tuple)):
+        return jnp.asarray([_as_int(seed), 0], jnp.uint32)
+    if isinstance(seed, keras.random.SeedGenerator):
+        return ops.cast(next_seed(seed), "uint32")
+    return ops.cast(seed, "uint32")
+
+
+def random_bits(shape, seed: Seed, bits: int):
+    """Uniform int32 draws in ``[0, 2^bits)`` (``bits <= 31``) of ``shape`` from ``seed``.
+
+    PyTorch and TensorFlow: ``keras.random.randint``. JAX: the top ``bits`` of
+    XLA's ``RngBitGenerator`` (``jax.random.bits`` with the ``"rbg"``
+    implementation), its 128-bit state hashed from the seed ``[2]`` (so
+    successive seeds of a ``SeedGenerator`` give unrelated streams), rather than
+    ``keras.random``'s Threefry, whose XLA compilation costs seconds in every
+    new training step on CPU, against a fraction of a second for this one.
+    """
+    if not 1 <= bits <= 31:
+        raise ValueError(f"`bits` must be in [1, 31]; got {bits}.")
+    shape = tuple(shape)
+    if not _on_jax():
+        return keras.random.randint(shape, minval=0, maxval=2**bits, dtype="int32",
+                                    seed=_keras_seed(seed))
+    import jax  # pylint: disable=import-outside-toplevel
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    key = _jax_raw_key(seed)
+    state = _fmix32(_fmix32(key[0] ^ jnp.asarray(_MIX_CONSTANTS, jnp.uint32)) + key[1])
+    draws = jax.random.bits(jax.random.wrap_key_data(state, impl="rbg"), shape, jnp.uint32)
+    return (draws >> (32 - bits)).astype(jnp.int32)
+
+
+def fold_in(seed, step: Optional[int]) -> Seed:
+    """A seed for ``step`` of a stream started at ``seed`` (None stays None)."""
+    if seed is None or step is None:
+        return seed
+    if isinstance(seed, (int, list, tuple)):
+        return _as_int(seed, salt=int(step) + 1)
+    return ops.convert_to_tensor(seed) + ops.cast(ops.convert_to_tensor([0, int(step) + 1]),
+                                                  keras.backend.standardize_dtype(seed.dtype))

@@ -1,0 +1,140 @@
+"""Exact ranks by sorting: the ``keras.ops`` twin of :mod:`tfr_extensions.ops.sorting`
+(the same functions, the same orders).
+
+Every order is descending score, then descending tie key (when given), then
+ascending index, padded documents last: ``keras.ops.argsort`` is stable on
+every backend (``jnp.argsort``, ``torch.argsort(stable=True)``, TF's
+``argsort``), so a stable ascending sort of the negated keys keeps the lower
+index first among ties. With tie keys the order takes two stable sorts (by
+key, then by score), as the TensorFlow version does for float64.
+
+The XLA-only counting paths of the TensorFlow version
+(``COUNTING_MAX_LIST_SIZE``, ``counting_positions``) have no twin: they give
+the same positions as sorting, which is what this module does everywhere.
+"""
+from typing import Optional
+
+from keras import ops
+
+from tfr_extensions.keras_ops import random as keras_random
+
+_NEG_INF = float("-inf")
+
+
+def _descending_keys(scores, mask):
+    """Ascending sort keys of a descending order, padded documents last
+    (``-s``; ``+ 0.0`` makes -0.0 a tie of +0.0)."""
+    return -ops.where(mask, scores + 0.0, ops.full_like(scores, _NEG_INF))
+
+
+def _gather(values, indices):
+    """``tf.gather(values, indices, batch_dims=1)`` for ``[B, L]`` tensors."""
+    return ops.take_along_axis(values, indices, axis=-1)
+
+
+def sort_order(scores, mask, tie_keys=None):
+    """Indices that sort each list by descending score, padded documents last.
+
+    Args:
+      scores: float ``[batch, list_size]``.
+      mask: bool ``[batch, list_size]``, True for valid documents.
+      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)`` that
+        break ties in score (larger key first). Without them ties keep their
+        original order.
+
+    Returns:
+      int32 ``[batch, list_size]``: ``order[b, k]`` is the index of the document
+      at 0-based position ``k`` of list ``b``.
+    """
+    keys = _descending_keys(scores, mask)
+    if tie_keys is None:
+        return ops.cast(ops.argsort(keys, axis=-1), "int32")
+    # Two stable sorts: by the tie keys first (descending), then by score.
+    by_tie_key = ops.cast(ops.argsort(-ops.cast(tie_keys, "int32"), axis=-1), "int32")
+    by_score = ops.cast(ops.argsort(_gather(keys, by_tie_key), axis=-1), "int32")
+    return _gather(by_tie_key, by_score)
+
+
+def _invert_rows(permutations):
+    """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``
+    (a sort of the permutation: exact, as its values are distinct)."""
+    return ops.cast(ops.argsort(permutations, axis=-1), "int32")
+
+
+def inverse_order(order):
+    """1-based positions from a sort order: ``positions[b, order[b, k]] = k + 1``."""
+    return _invert_rows(order) + 1
+
+
+def order_from_positions(positions):
+    """The sort order from 1-based positions: ``order[b, positions[b, i] - 1] = i``."""
+    return _invert_rows(positions - 1)
+
+
+def exact_ranks(scores, mask, tie_keys=None):
+    """1-based int32 ranks by descending score; ties go to the larger
+    ``tie_keys``, then the lower index; padded documents take the last positions.
+
+    >>> scores = ops.array([[0.5, 2.0, 0.5, 1.0]])
+    >>> ops.convert_to_numpy(exact_ranks(scores, scores >= 0)).tolist()
+    [[3, 1, 4, 2]]
+    >>> keys = ops.array([[1, 0, 9, 0]], "int32")
+    >>> ops.convert_to_numpy(exact_ranks(scores, scores >= 0, keys)).tolist()
+    [[4, 1, 3, 2]]
+    """
+    return inverse_order(sort_order(scores, mask, tie_keys))
+
+
+def sort_descending(values, mask, topn: Optional[int] = None):
+    """Each list's valid (non-negative) values in descending order, padded
+    entries as 0 at the end; the first ``topn`` only when given. ``[B, K]``."""
+    values = ops.where(mask, values, ops.zeros_like(values))
+    sorted_values = ops.flip(ops.sort(values, axis=-1), axis=-1)
+    return sorted_values if topn is None else sorted_values[:, :topn]
+
+
+def random_tie_keys(shape, seed):
+    """Random int32 keys in ``[0, 2^31)`` drawn from ``seed`` (see
+    :mod:`tfr_extensions.keras_ops.random`; None: Keras's global stream): a
+    random permutation per list once used as the secondary sort key (Section
+    4.2 of the twin-sigmoid paper; a collision, probability ~L^2 / 2^32, falls
+    back to index order). Two uniform draws give 15 + 16 random bits (a
+    float32 draw carries 23); the stream differs from TensorFlow's."""
+    shape = tuple(shape)
+    draws = keras_random.uniform((2,) + shape, seed, "float32")
+    high = ops.cast(ops.floor(draws[0] * 32768.0), "int32")  # 15 bits
+    low = ops.cast(ops.floor(draws[1] * 65536.0), "int32")  # 16 bits
+    return high * 65536 + low
+
+
+def midranks(scores, mask):
+    """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
+    breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only.
+
+    O(L log L): one sort with the valid documents first, tied runs numbered
+    along it, and each run's first and last position found by a binary search
+    over the run numbers (offset per list, so one 1-D search serves the
+    batch). Padded documents get 0.
+    """
+    batch, size = ops.shape(scores)[0], ops.shape(scores)[1]
+    order = sort_order(scores, mask)
+    # Valid documents strictly first (a valid -inf ties the padding's key).
+    valid_first = ops.cast(ops.argsort(ops.cast(ops.logical_not(_gather(mask, order)), "int32"),
+                                       axis=-1), "int32")
+    order = _gather(order, valid_first)
+    sorted_scores = _gather(scores, order)
+    sorted_mask = _gather(mask, order)
+    new_run = ops.logical_or(
+        ops.not_equal(sorted_scores[:, 1:], sorted_scores[:, :-1]),
+        ops.not_equal(sorted_mask[:, 1:], sorted_mask[:, :-1]))
+    new_run = ops.concatenate([ops.ones((batch, 1), dtype="bool"), new_run], axis=-1)
+    offsets = ops.arange(batch, dtype="int32")[:, None] * size
+    run = ops.cumsum(ops.cast(new_run, "int32"), axis=-1) + offsets  # increasing over the batch
+    flat = ops.reshape(run, (-1,))
+    first = ops.reshape(ops.cast(ops.searchsorted(flat, flat, side="left"), "int32"),
+                        (batch, size)) - offsets
+    last = ops.reshape(ops.cast(ops.searchsorted(flat, flat, side="right"), "int32"),
+                       (batch, size)) - offsets - 1
+    sorted_midranks = 1.0 + 0.5 * ops.cast(first + last, scores.dtype)
+    ranks = _gather(sorted_midranks, _invert_rows(order))
+    return ops.where(mask, ranks, ops.zeros_like(ranks))

@@ -1,0 +1,179 @@
+r"""Listwise losses: ApproxNDCG and ListNet, TF-Ranking's two listwise baselines as our own.
+
+Equation numbers refer to ``approxndcg-revisited.txt`` (Bruch et al.,
+"Revisiting Approximate Metric Optimization in the Age of Deep Neural
+Networks", which summarizes Qin et al.'s ApproxNDCG). ListNet is Cao et al.,
+"Learning to Rank: From Pairwise Approach to Listwise Approach" (ICML 2007),
+with the top-one probabilities of TF-Ranking's ``SoftmaxLoss``.
+
+Both equal TF-Ranking 0.5.5's Keras classes (``tfr.keras.losses.ApproxNDCGLoss``
+and ``tfr.keras.losses.SoftmaxLoss``, ``tensorflow_ranking/python/losses_impl.py``)
+on the same inputs, reduced loss and gradient; the one deliberate difference is
+padding, which TF-Ranking approximates with finite constants and which is
+exactly absent here (see each function). ``tests/losses/test_listwise.py``
+holds them to TF-Ranking where it imports.
+
+Extreme scores: ApproxNDCG only takes sigmoids of score differences, which
+saturate (a difference that overflows to :math:`\pm\infty` gives 0 or 1, and
+gradient 0), so it needs no clipping. ListNet's cross entropy grows linearly
+with the score gaps: it clips the scores to :math:`\pm b`, :math:`b` =
+``dtype.max / 4``, before and after dividing them by the temperature (as
+:func:`tfr_extensions.losses.pairwise.clip_scores`), so every value stays
+finite; below :math:`b` nothing changes, beyond it scores saturate (gradient 0).
+"""
+import tensorflow as tf
+
+from tfr_extensions import backend
+from tfr_extensions.losses import base
+from tfr_extensions.losses.pairwise import clip_scores
+from tfr_extensions.losses.registry import register
+from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
+from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops import validation
+
+
+def approx_ranks(scores, mask, temperature: float = 1.0):
+    r"""Qin et al.'s smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
+    \sigma\big((s_j - s_i)/T\big)` over the valid documents j (:math:`\alpha = 1/T`
+    in Eq. 6). ``[B, L]``; 1/2 at padded documents (whose gain is 0).
+
+    The same ranks as :func:`tfr_extensions.compat.approx_ranks` (TF-Ranking's,
+    which pushes padded logits 1000/T below the others instead of masking them).
+    The difference is taken before the division, so two finite scores never
+    give ``inf - inf``.
+    """
+    diffs = (scores[:, None, :] - scores[:, :, None]) / temperature  # [B, i, j]: (s_j - s_i)/T
+    pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])
+    beats = tf.where(pair_mask, tf.sigmoid(diffs), tf.zeros_like(diffs))
+    return tf.reduce_sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
+
+
+@base.loss_function({"temperature": validation.validate_positive})
+def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
+    r"""ApproxNDCG: minus nDCG at the smooth ranks of Eq. 5-6.
+
+    Per list, :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
+    \hat\pi(i))}` (Eq. 3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
+    \sigma((s_j - s_i)/T)` over the valid documents (:func:`approx_ranks`, Eq. 6
+    with :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG.
+
+    TF-Ranking's ``ApproxNDCGLoss``: the same per-list value (TF-Ranking divides
+    both DCGs by :math:`2^{\max y}`, which cancels) and weight (1 for lists with
+    a relevant document, else 0), so the Keras class's reduced loss
+    (``SUM_OVER_BATCH_SIZE``: the weighted sum over lists / batch size) is
+    TF-Ranking's. Padded documents are absent here; TF-Ranking sets their
+    logits 1000 below the list's minimum (after the division by T), where the
+    sigmoid is 0 in float32, so the two agree there too.
+
+    Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      temperature: :math:`T > 0` (TF-Ranking's default 0.1); smaller is closer
+        to the true ranks.
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a
+      relevant document, 0 (and loss 0) otherwise.
+
+    >>> losses, _ = approx_ndcg_loss([[1., 0.]], [[0.6, 0.8]])
+    >>> round(float(losses[0]), 6)  # TF-Ranking's docstring: -0.655107
+    -0.655107
+    """
+    ranks = approx_ranks(scores, mask, temperature)
+    dcg = tf.reduce_sum(lists.gains(labels) * lists.log2_discount(ranks), axis=-1)
+    ndcg = numerics.safe_divide(dcg, rank_metrics.ideal_dcg(labels, mask))
+    return -ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+
+
+@register
+class ApproxNDCGLoss(base.RankingLoss):
+    r"""Keras loss of :func:`approx_ndcg_loss`: minus nDCG at sigmoid-smoothed ranks.
+
+    Equals ``tfr.keras.losses.ApproxNDCGLoss`` (same default temperature 0.1).
+
+    >>> round(float(ApproxNDCGLoss()([[1., 0.]], [[0.6, 0.8]])), 6)
+    -0.655107
+    """
+
+    loss_function = staticmethod(approx_ndcg_loss)
+
+    def __init__(self, temperature=0.1, ragged=False, reduction=backend.DEFAULT_REDUCTION,
+                 name="approx_ndcg"):
+        super().__init__(locals())
+
+
+@base.loss_function({"temperature": validation.validate_positive})
+def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
+    r"""ListNet: cross entropy of the top-one probabilities, weighted by the label sum.
+
+    Per list, the loss is :math:`-\sum_i \frac{y_i}{\sum_k y_k}
+    \log\frac{e^{s_i/T}}{\sum_j e^{s_j/T}}` (sums over the valid documents: the
+    cross entropy between the labels normalized to sum 1 and the softmax of
+    the scores) and the weight is :math:`\sum_k y_k`, so ``losses * weights``
+    is TF-Ranking's per-list :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i`.
+    Numerics: with :math:`x = s/T` clipped as the module docstring says and
+    :math:`m` the list's largest valid :math:`x` (a constant of the backward
+    pass), :math:`-\log\mathrm{softmax}(x)_i = \log\sum_j e^{x_j - m} - (x_i -
+    m)`: every ``exp`` argument is <= 0, the sum is >= 1, and the value is exact
+    where :math:`x_i - m` is (two relevant documents tied at :math:`10^{30}`
+    give :math:`\log 2` each, where :math:`\mathrm{logsumexp}(x) - x_i` gives 0).
+
+    TF-Ranking's ``SoftmaxLoss`` maps onto ``(losses, weights)`` exactly so: its
+    ``compute_per_list`` returns this cross entropy and the weight
+    ``label_sum``, and its reduction (``SUM_OVER_BATCH_SIZE``) is
+    :math:`\frac1B\sum_b \mathrm{loss}_b\,\mathrm{weight}_b`, which the Keras
+    class's is too. Lists without relevant documents: weight 0 (loss 0). Per-list
+    ``sample_weight`` multiplies both alike; per-item ``sample_weight`` does not
+    (TF-Ranking multiplies the labels by it, changing the targets; here it
+    becomes the label-weighted mean of the item weights, as for every listwise
+    loss). Padded documents are absent here; TF-Ranking gives them the logit
+    :math:`\log 10^{-10}` in the softmax, a relative difference of about
+    :math:`10^{-10} / \sum_j e^{s_j/T}` per padded document.
+
+    Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      temperature: :math:`T > 0`, dividing the scores (TF-Ranking's, default 1).
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: the cross entropy, and the sum
+      of the valid labels.
+
+    >>> losses, weights = listnet_loss([[1., 0.]], [[0.6, 0.8]])
+    >>> round(float(losses[0] * weights[0]), 6)  # TF-Ranking's docstring: 0.7981389
+    0.798139
+    """
+    logits = clip_scores(clip_scores(scores) / temperature)  # (s / T may overflow)
+    floor = tf.constant(-scores.dtype.max / 4.0, scores.dtype)  # the lowest clipped logit
+    top = tf.reduce_max(tf.where(mask, logits, tf.fill(tf.shape(logits), floor)), axis=-1,
+                        keepdims=True)
+    top = tf.stop_gradient(tf.maximum(top, floor))  # (a list of 0 documents: floor)
+    shifted = tf.where(mask, logits - top, tf.zeros_like(logits))  # in [-max/2, 0]
+    total = tf.reduce_sum(tf.where(mask, tf.exp(shifted), tf.zeros_like(shifted)), axis=-1,
+                          keepdims=True)  # >= 1 where the list has a valid document
+    log_total = tf.math.log(tf.where(total > 0, total, tf.ones_like(total)))
+    label_sum = tf.reduce_sum(labels, axis=-1)  # padded labels are 0
+    targets = numerics.safe_divide(labels, label_sum[:, None])
+    # -log softmax = log(total) - (x - top), exact where x - top is (tied scores of 1e30)
+    terms = tf.where(mask, targets * (log_total - shifted), tf.zeros_like(logits))
+    return tf.reduce_sum(terms, axis=-1), label_sum
+
+
+@register
+class ListNetLoss(base.RankingLoss):
+    r"""Keras loss of :func:`listnet_loss`: ListNet, TF-Ranking's softmax loss.
+
+    Equals ``tfr.keras.losses.SoftmaxLoss`` (each list weighted by its label sum).
+
+    >>> round(float(ListNetLoss()([[1., 0.]], [[0.6, 0.8]])), 6)
+    0.798139
+    """
+
+    loss_function = staticmethod(listnet_loss)
+
+    def __init__(self, temperature=1.0, ragged=False, reduction=backend.DEFAULT_REDUCTION,
+                 name="listnet"):
+        super().__init__(locals())

@@ -22,7 +22,8 @@ Conventions shared by all losses (written once here, not in each loss):
   does, label -1); the Keras classes take them with ``ragged=True``.
 * Lists without relevant documents (or that cannot be ranked at all) get
   weight 0, a finite loss and zero gradient.
-* Keras classes (Keras 2 and Keras 3 on TensorFlow, :mod:`tfr_extensions.backend`):
+* Keras classes (Keras 2, and Keras 3 on every backend: on JAX and PyTorch they
+  compute with the bodies' ``keras.ops`` twins, :func:`neutral_body`):
   ``y_true`` is labels or keras-rs's ``{"labels", "mask"}`` (mask False =
   padding); ``sample_weight`` is ``[batch, 1]`` per list, or
   ``[batch, list_size]`` per item, turned into a per-list weight by

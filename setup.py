@@ -43,7 +43,7 @@ STACKS = {
         "numpy>=2",
         # Keras 3's other backends, for tfr_extensions.keras_ops and its suite
         # (`make test-backends`): JAX (CPU, about 380 MB) and PyTorch's CPU wheel
-        # (`torch==2.13.0+cpu` in stacks/keras3.txt: about 1 GB installed, 40-70 s;
+        # (`torch==2.13.0+cpu` in stacks/keras3.txt: about 750 MB installed, 40-70 s;
         # the registry's default Linux wheel pulls gigabytes of CUDA libraries), and
         # Rax, the JAX peer of the benchmarks.
         "jax[cpu]",

@@ -80,10 +80,8 @@ def our_loss(name: str) -> Callable:
     body = getattr(importlib.import_module(f"tfr_extensions.keras_ops.losses.{module}"), body_name)
 
     def loss(labels, scores):
-        labels, scores, valid, broken = lists.screen_lists(labels, scores, MAX_LABEL)
-        losses, weights, *_ = body(labels, lists.no_gradient_where(broken, scores), mask=valid,
-                                   **options)
-        return ops.mean(lists.nan_where(broken, losses) * weights)
+        losses, weights, _ = lists.screened_loss(body, labels, scores, None, MAX_LABEL, options)
+        return ops.mean(losses * weights)
     return loss
 
 

@@ -14,7 +14,6 @@ the TF loss functions) in the same process as the reference, and holds the
   relevant documents, list size 1 and bad input.
 * :func:`assert_close`: relative 1e-5 (float32) by default.
 """
-import os
 from typing import Callable, Dict, Iterator, Tuple
 
 import numpy as np

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
 from keras import ops
 
 import harness

@@ -13,7 +13,6 @@ from keras import ops
 
 import harness
 import tfr_extensions as tfrx
-from tfr_extensions.keras_ops import rank_metrics as k_rank_metrics
 from tfr_extensions.keras_ops import sorting as k_sorting
 from tfr_extensions.keras_ops import twin_sigmoid as k_twin
 from tfr_extensions.keras_ops.losses import twin_sigmoid as k_loss

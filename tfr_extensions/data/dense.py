@@ -149,9 +149,9 @@ def query_zscore_rows(features: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def _rows(data: LibSVMData, queries: np.ndarray, list_size: Optional[int],
-          rng: Optional[np.random.Generator]) -> Tuple[np.ndarray, np.ndarray]:
-    """Row indices ``[B, L]`` into the feature table (padding -> the last row) and
-    the bool mask ``[B, L]`` of ``queries``; lists longer than ``list_size`` keep a
+          rng: Optional[np.random.Generator]) -> np.ndarray:
+    """Row indices ``[B, L]`` of ``queries`` into the feature table (padding -> the
+    last, all-zero row); lists longer than ``list_size`` keep a
     random subset of ``list_size`` documents, in file order (``rng``)."""
     offsets = np.asarray(data.query_offsets, np.int64)
     starts, lengths = offsets[queries], offsets[queries + 1] - offsets[queries]
@@ -161,12 +161,7 @@ def _rows(data: LibSVMData, queries: np.ndarray, list_size: Optional[int],
     offset = np.broadcast_to(column, valid.shape).copy()
     for i in np.flatnonzero(lengths > width):  # truncation: a random subset per list
         offset[i] = np.sort(rng.choice(lengths[i], size=width, replace=False))
-    rows = np.where(valid, starts[:, None] + offset, data.num_documents)
-    return rows, valid
-
-
-def _gather(table: np.ndarray, labels: np.ndarray, rows: np.ndarray):
-    return table[rows], labels[rows]
+    return np.where(valid, starts[:, None] + offset, data.num_documents)
 
 
 def to_dense(data: LibSVMData, list_size: Optional[int] = None, *,
@@ -205,8 +200,8 @@ def to_dense(data: LibSVMData, list_size: Optional[int] = None, *,
     check_finite(data)
     table = feature_table(data, normalization)
     labels = np.append(np.asarray(data.labels, np.float32), np.float32(PADDING_LABEL))
-    rows, _ = _rows(data, queries, list_size, np.random.default_rng(seed))
-    return _gather(table, labels, rows)
+    rows = _rows(data, queries, list_size, np.random.default_rng(seed))
+    return table[rows], labels[rows]
 
 
 def _served_queries(data: LibSVMData, drop_no_relevant: bool) -> np.ndarray:
@@ -257,7 +252,7 @@ class RankingPyDataset(_BATCHES_BASE):
         self._table = feature_table(data, normalization)
         self._labels = np.append(np.asarray(data.labels, np.float32), np.float32(PADDING_LABEL))
         self._epoch = 0
-        self._order = self._queries
+        self._order = self._epoch_order()
 
     @property
     def num_batches(self) -> int:
@@ -271,13 +266,15 @@ class RankingPyDataset(_BATCHES_BASE):
             raise IndexError(f"batch {index} of {self.num_batches}")
         queries = self._order[index * self._batch_size:(index + 1) * self._batch_size]
         rng = np.random.default_rng((self._seed, self._epoch, index))
-        rows, _ = _rows(self._data, queries, self._list_size, rng)
-        return _gather(self._table, self._labels, rows)
+        rows = _rows(self._data, queries, self._list_size, rng)
+        return self._table[rows], self._labels[rows]
 
-    def on_epoch_begin(self) -> None:
-        if self._shuffle:
-            self._order = np.random.default_rng((self._seed, self._epoch)).permutation(
-                self._queries)
+    def _epoch_order(self) -> np.ndarray:
+        """This epoch's query order: drawn from ``(seed, epoch)`` with ``shuffle``."""
+        if not self._shuffle:
+            return self._queries
+        return np.random.default_rng((self._seed, self._epoch)).permutation(self._queries)
 
-    def on_epoch_end(self) -> None:
+    def on_epoch_end(self) -> None:  # Keras 3's PyDataset and Keras 2's Sequence both call it
         self._epoch += 1
+        self._order = self._epoch_order()

@@ -43,6 +43,33 @@ def check_list_shapes(labels, scores) -> None:
                          f"{tuple(labels.shape)} and {tuple(scores.shape)}.")
 
 
+def prepare_scores(scores, mask=None):
+    """Scores in the compute dtype (non-float ones as float32), checked to be
+    ``[batch, list_size]``, and the bool validity mask (all True when ``mask`` is None),
+    as :func:`tfr_extensions.ops.lists.prepare_scores`."""
+    scores = ops.convert_to_tensor(scores)
+    if not dtype_name(scores).startswith(("float", "bfloat")):
+        scores = ops.cast(scores, "float32")
+    scores = ops.cast(scores, compute_dtype(scores))
+    if len(scores.shape) != 2:
+        raise ValueError(f"`scores` must have shape [batch, list_size]; got {tuple(scores.shape)}.")
+    valid = ops.ones_like(scores, dtype="bool") if mask is None else ops.cast(mask, "bool")
+    return scores, valid
+
+
+def batch_gather(params, indices):
+    """``params[b, indices[b, ...]]`` for ``[B, L]`` params and int ``[B, ...]`` indices
+    (``tf.gather(params, indices, batch_dims=1)``), as
+    :func:`tfr_extensions.ops.lists.batch_gather`."""
+    if len(indices.shape) == 2:
+        return ops.take_along_axis(params, indices, axis=-1)
+    if len(indices.shape) != 3:
+        raise ValueError(f"`indices` must be [B, L] or [B, S, n]; got {tuple(indices.shape)}.")
+    expanded = ops.broadcast_to(params[:, None, :],
+                                tuple(ops.shape(indices)[:2]) + (ops.shape(params)[-1],))
+    return ops.take_along_axis(expanded, indices, axis=-1)
+
+
 def prepare_lists(labels, scores, mask=None):
     """``(labels, scores, mask)`` in the compute dtype, padded labels 0 and
     ``mask`` bool ``[batch, list_size]`` (True = valid)."""
@@ -101,6 +128,23 @@ def nan_where(broken, losses):
     """``losses`` with NaN in the lists where ``broken`` is set, and the same gradient."""
     nan = ops.where(broken, ops.full_like(losses, float("nan")), ops.zeros_like(losses))
     return losses + ops.stop_gradient(nan)
+
+
+def screened_loss(body, labels, scores, mask, max_label: float, options):
+    """A loss body under the bad-input policy: ``(losses, weights, aux)``.
+
+    Screens ``labels``/``scores`` (:func:`screen_lists`), runs ``body(labels, scores,
+    mask=valid, **options)`` on scores with no gradient in broken lists, and gives
+    those lists NaN losses: what :func:`tfr_extensions.losses.base.loss_function`
+    does around a TensorFlow body, here around its ``keras.ops`` twin.
+    """
+    scores = ops.convert_to_tensor(scores)
+    dtype = compute_dtype(scores)
+    labels, scores, valid, broken = screen_lists(
+        ops.cast(ops.convert_to_tensor(labels), dtype), ops.cast(scores, dtype), max_label, mask)
+    losses, weights, *aux = body(labels, scores=no_gradient_where(broken, scores), mask=valid,
+                                 **options)
+    return nan_where(broken, losses), weights, (aux[0] if aux else {})
 
 
 def labels_with_mask(y_true):

@@ -7,6 +7,7 @@ of :mod:`tfr_extensions.ops.numerics` (the same functions, the same contracts).
 """
 import math
 
+import keras
 from keras import ops
 
 
@@ -31,17 +32,28 @@ def log1mexp(x):
     return ops.where(near_zero, ops.log(-ops.expm1(safe_near)), ops.log1p(-ops.exp(safe_far)))
 
 
+def constant(value: float, dtype):
+    """A Python number as a tensor of ``dtype`` (``ops.cast`` of a Python float goes
+    through float32 on Keras's TensorFlow backend: 0.1 would lose its float64 digits,
+    2^509 would overflow)."""
+    return ops.convert_to_tensor(value, dtype=dtype)
+
+
+def _like(y, x):
+    """``y`` (a tensor or a Python number) in ``x``'s dtype."""
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    return constant(y, dtype) if isinstance(y, (int, float)) else ops.cast(y, dtype)
+
+
 def minimum(x, y):
     """Element-wise minimum in ``x``'s dtype. ``ops.minimum`` and ``ops.maximum`` of
     Keras 3.15 return float32 for float64 inputs on PyTorch; a select keeps the dtype
-    (and gives TensorFlow's gradient at ties: all of it to ``x``)."""
-    y = ops.convert_to_tensor(y, dtype=x.dtype) if isinstance(y, (int, float)) else ops.cast(
-        y, x.dtype)
+    (and gives TensorFlow's gradient at ties: all of it to ``x``; JAX would split it)."""
+    y = _like(y, x)
     return ops.where(x <= y, x, y)
 
 
 def maximum(x, y):
     """Element-wise maximum in ``x``'s dtype (see :func:`minimum`)."""
-    y = ops.convert_to_tensor(y, dtype=x.dtype) if isinstance(y, (int, float)) else ops.cast(
-        y, x.dtype)
+    y = _like(y, x)
     return ops.where(x >= y, x, y)

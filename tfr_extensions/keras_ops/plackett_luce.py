@@ -82,17 +82,6 @@ def gumbel_noise(shape, seed, dtype: str = "float32"):
     return -ops.log(-ops.log(uniform_noise(shape, seed, dtype)))
 
 
-def _prepare_scores(scores, mask=None):
-    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
-    bool validity mask (all True when ``mask`` is None)."""
-    scores = ops.convert_to_tensor(scores)
-    if not lists.dtype_name(scores).startswith(("float", "bfloat")):
-        scores = ops.cast(scores, "float32")
-    scores = ops.cast(scores, lists.compute_dtype(scores))
-    if len(scores.shape) != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {tuple(scores.shape)}.")
-    valid = ops.ones_like(scores, dtype="bool") if mask is None else ops.cast(mask, "bool")
-    return scores, valid
 
 
 def _logits(scores, temperature: float):
@@ -100,11 +89,6 @@ def _logits(scores, temperature: float):
     return scores if temperature == 1.0 else scores / temperature
 
 
-def _gather(values, indices):
-    """``values[b, indices[b, s, i]]``: ``[B, L]`` values, int ``[B, S, n]`` indices."""
-    batch, samples = ops.shape(indices)[0], ops.shape(indices)[1]
-    expanded = ops.broadcast_to(values[:, None, :], (batch, samples, ops.shape(values)[-1]))
-    return ops.take_along_axis(expanded, indices, axis=-1)
 
 
 def _shifted_logsumexp(x):
@@ -146,7 +130,7 @@ def _gumbel_order(logits, mask, num_samples: int, seed, topn: Optional[int]):
     if topn is None or topn >= list_size:
         order = ops.argsort(-keys, axis=-1)  # stable: padded documents in index order
         order = ops.cast(order if topn is None else order[..., :topn], "int32")
-        return order, _gather(mask, order), ops.zeros_like(keys, dtype="bool")
+        return order, lists.batch_gather(mask, order), ops.zeros_like(keys, dtype="bool")
     values, order = ops.top_k(keys, topn, sorted=True)
     order = ops.cast(order, "int32")
     placed = values > float("-inf")
@@ -176,7 +160,7 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed=None,
     num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
     temperature = validation.validate_positive(temperature, "temperature")
     topn = validation.validate_topn(topn)
-    scores, mask = _prepare_scores(scores, mask)
+    scores, mask = lists.prepare_scores(scores, mask)
     order, _, _ = _gumbel_order(_logits(scores, temperature), mask, num_samples, seed, topn)
     return order
 
@@ -195,7 +179,7 @@ def _with_sample_axis(rankings):
 def ranking_mask(rankings, mask):
     """Bool, shaped like ``rankings``: the position holds a valid document."""
     rankings, squeeze = _with_sample_axis(rankings)
-    valid = _gather(ops.cast(mask, "bool"), rankings)
+    valid = lists.batch_gather(ops.cast(mask, "bool"), rankings)
     return valid[:, 0, :] if squeeze else valid
 
 
@@ -224,7 +208,7 @@ def _position_terms(logits, rankings, placed, left_out):
     the left-out documents stay in every denominator, as one more entry: their
     largest logit weighted by the log-sum-exp of the others relative to it."""
     excluded = _excluded_logit(lists.dtype_name(logits))
-    ranked_logits = ops.where(placed, _gather(logits, rankings), excluded)
+    ranked_logits = ops.where(placed, lists.batch_gather(logits, rankings), excluded)
     left_out_top, left_out_total = _shifted_logsumexp(
         ops.where(left_out, logits[:, None, :], excluded))
     values = ops.concatenate([ranked_logits, left_out_top], axis=-1)  # [B, S, n + 1]
@@ -252,11 +236,11 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
     """
     topn = validation.validate_topn(topn)
     temperature = validation.validate_positive(temperature, "temperature")
-    scores, mask = _prepare_scores(scores, mask)
+    scores, mask = lists.prepare_scores(scores, mask)
     rankings, squeeze = _with_sample_axis(rankings)
     if topn is not None:
         rankings = rankings[..., :topn]
-    placed = _gather(mask, rankings)
+    placed = lists.batch_gather(mask, rankings)
     terms = _position_terms(_logits(scores, temperature), rankings, placed,
                             _left_out(mask, rankings, placed))
     return terms[:, 0, :] if squeeze else terms
@@ -274,7 +258,7 @@ def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1, seed
     num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
     temperature = validation.validate_positive(temperature, "temperature")
     topn = validation.validate_topn(topn)
-    scores, mask = _prepare_scores(scores, mask)
+    scores, mask = lists.prepare_scores(scores, mask)
     logits = _logits(scores, temperature)
     order, placed, left_out = _gumbel_order(
         ops.stop_gradient(logits), mask, num_samples, seed, topn)

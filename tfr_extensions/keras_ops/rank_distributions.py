@@ -85,41 +85,17 @@ def scaled_score_bound(dtype) -> float:
     return min(float(np.finfo(np.dtype(str(dtype))).max) / 4, _MAX_SCALED_SCORE_FLOAT64)
 
 
-def _constant(value: float, dtype):
-    """A Python number as a tensor of ``dtype`` (``ops.cast`` of a Python float
-    goes through float32 on Keras's TensorFlow backend: 0.1 would lose its float64
-    digits, 2^509 would overflow)."""
-    return ops.convert_to_tensor(value, dtype=dtype)
 
 
-def _maximum(x, y):
-    """``tf.maximum(x, y)`` in x's dtype: the gradient goes to x where x >= y.
-    (A select, not ``ops.maximum``: Keras 3.15's PyTorch ``ops.maximum`` returns
-    float32 for float64 tensors, and JAX splits the gradient of ties.)"""
-    dtype = lists.dtype_name(x)
-    y = _constant(y, dtype) if isinstance(y, (int, float)) else ops.cast(y, dtype)
-    return ops.where(x >= y, x, y)
 
 
-def _prepare_scores(scores, mask=None):
-    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
-    bool validity mask (all True when ``mask`` is None), as
-    :func:`tfr_extensions.ops.lists.prepare_scores`."""
-    scores = ops.convert_to_tensor(scores)
-    if not lists.dtype_name(scores).startswith(("float", "bfloat")):
-        scores = ops.cast(scores, "float32")
-    scores = ops.cast(scores, lists.compute_dtype(scores))
-    if len(scores.shape) != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {tuple(scores.shape)}.")
-    valid = ops.ones_like(scores, dtype="bool") if mask is None else ops.cast(mask, "bool")
-    return scores, valid
 
 
 def _clamp(x, bound: float):
     """``x`` clamped to ``[-bound, bound]``; the gradient passes inside the
     closed interval and is 0 beyond it (as ``tf.clip_by_value``: selects,
     where ``jnp.clip`` would halve the gradient at the bounds)."""
-    bound = _constant(bound, lists.dtype_name(x))
+    bound = numerics.constant(bound, lists.dtype_name(x))
     return ops.where(x > bound, bound, ops.where(x < -bound, -bound, x))
 
 
@@ -137,8 +113,8 @@ def win_probabilities(scores, mask, sigma: float, columns=None):
     """
     dtype = lists.dtype_name(scores)
     bound = scaled_score_bound(dtype)
-    scaled = _clamp(scores * _constant(0.5 / sigma, dtype), bound)
-    scaled = ops.where(mask, scaled, _constant(-2.0 * bound, dtype))
+    scaled = _clamp(scores * numerics.constant(0.5 / sigma, dtype), bound)
+    scaled = ops.where(mask, scaled, numerics.constant(-2.0 * bound, dtype))
     size = scores.shape[1]
     documents = np.arange(size)
     if columns is None:
@@ -150,7 +126,7 @@ def win_probabilities(scores, mask, sigma: float, columns=None):
         losers = ops.take_along_axis(scaled, columns, axis=1)
         same = ops.equal(ops.convert_to_tensor(documents.astype("int32"))[:, None, None],
                          columns[None, :, :])  # [L, B, K]
-    z = ops.where(same, _constant(NEUTRAL_Z, dtype),
+    z = ops.where(same, numerics.constant(NEUTRAL_Z, dtype),
                   ops.transpose(scaled)[:, :, None] - losers[None, :, :])
     return 0.5 + 0.5 * ops.erf(z)
 
@@ -179,7 +155,7 @@ def _exact(win, num_ranks: int):
 
 def _ndtr(x):
     """The standard normal CDF, as an ``erfc`` (accurate in the lower tail)."""
-    return 0.5 * ops.erfc(-x / _constant(2.0 ** 0.5, lists.dtype_name(x)))
+    return 0.5 * ops.erfc(-x / numerics.constant(2.0 ** 0.5, lists.dtype_name(x)))
 
 
 def _normal_cdf_difference(lower, upper):
@@ -194,10 +170,10 @@ def _normal(win, mask, num_ranks: int):
     dtype = lists.dtype_name(win)
     mean = ops.sum(win, axis=0)[:, :, None]  # Eq. 10, [B, K, 1]
     variance = ops.sum(win * (1.0 - win), axis=0)[:, :, None]
-    std = ops.sqrt(_maximum(variance, _MIN_RANK_VARIANCE))
+    std = ops.sqrt(numerics.maximum(variance, _MIN_RANK_VARIANCE))
     num_valid = ops.sum(ops.cast(mask, dtype), axis=-1)[:, None, None]
     ranks = ops.arange(num_ranks, dtype=dtype)[None, None, :]  # [1, 1, R]
-    inf = _constant(float("inf"), dtype)
+    inf = numerics.constant(float("inf"), dtype)
     lower = ops.where(ranks > 0, (ranks - 0.5 - mean) / std, -inf)
     upper = ops.where(ranks + 1 < num_valid, (ranks + 0.5 - mean) / std, inf)
     probs = _normal_cdf_difference(lower, upper)
@@ -211,11 +187,11 @@ def _sinkhorn(probs, mask, iterations: int):
     num_ranks = probs.shape[2]
     num_valid = ops.sum(ops.cast(mask, dtype), axis=-1)[:, None]  # [B, 1]
     ranks = ops.arange(num_ranks, dtype=dtype)[None, :]
-    beyond = _maximum(1.0 - ops.sum(probs, axis=-1, keepdims=True), 0.0)
+    beyond = numerics.maximum(1.0 - ops.sum(probs, axis=-1, keepdims=True), 0.0)
     beyond = ops.where(mask[:, :, None], beyond, ops.zeros_like(beyond))
     matrix = ops.concatenate([probs, beyond], axis=-1)  # [B, L, R + 1]
     targets = ops.concatenate([ops.cast(ranks < num_valid, dtype),
-                               _maximum(num_valid - float(num_ranks), 0.0)], axis=-1)
+                               numerics.maximum(num_valid - float(num_ranks), 0.0)], axis=-1)
     for _ in range(iterations):
         column_sums = ops.sum(matrix, axis=1, keepdims=True)  # [B, 1, R + 1]
         matrix = matrix * numerics.safe_divide(targets[:, None, :], column_sums)
@@ -255,7 +231,7 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
     validation.validate_choice(method, METHODS, "method")
     sinkhorn_iterations = validation.validate_int(sinkhorn_iterations, "sinkhorn_iterations",
                                                   minimum=0)
-    scores, valid = _prepare_scores(scores, mask)
+    scores, valid = lists.prepare_scores(scores, mask)
     probs = distributions_of(scores, valid, sigma, topn, method)
     if sinkhorn_iterations:
         probs = _sinkhorn(probs, valid, sinkhorn_iterations)

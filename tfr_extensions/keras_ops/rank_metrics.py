@@ -40,22 +40,18 @@ class RankTransform(NamedTuple):
     derivative: Callable
 
 
-def _log2_discount(ranks):
-    """1 / log2(1 + rank), with ln 2 in the dtype of ``ranks`` (``lists.log2_discount``
-    takes ``ops.log(2.0)`` in float32, 4e-9 off in float64)."""
-    return ops.log(ops.cast(2.0, ranks.dtype)) / ops.log1p(ranks)
 
 
 def _log_discount_derivative(ranks):
     """d/dr 1/log2(1 + r) = -(1/log2(1 + r))^2 / (ln 2 (1 + r))."""
     ln2 = ops.log(ops.cast(2.0, ranks.dtype))
-    return -ops.square(_log2_discount(ranks)) / (ln2 * (1.0 + ranks))
+    return -ops.square(lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
 
 
 #: f(r) = 1 / r: Precision, AP and ERR.
 RECIPROCAL = RankTransform(lambda r: 1.0 / r, lambda r: -1.0 / ops.square(r))
 #: f(r) = 1 / log2(1 + r): DCG.
-LOG_DISCOUNT = RankTransform(_log2_discount, _log_discount_derivative)
+LOG_DISCOUNT = RankTransform(lists.log2_discount, _log_discount_derivative)
 
 
 def _positions(ranks, mask, positions=None):
@@ -81,8 +77,6 @@ def _where(condition, values):
     return ops.where(condition, values, ops.zeros_like(values))
 
 
-def _gather(values, indices):
-    return ops.take_along_axis(values, indices, axis=-1)
 
 
 def _cumulative(values, product: bool = False):
@@ -97,10 +91,6 @@ def _cumulative(values, product: bool = False):
     return (ops.cumprod if product else ops.cumsum)(values, axis=-1)
 
 
-def _minimum(values, topn: int):
-    """``min(values, topn)`` in the dtype of ``values`` (Keras's PyTorch ``minimum``
-    with a Python number computes in float32)."""
-    return ops.minimum(values, ops.cast(topn, values.dtype))
 
 
 def _position_ranks(values):
@@ -113,7 +103,7 @@ def _precision_form(labels, ranks, mask, topn, positions):
     positions = _positions(ranks, mask, positions)
     relevant = ops.logical_and(_cutoff(positions, mask, topn), labels > 0)
     num_valid = ops.sum(ops.cast(mask, ranks.dtype), axis=-1)
-    k = num_valid if topn is None else _minimum(num_valid, topn)
+    k = num_valid if topn is None else numerics.minimum(num_valid, topn)
     return _where(relevant, ops.cast(positions, ranks.dtype)), k, RECIPROCAL
 
 
@@ -125,9 +115,9 @@ def _average_precision_weights(labels, ranks, mask, topn, positions):
     relevant = ops.logical_and(_cutoff(positions, mask, topn), labels > 0)
     pos = ops.cast(positions, ranks.dtype)
     # b_e / p_e in position order, then its suffix sums: S_p = sum_{q >= p}.
-    contrib_by_position = _gather(_where(relevant, 1.0 / pos), order)
+    contrib_by_position = lists.batch_gather(_where(relevant, 1.0 / pos), order)
     suffix = ops.flip(_cumulative(ops.flip(contrib_by_position, axis=-1)), axis=-1)
-    suffix_per_doc = _gather(suffix, positions - 1)
+    suffix_per_doc = lists.batch_gather(suffix, positions - 1)
     num_relevant = ops.sum(ops.cast(ops.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
     return _where(relevant, pos * suffix_per_doc), num_relevant
 
@@ -141,7 +131,7 @@ def _average_precision_form(labels, ranks, mask, topn, positions):
 def _average_precision_min_form(labels, ranks, mask, topn, positions):
     """Eq. 30, normalized by min(k, R) (LightGBM's map@k)."""
     weights, num_relevant = _average_precision_weights(labels, ranks, mask, topn, positions)
-    norm = num_relevant if topn is None else _minimum(num_relevant, topn)
+    norm = num_relevant if topn is None else numerics.minimum(num_relevant, topn)
     return weights, norm, RECIPROCAL
 
 
@@ -163,7 +153,7 @@ def _err_weights(stop_prob, ranks, mask, topn, positions):
     """w_d = R_d prod_{e: p_e < p_d} (1 - R_e) for documents within the cutoff."""
     positions = _positions(ranks, mask, positions)
     order = sorting.order_from_positions(positions)
-    weights = _gather(_err_by_position(_gather(stop_prob, order)), positions - 1)
+    weights = lists.batch_gather(_err_by_position(lists.batch_gather(stop_prob, order)), positions - 1)
     return _where(_cutoff(positions, mask, topn), weights)
 
 
@@ -204,7 +194,7 @@ def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, posit
 def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]):
     """DCG@k of the gains sorted descending."""
     ideal = sorting.sort_descending(gains, mask, topn)
-    return ops.sum(ideal * _log2_discount(_position_ranks(ideal)), axis=-1)
+    return ops.sum(ideal * lists.log2_discount(_position_ranks(ideal)), axis=-1)
 
 
 def ideal_dcg(labels, mask, topn: Optional[int] = None):

@@ -16,6 +16,7 @@ from typing import Optional
 
 from keras import ops
 
+from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import random as keras_random
 
 _NEG_INF = float("-inf")
@@ -27,9 +28,6 @@ def _descending_keys(scores, mask):
     return -ops.where(mask, scores + 0.0, ops.full_like(scores, _NEG_INF))
 
 
-def _gather(values, indices):
-    """``tf.gather(values, indices, batch_dims=1)`` for ``[B, L]`` tensors."""
-    return ops.take_along_axis(values, indices, axis=-1)
 
 
 def sort_order(scores, mask, tie_keys=None):
@@ -51,8 +49,8 @@ def sort_order(scores, mask, tie_keys=None):
         return ops.cast(ops.argsort(keys, axis=-1), "int32")
     # Two stable sorts: by the tie keys first (descending), then by score.
     by_tie_key = ops.cast(ops.argsort(-ops.cast(tie_keys, "int32"), axis=-1), "int32")
-    by_score = ops.cast(ops.argsort(_gather(keys, by_tie_key), axis=-1), "int32")
-    return _gather(by_tie_key, by_score)
+    by_score = ops.cast(ops.argsort(lists.batch_gather(keys, by_tie_key), axis=-1), "int32")
+    return lists.batch_gather(by_tie_key, by_score)
 
 
 def _invert_rows(permutations):
@@ -119,11 +117,11 @@ def midranks(scores, mask):
     batch, size = ops.shape(scores)[0], ops.shape(scores)[1]
     order = sort_order(scores, mask)
     # Valid documents strictly first (a valid -inf ties the padding's key).
-    valid_first = ops.cast(ops.argsort(ops.cast(ops.logical_not(_gather(mask, order)), "int32"),
+    valid_first = ops.cast(ops.argsort(ops.cast(ops.logical_not(lists.batch_gather(mask, order)), "int32"),
                                        axis=-1), "int32")
-    order = _gather(order, valid_first)
-    sorted_scores = _gather(scores, order)
-    sorted_mask = _gather(mask, order)
+    order = lists.batch_gather(order, valid_first)
+    sorted_scores = lists.batch_gather(scores, order)
+    sorted_mask = lists.batch_gather(mask, order)
     new_run = ops.logical_or(
         ops.not_equal(sorted_scores[:, 1:], sorted_scores[:, :-1]),
         ops.not_equal(sorted_mask[:, 1:], sorted_mask[:, :-1]))
@@ -136,5 +134,5 @@ def midranks(scores, mask):
     last = ops.reshape(ops.cast(ops.searchsorted(flat, flat, side="right"), "int32"),
                        (batch, size)) - offsets - 1
     sorted_midranks = 1.0 + 0.5 * ops.cast(first + last, scores.dtype)
-    ranks = _gather(sorted_midranks, _invert_rows(order))
+    ranks = lists.batch_gather(sorted_midranks, _invert_rows(order))
     return ops.where(mask, ranks, ops.zeros_like(ranks))

@@ -173,13 +173,6 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
     return ranks, positions
 
 
-def _prepare_scores(scores, mask):
-    scores = ops.convert_to_tensor(scores)
-    scores = ops.cast(scores, lists.compute_dtype(scores))
-    if len(scores.shape) != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {tuple(scores.shape)}.")
-    valid = ops.ones_like(scores, "bool") if mask is None else ops.cast(mask, "bool")
-    return scores, valid
 
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
@@ -203,7 +196,7 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     if labels is not None:
         labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     else:
-        scores, valid = _prepare_scores(scores, mask)
+        scores, valid = lists.prepare_scores(scores, mask)
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
     forward, _ = exact_forward_ranks(scores, valid, tie_break, seed)
 

@@ -167,6 +167,7 @@ def _dense(labels, scores, mask):
     return labels, scores, mask
 
 
+@functools.lru_cache(maxsize=None)
 def neutral_body(body: Callable) -> Callable:
     """The ``keras.ops`` twin of a TensorFlow loss body: the function of the same name
     in the same module under :mod:`tfr_extensions.keras_ops.losses`
@@ -186,19 +187,6 @@ def neutral_body(body: Callable) -> Callable:
             f"{body.__name__} has no keras.ops implementation ({module_name}."
             f"{body.__name__}): it runs on Keras's TensorFlow backend only; this process "
             f"runs {backend.describe()}.") from error
-
-
-def _screened_neutral_compute(body, labels, scores, mask, max_label, options) -> Output:
-    """The bad-input policy and ``body``'s ``keras.ops`` twin, on Keras's backend."""
-    from keras import ops  # pylint: disable=import-outside-toplevel
-    from tfr_extensions.keras_ops import lists as keras_lists  # pylint: disable=import-outside-toplevel
-    scores = ops.convert_to_tensor(scores)
-    dtype = keras_lists.compute_dtype(scores)
-    labels, scores, valid, broken = keras_lists.screen_lists(
-        ops.cast(ops.convert_to_tensor(labels), dtype), ops.cast(scores, dtype), max_label, mask)
-    losses, weights, *aux = neutral_body(body)(
-        labels, scores=keras_lists.no_gradient_where(broken, scores), mask=valid, **options)
-    return keras_lists.nan_where(broken, losses), weights, (aux[0] if aux else {})
 
 
 def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
@@ -256,8 +244,9 @@ def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
             return _nan_where(broken, losses), weights, (aux[0] if aux else {})
 
         def compute_neutral(labels, scores, mask, options) -> Output:
-            return _screened_neutral_compute(body, labels, scores, mask, label_limit(options),
-                                             options)
+            from tfr_extensions.keras_ops import lists as keras_lists  # pylint: disable=import-outside-toplevel
+            return keras_lists.screened_loss(neutral_body(body), labels, scores, mask,
+                                             label_limit(options), options)
 
         @functools.wraps(body)
         def function(labels, scores, *, mask=None, **options):

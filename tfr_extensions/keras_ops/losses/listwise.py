@@ -15,6 +15,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.keras_ops.losses.pairwise import clip_scores, dtype_max
 
 
@@ -28,13 +29,6 @@ def approx_ranks(scores, mask, temperature: float = 1.0):
     return ops.sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
 
 
-def ideal_dcg(labels):
-    r""":math:`DCG(\pi^*, y)`: the gains sorted descending at positions 1..L, ``[B]``
-    (padded labels are 0, so their gains 0 sort last). The value of
-    :func:`tfr_extensions.ops.rank_metrics.ideal_dcg` without a cutoff."""
-    ideal = ops.flip(ops.sort(lists.gains(labels), axis=-1), axis=-1)
-    positions = ops.cumsum(ops.ones_like(ideal), axis=-1)  # 1..L
-    return ops.sum(ideal * lists.log2_discount(positions), axis=-1)
 
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
@@ -48,7 +42,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     """
     ranks = approx_ranks(scores, mask, temperature)
     dcg = ops.sum(lists.gains(labels) * lists.log2_discount(ranks), axis=-1)
-    ndcg = numerics.safe_divide(dcg, ideal_dcg(labels))
+    ndcg = numerics.safe_divide(dcg, rank_metrics.ideal_dcg(labels, mask))
     return -ndcg, ops.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 

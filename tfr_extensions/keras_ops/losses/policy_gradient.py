@@ -30,11 +30,6 @@ from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.ops import vocabulary
 
 
-def _gather(values, indices):
-    """``values[b, indices[b, s, i]]`` for ``[B, L]`` values and int ``[B, S, n]`` indices."""
-    expanded = ops.broadcast_to(values[:, None, :],
-                                tuple(ops.shape(indices)[:2]) + (ops.shape(values)[-1],))
-    return ops.take_along_axis(expanded, indices, axis=-1)
 
 
 def _discounts(rankings, dtype):
@@ -48,7 +43,7 @@ def sampled_dcg_rewards(labels, rankings, normalize: bool = True):
     DCG@n when ``normalize`` (then :math:`\sum_t r_t` is nDCG@n). ``labels`` must
     be 0 at padded documents."""
     dtype = lists.dtype_name(labels)
-    rewards = lists.gains(_gather(labels, rankings)) * _discounts(rankings, dtype)
+    rewards = lists.gains(lists.batch_gather(labels, rankings)) * _discounts(rankings, dtype)
     if not normalize:
         return rewards
     return numerics.safe_divide(rewards, ideal_dcg(labels, rankings)[:, None, None])

@@ -13,7 +13,7 @@ from keras import ops
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops.rank_distributions import (
-    _maximum, distributions_of, rank_distributions)
+    distributions_of, rank_distributions)
 
 
 def training_discount(num_ranks: int, count, alpha: float, dtype):
@@ -30,7 +30,7 @@ def training_discount(num_ranks: int, count, alpha: float, dtype):
     """
     ranks = ops.arange(num_ranks, dtype=dtype)[None, :]  # [1, R]
     count = ops.cast(count, dtype)[:, None]  # [B, 1]
-    u = ranks / _maximum(count, 1.0)
+    u = ranks / numerics.maximum(count, 1.0)
     linear = 1.0 - u
     if alpha >= 0:
         log_discount = lists.log2_discount(ranks + 1.0)  # 1/log2(2 + r)

@@ -31,6 +31,7 @@ import math
 from keras import ops
 
 from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import numerics
 from tfr_extensions.ops.conventions import MAX_LABEL
 
 COST_TYPES = ("eg", "dg", "ddg", "p1", "p2")
@@ -43,20 +44,8 @@ _LOG_ZERO = -1e30
 _LOG_PROB_FLOOR = -1000.0
 
 
-def _constant(value: float, dtype):
-    """A Python number as a tensor of ``dtype`` (``ops.cast`` of a Python float
-    goes through float32 on Keras's TensorFlow backend: 0.1 would lose its float64
-    digits, 2^509 would overflow)."""
-    return ops.convert_to_tensor(value, dtype=dtype)
 
 
-def _maximum(x, y):
-    """``tf.maximum(x, y)`` in x's dtype: the gradient goes to x where x >= y.
-    (A select, not ``ops.maximum``: Keras 3.15's PyTorch ``ops.maximum`` returns
-    float32 for float64 tensors.)"""
-    dtype = lists.dtype_name(x)
-    y = _constant(y, dtype) if isinstance(y, (int, float)) else ops.cast(y, dtype)
-    return ops.where(x >= y, x, y)
 
 
 def _ideal_positions(labels, mask):
@@ -85,14 +74,14 @@ def cost_matrix(labels, mask, cost_type: str = "eg", gain_base: float = 4.0,
     index = ops.arange(size)
     eye = (index[:, None] == index[None, :])[None]
     pair_valid = ops.logical_and(mask[:, :, None], mask[:, None, :])
-    gains = ops.power(_constant(gain_base, dtype), labels) - 1.0
+    gains = ops.power(numerics.constant(gain_base, dtype), labels) - 1.0
     if cost_type in ("ddg", "p1", "p2"):
         positions = ops.cast(_ideal_positions(labels, mask), dtype)
     if cost_type == "eg":
-        shifted = ops.where(labels > 0, gains, _constant(-non_rele_gap, dtype))
+        shifted = ops.where(labels > 0, gains, numerics.constant(-non_rele_gap, dtype))
         cost = ops.abs(shifted[:, :, None] - shifted[:, None, :])
         same_label = labels[:, :, None] == labels[:, None, :]
-        cost = ops.where(same_label, _constant(var_penalty, dtype), cost)
+        cost = ops.where(same_label, numerics.constant(var_penalty, dtype), cost)
     elif cost_type in ("dg", "ddg"):
         cost = ops.abs(gains[:, :, None] - gains[:, None, :])
         if cost_type == "ddg":
@@ -111,11 +100,11 @@ def _masked_log_softmax(x, mask):
     elsewhere; shifted by the largest masked entry first (full precision at
     any magnitude)."""
     dtype = lists.dtype_name(x)
-    top = ops.max(ops.where(mask, x, _constant(-float("inf"), dtype)), axis=-1, keepdims=True)
+    top = ops.max(ops.where(mask, x, numerics.constant(-float("inf"), dtype)), axis=-1, keepdims=True)
     top = ops.where(ops.isfinite(top), top, ops.zeros_like(top))  # no valid entry
-    shifted = ops.where(mask, x - top, _constant(_LOG_ZERO, dtype))
+    shifted = ops.where(mask, x - top, numerics.constant(_LOG_ZERO, dtype))
     log_probs = shifted - ops.logsumexp(shifted, axis=-1, keepdims=True)
-    return ops.where(mask, _maximum(log_probs, _LOG_PROB_FLOOR), ops.zeros_like(x))
+    return ops.where(mask, numerics.maximum(log_probs, _LOG_PROB_FLOOR), ops.zeros_like(x))
 
 
 def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask, regularization: float,
@@ -129,19 +118,19 @@ def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask, regularization: 
     iterations. (No gradient is taken through the iterations.)
     """
     dtype = lists.dtype_name(cost)
-    lam = _constant(regularization, dtype)
+    lam = numerics.constant(regularization, dtype)
     pair_mask = ops.logical_and(row_mask[:, :, None], col_mask[:, None, :])
-    log_zero = _constant(_LOG_ZERO, dtype)
+    log_zero = numerics.constant(_LOG_ZERO, dtype)
     start = ops.full((ops.shape(cost)[0], 1, 1), regularization, dtype=dtype)  # [B, 1, 1]
     ratio = ops.ones_like(start)
     if epsilon_scaling:
         max_cost = ops.max(ops.where(pair_mask, cost, ops.zeros_like(cost)), axis=[1, 2])
-        start = _maximum(max_cost, lam)[:, None, None]
-        ratio = ops.power(lam / start, _constant(1.0 / max(iterations // 2, 1), dtype))
+        start = numerics.maximum(max_cost, lam)[:, None, None]
+        ratio = ops.power(lam / start, numerics.constant(1.0 / max(iterations // 2, 1), dtype))
 
     def body(k, state):
         f, g = state
-        eps = _maximum(start * ops.power(ratio, ops.cast(k, dtype)), lam)  # [B, 1, 1]
+        eps = numerics.maximum(start * ops.power(ratio, ops.cast(k, dtype)), lam)  # [B, 1, 1]
         arg = ops.where(pair_mask, (f[:, :, None] - cost) / eps, log_zero)
         g = eps[:, 0] * (log_b - ops.logsumexp(arg, axis=1))
         g = ops.where(col_mask, g, ops.zeros_like(g))
@@ -158,8 +147,8 @@ def transport_plan(f, g, cost, row_mask, col_mask, regularization: float):
     """:math:`P_{ij} = \\exp((f_i + g_j - C_{ij})/\\lambda)` on the valid pairs, ``[B, L, L]``."""
     dtype = lists.dtype_name(cost)
     pair_mask = ops.logical_and(row_mask[:, :, None], col_mask[:, None, :])
-    arg = (f[:, :, None] + g[:, None, :] - cost) / _constant(regularization, dtype)
-    return ops.exp(ops.where(pair_mask, arg, _constant(_LOG_ZERO, dtype)))
+    arg = (f[:, :, None] + g[:, None, :] - cost) / numerics.constant(regularization, dtype)
+    return ops.exp(ops.where(pair_mask, arg, numerics.constant(_LOG_ZERO, dtype)))
 
 
 def target_log_distribution(labels, mask, target: str):

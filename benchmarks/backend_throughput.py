@@ -17,7 +17,8 @@ of 32 and 128 documents, 16 of 512 and 1024):
   XLA, timed in the JAX process, so that the keras.ops twin is compared with
   the TensorFlow path on the same CPU in the same process.
 * **limit**: the cheapest fused O(L^2) pass (one sigmoid and one multiply-add per
-  pair, :math:`\\sum_j \\sigma(s_k - s_j) u_j`) compiled by the same compiler;
+  pair, :math:`\\sum_j \\sigma(s_k - s_j) u_j`) compiled by the same compiler (on
+  JAX in the column blocks of ``keras_ops.pairs.row_sums``, which XLA fuses);
   ``pairs/s`` of each loss is reported as a fraction of it.
 
 Throughput is lists per second of ``loss + d loss / d scores`` (the mean of the
@@ -59,9 +60,10 @@ OURS = {
 }
 
 
-def make_batch(list_size: int, seed: int = 0):
-    """NumPy ``(labels, scores)`` float32: the batches of ``benchmarks.loss_throughput``."""
-    batch = BATCH_FOR_SIZE.get(list_size, 16)
+def make_batch(list_size: int, seed: int = 0, lists: int = None):
+    """NumPy ``(labels, scores)`` float32: the batches of ``benchmarks.loss_throughput``
+    (``lists`` lists where given)."""
+    batch = lists or BATCH_FOR_SIZE.get(list_size, 16)
     rng = np.random.default_rng(seed)
     labels = rng.choice(5, size=(batch, list_size), p=[0.5, 0.3, 0.13, 0.05, 0.02])
     lengths = rng.integers(int(0.9 * list_size), list_size + 1, size=batch)
@@ -135,12 +137,18 @@ def jax_competitors(names: List[str]) -> Dict[str, Callable]:
 
 
 def jax_limit(labels, scores):
-    """The fused-pass limit: sum_j sigmoid(s_k - s_j) u_j, summed."""
+    """The fused-pass limit: sum_j sigmoid(s_k - s_j) u_j, summed, with the pairs in
+    column blocks (:func:`tfr_extensions.keras_ops.pairs.row_sums`): written with
+    broadcasting, XLA:CPU (JAX 0.10) stores the pairs before reducing them, which
+    measures memory, not the pass."""
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.keras_ops import pairs  # pylint: disable=import-outside-toplevel
     weights = jnp.where(labels >= 0, 1.0 / (1.0 + jnp.abs(scores)), 0.0)
-    pairs = jax.nn.sigmoid(scores[:, :, None] - scores[:, None, :])
-    return jnp.sum(pairs * weights[:, None, :])
+    rows = scores[:, :, None]
+    sums = pairs.row_sums(lambda s, w: jax.nn.sigmoid(rows - s) * w, [scores, weights],
+                          [0.0, 0.0])
+    return jnp.sum(sums)
 
 
 def jax_step(loss: Callable, steps: int, forward_only: bool) -> Callable:
@@ -291,14 +299,14 @@ def best_rates(runs: Dict[str, Callable], args_for: Dict[str, tuple], lists_per_
 
 
 def run_backend(backend: str, sizes, names, modes, steps, windows, seconds,
-                with_tensorflow: bool) -> List[dict]:
+                with_tensorflow: bool, lists: int = None) -> List[dict]:
     import keras  # pylint: disable=import-outside-toplevel
     from keras import ops  # pylint: disable=import-outside-toplevel
     assert keras.backend.backend() == backend, (keras.backend.backend(), backend)
     device = _device(backend)
     rows = []
     for size in sizes:
-        labels_np, scores_np = make_batch(size)
+        labels_np, scores_np = make_batch(size, lists=lists)
         labels, scores = ops.convert_to_tensor(labels_np), ops.convert_to_tensor(scores_np)
         lists_per_call = labels_np.shape[0] * steps
         for mode in modes:
@@ -322,7 +330,7 @@ def run_backend(backend: str, sizes, names, modes, steps, windows, seconds,
             limit_pairs = rates.pop("limit") * size * size
             for name, rate in rates.items():
                 rows.append({"backend": backend, "device": device, "mode": mode, "size": size,
-                             "loss": name, "lists_per_s": rate,
+                             "lists": labels_np.shape[0], "loss": name, "lists_per_s": rate,
                              "pairs_per_s": rate * size * size,
                              "limit_fraction": rate * size * size / limit_pairs,
                              "limit_pairs_per_s": limit_pairs})
@@ -356,6 +364,9 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     parser.add_argument("--losses", nargs="+", default=list(OURS))
     parser.add_argument("--torch-modes", nargs="+", default=["eager", "compile"])
+    parser.add_argument("--lists", type=int,
+                        help="lists per batch at every size (default: 64 up to L = 128, "
+                             "then 16); a GPU needs more to be filled")
     parser.add_argument("--steps-per-call", type=int, default=10)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=0.5)
@@ -369,7 +380,7 @@ def main(argv=None) -> None:
         modes = ["jit"] if args.worker == "jax" else args.torch_modes
         rows = run_backend(args.worker, args.sizes, args.losses, modes, args.steps_per_call,
                            args.windows, args.seconds,
-                           args.with_tensorflow and args.worker == "jax")
+                           args.with_tensorflow and args.worker == "jax", args.lists)
         print("ROWS" + json.dumps(rows), flush=True)
         return
     rows = []
@@ -379,7 +390,8 @@ def main(argv=None) -> None:
                    "--torch-modes", *args.torch_modes,
                    "--steps-per-call", str(args.steps_per_call), "--windows", str(args.windows),
                    "--seconds", str(args.seconds)] + (
-                       ["--with-tensorflow"] if args.with_tensorflow else [])
+                       ["--with-tensorflow"] if args.with_tensorflow else []) + (
+                       ["--lists", str(args.lists)] if args.lists else [])
         env = {**os.environ, "KERAS_BACKEND": backend}
         proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         for line in proc.stdout.splitlines():

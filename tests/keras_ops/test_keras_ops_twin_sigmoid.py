@@ -6,6 +6,7 @@ import importlib
 
 import numpy as np
 import pytest
+import scipy.stats
 import tensorflow as tf
 
 import keras
@@ -156,6 +157,46 @@ def test_tie_breaking_on_ties_equals_tf_with_the_same_keys(gradient):
                                                           scores, seed)
             harness.assert_close(-value, want_value, what=f"{metric} value")
             harness.assert_close(-grad, want_grad, what=f"{metric} gradient")
+
+
+def _tied_padded_lists(list_size, seed):
+    """Four lists of ``list_size`` with scores on a grid of 0.25 (many ties), one
+    list half padded, one with every valid score tied."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 5, size=(4, list_size)).astype(np.float32)
+    labels[1, list_size // 2:] = -1.0
+    scores = (np.round(rng.normal(size=(4, list_size)) * 4) / 4).astype(np.float32)
+    scores[2] = 0.75
+    return labels, scores
+
+
+@pytest.mark.parametrize("list_size", (20, 70, 1100))
+def test_every_list_length_path_equals_tf_and_the_lexicographic_order(list_size):
+    """Up to 32 documents (JAX: tanh form only), up to 1024 (JAX: positions by
+    counting, fused column blocks) and beyond (JAX: one two-key sort): positions
+    from random tie keys equal NumPy's lexicographic order (score, then key, then
+    index, padding last), midranks equal SciPy's, and the tie-broken loss and its
+    gradient equal TF's."""
+    labels, scores = _tied_padded_lists(list_size, list_size)
+    valid = labels >= 0
+    keys = harness.to_numpy(k_sorting.random_tie_keys(scores.shape, 5))
+    positions = harness.to_numpy(k_sorting.exact_ranks(scores, valid, keys))
+    index = np.broadcast_to(np.arange(list_size), scores.shape)
+    order = np.lexsort((index, -keys, -np.where(valid, scores, -np.inf)), axis=-1)
+    np.testing.assert_array_equal(positions, np.argsort(order, axis=-1) + 1)
+    midranks = harness.to_numpy(k_sorting.midranks(scores, valid))
+    for row, (s, v) in enumerate(zip(scores, valid)):
+        np.testing.assert_array_equal(midranks[row][v], scipy.stats.rankdata(-s[v]))
+        np.testing.assert_array_equal(midranks[row][~v], 0.0)
+    for metric, gradient, topn in (("ndcg", "type3", None), ("ap", "type1", 10),
+                                   ("nerr", "type2", 5)):
+        value, grad = value_and_grad_once(
+            lambda y, s: k_loss.twin_sigmoid_loss(y, s, metric=metric, topn=topn,
+                                                  gradient=gradient, seed=5)[0],
+            labels, scores)
+        want_value, want_grad = _metric_with_tie_keys(metric, gradient, topn, labels, scores, 5)
+        harness.assert_close(-value, want_value, what=f"{metric} value")
+        harness.assert_close(-grad, want_grad, what=f"{metric} gradient")
 
 
 def test_tie_broken_ranks_are_random_permutations_consistent_with_the_scores():

@@ -263,7 +263,8 @@ def _jax_raw_key(seed):
 def random_bits(shape, seed: Seed, bits: int):
     """Uniform int32 draws in ``[0, 2^bits)`` (``bits <= 31``) of ``shape`` from ``seed``.
 
-    PyTorch and TensorFlow: ``keras.random.randint``. JAX: the top ``bits`` of
+    PyTorch and TensorFlow: ``keras.random.randint`` (for ``bits = 31`` in ``[0,
+    2^31 - 1)``: its int32 bound cannot hold 2^31). JAX: the top ``bits`` of
     XLA's ``RngBitGenerator`` (``jax.random.bits`` with the ``"rbg"``
     implementation), its 128-bit state hashed from the seed ``[2]`` (so
     successive seeds of a ``SeedGenerator`` give unrelated streams), rather than
@@ -274,8 +275,8 @@ def random_bits(shape, seed: Seed, bits: int):
         raise ValueError(f"`bits` must be in [1, 31]; got {bits}.")
     shape = tuple(shape)
     if not _on_jax():
-        return keras.random.randint(shape, minval=0, maxval=2**bits, dtype="int32",
-                                    seed=_keras_seed(seed))
+        return keras.random.randint(shape, minval=0, maxval=min(2**bits, 2**31 - 1),
+                                    dtype="int32", seed=_keras_seed(seed))
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     key = _jax_raw_key(seed)

@@ -13,23 +13,30 @@ derivative of :math:`\sigma_b(z) = 1/(1+e^{-\alpha_b z})`:
   0 if :math:`u_{ij}=0`, :math:`-2\alpha_b\sigma_b(z)` if :math:`u_{ij}=-1`.
 
 Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`,
-forward by a sort; the backward pass forms the L x L pairwise derivatives
-(Eq. 17-18 / 27-28) with ``keras.ops.custom_gradient``.
+forward by a sort or a count (:mod:`~tfr_extensions.keras_ops.sorting`); the
+backward pass sums the L x L pairwise derivatives (Eq. 17-18 / 27-28) with
+``keras.ops.custom_gradient``.
 
-Numerics: every pair takes one ``exp``, :math:`e = e^{-\alpha_b |z|} \in (0, 1]`,
-and :math:`\sigma_b(|z|) = 1/(1+e)`, :math:`\sigma_b(-|z|) = e/(1+e)`: both
-exact to rounding (no cancellation, no overflow) for any z, so every
-derivative is finite and bounded by :math:`2\alpha_b`, also for |z| = 1e4 or
-an infinite score difference. The TensorFlow version gets the same values
-from one ``exp`` per document (:math:`e_j/(e_i+e_j)`) where the spread allows
-and one ``tanh`` per pair elsewhere; its XLA tricks (buckets, fused
-programs) have no twin here, which needs none.
+Numerics, as in the TensorFlow version: the logistic of every pair comes from
+one ``exp`` per document, :math:`\sigma(x_j - x_i) = e_j / (e_i + e_j)` with
+:math:`e = e^{x - \max x}`, while every list's valid spread
+:math:`\alpha_b (\max s - \min s)` is at most 60 (600 in float64), and from one
+``tanh`` per pair beyond that; both are exact to rounding where the exps are,
+and every derivative is finite and bounded by :math:`2\alpha_b`, also for
+score differences of 1e30. The element-wise :func:`twin_sigmoid` takes one
+:math:`e^{-\alpha_b |z|}` per element. The pairs are summed as
+:func:`~tfr_extensions.keras_ops.pairs.row_sums` finds fastest on each
+backend (never stored on JAX).
 """
 from typing import Optional
 
+import keras
+import numpy as np
 from keras import ops
 
 from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import pairs
 from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.keras_ops import sorting
 from tfr_extensions.ops import validation
@@ -117,34 +124,176 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     return _step(x)
 
 
-def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
-    r"""d loss / d scores from d loss / d ranks ``upstream`` (Eq. 17-18 with Eq.
-    11/20/21).
+# Padded documents enter the tanh form of the backward pass with a score at
+# least this far (in units of alpha_b * score / 2) below the list's lowest valid
+# score (and as far again as that score's magnitude, see _far_below), where tanh
+# saturates to exactly -1/+1: every pair with a padded document gets derivative 0
+# without a [B, L, L] mask. As in the TensorFlow version.
+_PADDED_SCORE_GAP = 1e3
+
+#: Largest spread ``alpha_b * (max - min)`` of a list's valid scores for which
+#: the backward pass takes the logistic of each pair from one ``exp`` per
+#: document (:class:`_LogisticsByExp`); a batch with a wider list takes one
+#: ``tanh`` per pair. Then ``exp(x - max x) >= e^-60`` (e^-600 in float64).
+_EXP_SPREAD_LIMIT = {"float32": 60.0, "float64": 600.0}
+# Added to e_i + e_j (>= e^-60, resp. e^-600, for valid pairs: a relative change
+# below 1e-11), so that two padded documents give 0 / tiny = 0.
+_TINY = {"float32": 1e-37, "float64": 1e-300}
+
+#: On JAX, lists of a static length up to this take the tanh form
+#: unconditionally: on short lists the spread check and the conditional cost
+#: more than the exps save.
+TANH_MAX_LIST_SIZE = 32
+
+def _far_below(values, gap: float):
+    """``values - gap - |values|`` (at least the dtype's lowest finite value): at
+    least ``gap`` below ``values`` also where ``gap`` is below their rounding unit."""
+    lowest = float(np.finfo(lists.dtype_name(values)).min)
+    return numerics.maximum(values - gap - ops.abs(values), lowest)
+
+
+def _below_valid(values, mask, gap: float):
+    """``values`` with padded entries replaced by a value at least ``gap`` below
+    the lowest valid value (:func:`_far_below`)."""
+    lowest = ops.min(ops.where(mask, values, ops.full_like(values, float("inf"))),
+                     axis=-1, keepdims=True)
+    lowest = ops.where(ops.isfinite(lowest), lowest, ops.zeros_like(lowest))
+    return ops.where(mask, values, _far_below(lowest, gap))
+
+
+class _LogisticsByExp:
+    r"""The logistic :math:`q_{ij} = \sigma(x_j - x_i)` of every pair as ``(a, b,
+    d)``, :math:`q = a / d` and :math:`1 - q = b / d`, from one ``exp`` per
+    document: :math:`e_i = e^{x_i - \max x}`, ``a`` = :math:`e_j`, ``b`` =
+    :math:`e_i`, ``d`` = :math:`e_i + e_j` (+ tiny). Padded documents get
+    :math:`e = 0`, so every pair with one has q or 1 - q = 0. Exact to rounding
+    while each list's valid spread is within ``_EXP_SPREAD_LIMIT``."""
+
+    @staticmethod
+    def per_document(x, mask):
+        highest = ops.max(ops.where(mask, x, ops.full_like(x, float("-inf"))), axis=-1,
+                          keepdims=True)
+        e = ops.exp(numerics.minimum(x - highest, 0.0))
+        return ops.where(mask, e, ops.zeros_like(e))
+
+    @staticmethod
+    def padded_value(values):
+        return 0.0
+
+    @staticmethod
+    def pairs(e_i, e_j):  # tiny is added per row (it vanishes beside any valid e)
+        return e_j, e_i, (e_i + _TINY[lists.dtype_name(e_i)]) + e_j
+
+
+class _LogisticsByTanh:
+    r""":class:`_LogisticsByExp` for any spread, with one ``tanh`` per pair:
+    :math:`\tau_{ij} = \tanh((x_j - x_i)/2)`, ``(1 + tau, 1 - tau, 2)``. Padded
+    documents sit ``_PADDED_SCORE_GAP`` below the lowest valid score, where tau
+    is exactly -1, so again q or 1 - q = 0 for every pair with one."""
+
+    @staticmethod
+    def per_document(x, mask):
+        return _below_valid(0.5 * x, mask, _PADDED_SCORE_GAP)
+
+    @staticmethod
+    def padded_value(values):
+        return _far_below(ops.min(values), _PADDED_SCORE_GAP)
+
+    @staticmethod
+    def pairs(half_i, half_j):
+        tau = ops.tanh(half_j - half_i)
+        return 1.0 + tau, 1.0 - tau, 2.0
+
+
+def _pair_derivatives(logistics, labels_i, labels_j, alpha_b: float, gradient: str):
+    r"""G: :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)` of Eq. 11, 20 or 21, with
+    :math:`\sigma_b(s_i - s_j) = 1 - q_{ij} = b / d` and :math:`1 - \sigma_b =
+    q_{ij} = a / d` (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}` from the
+    labels of the rows and columns (padded ones below every valid label)."""
+    a, b, d = logistics
+    if gradient != "type3":  # (a / d) (b / d): a b and d^2 can underflow, the ratios not
+        pair_grads = alpha_b * (a / d) * (b / d)  # Eq. 11
+    if gradient == "type1":
+        return pair_grads
+    higher, lower = labels_i > labels_j, labels_i < labels_j  # u_ij = 1, u_ij = -1
+    if gradient == "type3":  # Eq. 21: 2a(1 - sigma_b) if u = 1, -2a sigma_b if u = -1
+        return (2.0 * alpha_b) * ops.where(higher, a, ops.where(lower, -b, 0.0)) / d
+    return ops.where(higher, pair_grads, ops.where(lower, -pair_grads, 0.0))  # Eq. 20
+
+
+def _exp_is_exact(scores, mask, alpha_b: float):
+    """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar)."""
+    x = scores * alpha_b
+    spread = (ops.max(ops.where(mask, x, ops.full_like(x, float("-inf"))), axis=-1)
+              - ops.min(ops.where(mask, x, ops.full_like(x, float("inf"))), axis=-1))
+    return ops.all(spread <= _EXP_SPREAD_LIMIT[lists.dtype_name(x)])  # -inf: empty lists
+
+
+def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logistics):
+    r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
 
     With :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` and :math:`\delta =
     \partial L / \partial r`, :math:`\partial L/\partial s_k = \sum_j \delta_j
-    g_{jk} - \delta_k \sum_j g_{kj}`. Type1 G is symmetric, type2/3 G
-    antisymmetric, so both sums are one sum over row k of G:
-    :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs for type2 and
-    type3, lower for type1). Pairs with a padded document get 0.
-    O(B L^2) time and memory (the pairs ``[B, L, L]``).
+    g_{jk} - \delta_k \sum_j g_{kj}`. Type1 G is symmetric, type2 and type3 G
+    antisymmetric (:math:`u_{jk} = -u_{kj}`), so both sums are one sum over row
+    k of G: :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs for
+    type2 and type3, lower for type1); the diagonal cancels (type1) or vanishes
+    (:math:`u_{kk} = 0`). Every :math:`g_{kj}` is a function of the logistic
+    :math:`\sigma(\alpha_b(s_j - s_k))`, from ``logistics``
+    (:class:`_LogisticsByExp` or :class:`_LogisticsByTanh`), which also zero
+    the pairs of padded documents, so no ``[B, L, L]`` mask is formed. On JAX
+    one pass over the pairs (:func:`pairs.row_sums`: G is never stored); on
+    PyTorch, whose eager kernels store every pair tensor, G and then its row
+    sums :math:`G\delta` and :math:`G 1` (the fewest passes).
+    """
+    upstream = ops.where(mask, upstream, ops.zeros_like(upstream))
+    values = logistics.per_document(scores * alpha_b, mask)
+    sign = 1.0 if gradient != "type1" else -1.0
+    columns, fills = [values, upstream], [logistics.padded_value(values), 0.0]
+    if gradient != "type1":
+        labels = _below_valid(labels, mask, 1.0)
+        columns.append(labels)
+        fills.append(ops.min(labels) - 1.0)
+
+    def pair_grads(value_columns, label_columns=None):
+        return _pair_derivatives(
+            logistics.pairs(values[:, :, None], value_columns),
+            None if label_columns is None else labels[:, :, None], label_columns, alpha_b,
+            gradient)
+
+    if keras.backend.backend() == "jax":  # one fused pass, G never stored
+        def terms(value_columns, upstream_columns, label_columns=None):
+            return (pair_grads(value_columns, label_columns)
+                    * (upstream_columns + sign * upstream[:, :, None]))
+
+        grads = pairs.row_sums(terms, columns, fills)
+    else:  # G once, then its two row sums G delta and G 1
+        g = pair_grads(*(c[:, None, :] for c in columns[:1] + columns[2:]))
+        grads = ops.sum(g * upstream[:, None, :], axis=-1) + sign * upstream * ops.sum(g, axis=-1)
+    return ops.where(mask, -sign * grads, ops.zeros_like(grads))
+
+
+def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
+    r""":func:`_ranks_backward_body` with one ``exp`` per document where that is
+    exact (every list's valid spread within ``_EXP_SPREAD_LIMIT``) and one
+    ``tanh`` per pair where not; on JAX, lists up to ``TANH_MAX_LIST_SIZE``
+    take the tanh form unconditionally. Padded entries of ``scores`` and
+    ``upstream`` may hold anything. O(B L^2) time; O(B L^2) memory on PyTorch,
+    O(B L) on JAX (XLA fuses the pairs). On PyTorch the choice of form reads
+    one flag from the device.
     """
     dtype = scores.dtype
     zero = ops.zeros_like(scores)
     upstream = ops.where(mask, ops.cast(upstream, dtype), zero)
-    scores = ops.where(mask, scores, zero)  # padded entries may hold anything
-    alpha = ops.cast(alpha_b, dtype)
-    sig, sig_neg = _logistic_pair(alpha * (scores[:, :, None] - scores[:, None, :]))
-    u = None
-    if gradient != "type1":
-        u = ops.sign(labels[:, :, None] - labels[:, None, :])
-    pair_grads = _derivative_from_logistics(sig, sig_neg, alpha, gradient, u)
-    pair_valid = ops.logical_and(mask[:, :, None], mask[:, None, :])
-    pair_grads = ops.where(pair_valid, pair_grads, ops.zeros_like(pair_grads))
-    sign = 1.0 if gradient != "type1" else -1.0
-    terms = pair_grads * (upstream[:, None, :] + sign * upstream[:, :, None])
-    grads = -sign * ops.sum(terms, axis=-1)
-    return ops.where(mask, grads, zero)
+    scores = ops.where(mask, scores, zero)
+    args = (upstream, scores, labels, mask, alpha_b, gradient)
+    size = scores.shape[1]
+    if (keras.backend.backend() == "jax" and size is not None
+            and size <= TANH_MAX_LIST_SIZE):
+        return _ranks_backward_body(*args, _LogisticsByTanh)
+    return ops.cond(_exp_is_exact(scores, mask, alpha_b),
+                    lambda: _ranks_backward_body(*args, _LogisticsByExp),
+                    lambda: _ranks_backward_body(*args, _LogisticsByTanh))
 
 
 def _tie_keys(scores, seed):

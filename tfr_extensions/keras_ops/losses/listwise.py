@@ -59,9 +59,13 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     """
     logits = clip_scores(clip_scores(scores) / temperature)  # (s / T may overflow)
     floor = -dtype_max(scores) / 4.0  # the lowest clipped logit
-    # (ops.max with `initial`: a list of 0 documents, where jnp.max has no identity)
-    top = ops.max(ops.where(mask, logits, ops.full_like(logits, floor)), axis=-1,
-                  keepdims=True, initial=floor)
+    # One more column at the floor: the identity of the max, also for a list of 0
+    # documents (not ops.max's `initial`, which Keras 3.15's PyTorch backend puts on
+    # the CPU whatever the device of the scores; it also refuses a batch of 0 lists).
+    floored = ops.pad(ops.where(mask, logits, ops.full_like(logits, floor)),
+                      [[0, 0], [0, 1]], constant_values=floor)
+    top = (floored[:, :1] if 0 in tuple(floored.shape)
+           else ops.max(floored, axis=-1, keepdims=True))
     top = ops.stop_gradient(top)
     shifted = ops.where(mask, logits - top, ops.zeros_like(logits))  # in [-max/2, 0]
     total = ops.sum(ops.where(mask, ops.exp(shifted), ops.zeros_like(shifted)), axis=-1,

@@ -1,12 +1,13 @@
-"""Exact ranks by sorting: the ``keras.ops`` twin of :mod:`tfr_extensions.ops.sorting`
-(the same functions, the same orders).
+"""Exact ranks by sorting or counting: the ``keras.ops`` twin of
+:mod:`tfr_extensions.ops.sorting` (the same functions, the same orders).
 
 Every order is descending score, then descending tie key (when given), then
 ascending index, padded documents last: ``keras.ops.argsort`` is stable on
 every backend (``jnp.argsort``, ``torch.argsort(stable=True)``, TF's
 ``argsort``), so a stable ascending sort of the negated keys keeps the lower
 index first among ties. With tie keys the order takes two stable sorts (by
-key, then by score), as the TensorFlow version does for float64.
+key, then by score), as the TensorFlow version does for float64; on JAX one
+``lax.sort`` on both keys.
 
 On JAX (every program XLA-compiled), lists of a static length up to
 :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead
@@ -158,7 +159,7 @@ def sort_descending(values, mask, topn: Optional[int] = None):
 
 
 def random_tie_keys(shape, seed):
-    """Random int32 keys in ``[0, 2^31)`` drawn from ``seed`` (see
+    """Random int32 keys in ``[0, 2^31)`` (``[0, 2^31 - 1)`` off JAX) drawn from ``seed`` (see
     :func:`tfr_extensions.keras_ops.random.random_bits`; None: Keras's global
     stream): a random permutation per list once used as the secondary sort key
     (Section 4.2 of the twin-sigmoid paper; a collision, probability ~L^2 /

@@ -136,14 +136,15 @@ _PADDED_SCORE_GAP = 1e3
 #: document (:class:`_LogisticsByExp`); a batch with a wider list takes one
 #: ``tanh`` per pair. Then ``exp(x - max x) >= e^-60`` (e^-600 in float64).
 _EXP_SPREAD_LIMIT = {"float32": 60.0, "float64": 600.0}
-# Added to e_i + e_j (>= e^-60, resp. e^-600, for valid pairs: a relative change
-# below 1e-11), so that two padded documents give 0 / tiny = 0.
+# Added to d = e_i + e_j (>= e^-60, resp. e^-600, for valid pairs, where it
+# vanishes), so that two padded documents give 0 / tiny = 0.
 _TINY = {"float32": 1e-37, "float64": 1e-300}
 
 #: On JAX, lists of a static length up to this take the tanh form
 #: unconditionally: on short lists the spread check and the conditional cost
 #: more than the exps save.
 TANH_MAX_LIST_SIZE = 32
+
 
 def _far_below(values, gap: float):
     """``values - gap - |values|`` (at least the dtype's lowest finite value): at

@@ -123,7 +123,8 @@ def test_the_readme_backend_quickstart_trains(tmp_path, monkeypatch):
     for part in ("train", "vali"):
         tfrx.data.write_libsvm(data, str(tmp_path / "Fold1" / f"{part}.txt"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KERAS_BACKEND", harness.BACKEND)  # the block names one; this process has its own
+    # the block names one backend; this process has its own
+    monkeypatch.setenv("KERAS_BACKEND", harness.BACKEND)
     namespace = {}
     exec(compile(_readme_backend_quickstart(), "README.md", "exec"), namespace)  # noqa: S102
     history = namespace["model"].history.history

@@ -9,8 +9,9 @@ visits the columns in blocks of :data:`BLOCK` (``keras.ops.map``) and adds
 each block's columns by element-wise additions, which XLA fuses with the
 terms into one loop over ``[B, L]``: no pair is stored, no reduction is
 formed (0.2-0.3 ns per pair of the twin-sigmoid backward on 2 EPYC cores at
-L = 512-1024, against 1.0-4.9 stored). On PyTorch (and TensorFlow) the pairs are formed at once, which is
-what their kernels do best, and so is JAX on a GPU, where XLA fuses a
+L = 512-1024, against 1.0-4.9 stored). On PyTorch (and TensorFlow) the pairs
+are formed at once, which is what their kernels do best, and so is JAX on a
+GPU, where XLA fuses a
 reduction with the chain that builds its input (there the blocks' sequential
 loop costs a launch per block: the twin-sigmoid loss ran 6x slower at L = 128
 and 12x slower at L = 1024 on an H200, ``docs/notes/keras_ops_backends.md``).

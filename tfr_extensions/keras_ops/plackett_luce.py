@@ -82,13 +82,9 @@ def gumbel_noise(shape, seed, dtype: str = "float32"):
     return -ops.log(-ops.log(uniform_noise(shape, seed, dtype)))
 
 
-
-
 def _logits(scores, temperature: float):
     """f / T (no op at T = 1)."""
     return scores if temperature == 1.0 else scores / temperature
-
-
 
 
 def _shifted_logsumexp(x):

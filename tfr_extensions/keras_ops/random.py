@@ -30,10 +30,10 @@ small host round trip per step, and JAX's limits on ordered callbacks (no
 ``vmap``; multi-device programs may refuse them: attach the generator to the
 model there instead).
 
-``seed=None`` means fresh draws: eagerly, :func:`uniform` takes them from
-Keras's global stream; in traced JAX code (where Keras refuses its global
-generator), and for :func:`random_bits` on JAX, they come from a process-wide
-host stream by the same host path.
+``seed=None`` means fresh draws: on PyTorch and TensorFlow :func:`random_bits`
+takes them from Keras's global stream; on JAX (where Keras refuses its global
+generator in traced code) from a process-wide host stream by the same host
+path.
 
 On JAX, :func:`random_bits` (the Plackett-Luce noise) draws from XLA's
 ``RngBitGenerator`` rather than ``keras.random``'s Threefry, whose compilation
@@ -223,13 +223,6 @@ def _keras_seed(seed):
         return 0
     values = ops.convert_to_numpy(seed).astype("int64").tolist()  # torch, tensorflow: eager
     return _as_int(values)
-
-
-def uniform(shape, seed: Seed, dtype: str = "float32", minval: float = 0.0,
-            maxval: float = 1.0):
-    """Uniform draws in ``[minval, maxval)`` of ``shape`` from ``seed``."""
-    return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype,
-                                seed=_keras_seed(seed))
 
 
 # MurmurHash3's 32-bit finalizer (a bijection with full avalanche) and four odd

@@ -85,12 +85,6 @@ def scaled_score_bound(dtype) -> float:
     return min(float(np.finfo(np.dtype(str(dtype))).max) / 4, _MAX_SCALED_SCORE_FLOAT64)
 
 
-
-
-
-
-
-
 def _clamp(x, bound: float):
     """``x`` clamped to ``[-bound, bound]``; the gradient passes inside the
     closed interval and is 0 beyond it (as ``tf.clip_by_value``: selects,

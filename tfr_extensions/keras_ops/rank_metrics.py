@@ -40,8 +40,6 @@ class RankTransform(NamedTuple):
     derivative: Callable
 
 
-
-
 def _log_discount_derivative(ranks):
     """d/dr 1/log2(1 + r) = -(1/log2(1 + r))^2 / (ln 2 (1 + r))."""
     ln2 = ops.log(ops.cast(2.0, ranks.dtype))
@@ -77,8 +75,6 @@ def _where(condition, values):
     return ops.where(condition, values, ops.zeros_like(values))
 
 
-
-
 def _cumulative(values, product: bool = False):
     """Cumulative sums (or products) along the last axis, in the dtype of ``values``.
 
@@ -89,8 +85,6 @@ def _cumulative(values, product: bool = False):
         import torch  # pylint: disable=import-outside-toplevel
         return (torch.cumprod if product else torch.cumsum)(values, dim=-1)
     return (ops.cumprod if product else ops.cumsum)(values, axis=-1)
-
-
 
 
 def _position_ranks(values):
@@ -153,7 +147,8 @@ def _err_weights(stop_prob, ranks, mask, topn, positions):
     """w_d = R_d prod_{e: p_e < p_d} (1 - R_e) for documents within the cutoff."""
     positions = _positions(ranks, mask, positions)
     order = sorting.order_from_positions(positions)
-    weights = lists.batch_gather(_err_by_position(lists.batch_gather(stop_prob, order)), positions - 1)
+    by_position = _err_by_position(lists.batch_gather(stop_prob, order))
+    weights = lists.batch_gather(by_position, positions - 1)
     return _where(_cutoff(positions, mask, topn), weights)
 
 

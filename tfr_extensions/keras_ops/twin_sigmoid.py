@@ -246,8 +246,8 @@ def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logi
     one pass over the pairs (:func:`pairs.row_sums`: G is never stored); on
     PyTorch, whose eager kernels store every pair tensor, G and then its row
     sums :math:`G\delta` and :math:`G 1` (the fewest passes).
+    ``upstream`` is 0 at padded documents (:func:`_ranks_backward` masks it).
     """
-    upstream = ops.where(mask, upstream, ops.zeros_like(upstream))
     values = logistics.per_document(scores * alpha_b, mask)
     sign = 1.0 if gradient != "type1" else -1.0
     columns, fills = [values, upstream], [logistics.padded_value(values), 0.0]
@@ -321,8 +321,6 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
         positions = sorting.exact_ranks(scores, valid)
         ranks = sorting.midranks(scores, valid)
     return ranks, positions
-
-
 
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",

@@ -29,8 +29,6 @@ def approx_ranks(scores, mask, temperature: float = 1.0):
     return ops.sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
 
 
-
-
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     r"""ApproxNDCG: :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
     \hat\pi(i))}` (Eq. 3-4) at the smooth ranks of :func:`approx_ranks` (Eq. 5-6,

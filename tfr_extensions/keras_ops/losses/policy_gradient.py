@@ -30,8 +30,6 @@ from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.ops import vocabulary
 
 
-
-
 def _discounts(rankings, dtype):
     """1 / log2(1 + position) for positions 1..n (a constant)."""
     return ops.convert_to_tensor(1.0 / np.log2(np.arange(2, rankings.shape[-1] + 2)), dtype)

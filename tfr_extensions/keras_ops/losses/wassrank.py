@@ -44,10 +44,6 @@ _LOG_ZERO = -1e30
 _LOG_PROB_FLOOR = -1000.0
 
 
-
-
-
-
 def _ideal_positions(labels, mask):
     """1-based positions of the documents sorted by descending label, ties by
     the lower index, padded documents last (in index order): what
@@ -100,7 +96,8 @@ def _masked_log_softmax(x, mask):
     elsewhere; shifted by the largest masked entry first (full precision at
     any magnitude)."""
     dtype = lists.dtype_name(x)
-    top = ops.max(ops.where(mask, x, numerics.constant(-float("inf"), dtype)), axis=-1, keepdims=True)
+    top = ops.max(ops.where(mask, x, numerics.constant(-float("inf"), dtype)), axis=-1,
+                  keepdims=True)
     top = ops.where(ops.isfinite(top), top, ops.zeros_like(top))  # no valid entry
     shifted = ops.where(mask, x - top, numerics.constant(_LOG_ZERO, dtype))
     log_probs = shifted - ops.logsumexp(shifted, axis=-1, keepdims=True)

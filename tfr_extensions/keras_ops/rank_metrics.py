@@ -187,7 +187,14 @@ def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, posit
 
 
 def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]):
-    """DCG@k of the gains sorted descending."""
+    """DCG@k of the gains sorted descending.
+
+    Where positions come from counting (JAX), the sum runs over the documents
+    at their ideal positions: no inverse, no gather."""
+    positions = sorting.counting_positions(gains, mask)
+    if positions is not None:
+        discounts = lists.log2_discount(ops.cast(positions, gains.dtype))
+        return ops.sum(_where(_cutoff(positions, mask, topn), gains * discounts), axis=-1)
     ideal = sorting.sort_descending(gains, mask, topn)
     return ops.sum(ideal * lists.log2_discount(_position_ranks(ideal)), axis=-1)
 

@@ -144,6 +144,15 @@ def exact_ranks(scores, mask, tie_keys=None):
     return inverse_order(sort_order(scores, mask, tie_keys))
 
 
+def counting_positions(values, mask):
+    """1-based positions of ``values`` sorted descending (ties by index, padded
+    last) where counting is faster than sorting (JAX, lists up to
+    ``COUNTING_MAX_LIST_SIZE``), else None: a caller that can use positions in
+    place of sorted values (a sum over positions) then needs no inverse and no
+    gather."""
+    return _count_positions(values, mask) if _counting_is_faster(values) else None
+
+
 def sort_descending(values, mask, topn: Optional[int] = None):
     """Each list's valid (non-negative) values in descending order, padded
     entries as 0 at the end; the first ``topn`` only when given. ``[B, K]``."""

@@ -247,7 +247,7 @@ def tensorflow_competitors(names: List[str]) -> Dict[str, Callable]:
         key, kwargs = registry[name]
         instance = tfrx.losses.get(key, **kwargs)
 
-        def loss_fn(labels, scores, function=instance.loss_function, options=instance.options):
+        def loss_fn(labels, scores, function=instance.spec.function, options=instance.options):
             losses, weights = function(labels, scores, **options)
             return tf.reduce_mean(losses * weights)
         for xla in (False, True):

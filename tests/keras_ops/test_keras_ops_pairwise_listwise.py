@@ -3,7 +3,7 @@
 TensorFlow bodies (``tfr_extensions/losses/{pairwise,listwise}.py``): per-list
 values and gradients on every shared case (padding, ties, no relevant document,
 list size 1, long lists, bad input), through the decorator's screening
-(``fn.compute_neutral`` against the decorated TF function); the Keras classes
+(``fn.spec.compute_neutral`` against ``fn.spec.compute``, the TF body); the Keras classes
 compute on the backend; ``model.fit`` trains with them; ``jax.jit`` compiles them.
 """
 import numpy as np
@@ -28,7 +28,7 @@ KEYS = ["ranknet", "ndcg_beta_hinge", "approx_ndcg", "listnet"]
 
 
 def function_of(key):
-    return tfrx.losses.get(key).loss_function
+    return tfrx.losses.get(key).spec.function
 
 
 def _per_list(compute, options):
@@ -68,10 +68,10 @@ BODY_CASES = ([(key, kwargs, case) for key, kwargs in CONFIGS if not kwargs
 def test_values_and_gradients_equal_the_tensorflow_body(key, kwargs, case):
     labels, scores = harness.CASES[case]
     function = function_of(key)
-    options = function.check_options(**kwargs)
-    value, grad = _compiled_value_and_grad(_per_list(function.compute_neutral, options),
+    options = function.spec.check_options(**kwargs)
+    value, grad = _compiled_value_and_grad(_per_list(function.spec.compute_neutral, options),
                                           labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list(function.compute, options),
+    want_value, want_grad = harness.tf_value_and_grad(_per_list(function.spec.compute, options),
                                                       labels, scores)
     harness.assert_close(value, want_value, what=f"{key} {case} value")
     harness.assert_close(grad, want_grad, what=f"{key} {case} gradient")
@@ -90,10 +90,10 @@ def test_extreme_and_tied_scores_equal_the_tensorflow_body(key):
                        [1e30, -1e30, 5e29, -5e29, 0.0], [1e30, 1e30, -1e30, 0.0, 7.0]],
                       np.float32)
     function = function_of(key)
-    options = function.check_options()
-    value, grad = _compiled_value_and_grad(_per_list(function.compute_neutral, options),
+    options = function.spec.check_options()
+    value, grad = _compiled_value_and_grad(_per_list(function.spec.compute_neutral, options),
                                           labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list(function.compute, options),
+    want_value, want_grad = harness.tf_value_and_grad(_per_list(function.spec.compute, options),
                                                       labels, scores)
     assert np.isfinite(value).all() and np.isfinite(grad).all()
     harness.assert_close(value, want_value)
@@ -109,13 +109,13 @@ def test_the_keras_class_computes_on_the_backend(key):
     labels, scores = harness.CASES["mixed"]
     loss = tfrx.losses.get(key)
     function = function_of(key)
-    options = function.check_options()
+    options = function.spec.check_options()
     sample_weight = np.linspace(0.5, 1.5, len(labels)).astype(np.float32)[:, None]
 
     def reference(weights):
         def reduced(labels_, scores_):
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
-            losses, list_weights, _ = function.compute(labels_, scores_, None, options)
+            losses, list_weights, _ = function.spec.compute(labels_, scores_, None, options)
             return tf.reduce_sum(losses * list_weights * weights) / len(labels)
         return harness.tf_value_and_grad(reduced, labels, scores)
 

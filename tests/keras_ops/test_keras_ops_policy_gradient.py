@@ -231,7 +231,7 @@ def _body_outputs(function, option_sets, labels, scores):
                                    temperature=options["temperature"], topn=options["topn"])
 
     def outputs(y, s, options):
-        return ops.stack(function.compute_neutral(y, s, None, options)[:2])
+        return ops.stack(function.spec.compute_neutral(y, s, None, options)[:2])
 
     if BACKEND != "jax":
         return [harness.value_and_grad(lambda y, s, o=o: outputs(y, s, o), labels, scores)
@@ -264,14 +264,14 @@ def test_bodies_match_tensorflow_on_the_rankings_they_sample(key, monkeypatch):
                                                                temperature=temperature)
 
     monkeypatch.setattr(tf_pg.pl, "sample_rankings_with_log_probs", tf_sampler)
-    option_sets = [function.check_options(seed=5, **options) for options in BODY_OPTIONS[key]]
+    option_sets = [function.spec.check_options(seed=5, **options) for options in BODY_OPTIONS[key]]
     for name, labels, scores in _case_sets():
         if BACKEND == "jax":  # fewer option sets: XLA compiles each for seconds on a CPU
             option_sets = option_sets[:2]
         results = _body_outputs(function, option_sets, labels, scores)
         for options, (value, grad, sampled["rankings"]) in zip(option_sets, results):
             want = harness.tf_value_and_grad(
-                lambda y, s: tf.stack(function.compute(y, s, None, options)[:2]), labels, scores)
+                lambda y, s: tf.stack(function.spec.compute(y, s, None, options)[:2]), labels, scores)
             what = f"{key} {options} {name}"
             _close(value, want[0], what)
             # TF leaves rounding residues of ~1e-7 times the reward in the gradient of

@@ -178,12 +178,12 @@ MORE_OPTIONS = [
 
 def _check_softndcg(options, cases):
     fn = tf_soft_rank.softndcg_loss
-    checked = fn.check_options(**options)
+    checked = fn.spec.check_options(**options)
     for name, labels, scores in cases:
         value, grad = _value_and_grad(
-            lambda l, s: fn.compute_neutral(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels, scores)
         tf_value, tf_grad = harness.tf_value_and_grad(
-            lambda l, s: fn.compute(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
         harness.assert_close(value, tf_value, what=f"{name} value")
         harness.assert_close(grad, tf_grad, what=f"{name} gradient")
 
@@ -202,7 +202,7 @@ def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
     """Float64 (JAX under ``jax_enable_x64``): scores of 1e160 pass the bound
     2^509 of the scaled scores, clamp and tie, as in the TF body."""
     fn = tf_soft_rank.softndcg_loss
-    checked = fn.check_options(topn=6)
+    checked = fn.spec.check_options(topn=6)
     labels, scores = (x.astype(np.float64) for x in harness.CASES["mixed"])
     context = contextlib.nullcontext()
     if harness.BACKEND == "jax":
@@ -211,9 +211,9 @@ def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
     for scale in (1.0, 1e160):
         with context:
             value, grad = _value_and_grad(
-                lambda l, s: fn.compute_neutral(l, s, None, checked)[0], labels, scores * scale)
+                lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels, scores * scale)
         tf_value, tf_grad = harness.tf_value_and_grad(
-            lambda l, s: fn.compute(l, s, None, checked)[0], labels, scores * scale)
+            lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores * scale)
         assert value.dtype == np.float64 and np.all(np.isfinite(grad))
         harness.assert_close(value, tf_value, rtol=1e-9, what=f"value x{scale}")
         harness.assert_close(grad, tf_grad, rtol=1e-9, atol=1e-12, what=f"gradient x{scale}")
@@ -222,9 +222,9 @@ def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
 def test_empty_batches_and_lists(shape):
     fn = tf_soft_rank.softndcg_loss
-    checked = fn.check_options()
+    checked = fn.spec.check_options()
     labels = np.ones(shape, np.float32)
-    value, grad = _value_and_grad(lambda l, s: fn.compute_neutral(l, s, None, checked)[0],
+    value, grad = _value_and_grad(lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0],
                                   labels, np.zeros(shape, np.float32))
     assert value.shape == shape[:1] and grad.shape == shape
     assert np.all(value == 0.0)
@@ -269,16 +269,16 @@ def test_jax_jit_of_value_and_grad_equals_tf():
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     labels, scores = harness.CASES["bad_input"]
     fn = tf_soft_rank.softndcg_loss
-    checked = fn.check_options(topn=3, method="normal")
+    checked = fn.spec.check_options(topn=3, method="normal")
 
     @jax.jit
     @jax.value_and_grad
     def total(s):
-        losses = fn.compute_neutral(jnp.asarray(labels), s, None, checked)[0]
+        losses = fn.spec.compute_neutral(jnp.asarray(labels), s, None, checked)[0]
         return jnp.sum(jnp.where(jnp.isnan(losses), 0.0, losses))
 
     value, grad = total(jnp.asarray(scores))
     tf_value, tf_grad = harness.tf_value_and_grad(
-        lambda l, s: fn.compute(l, s, None, checked)[0], labels, scores)
+        lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
     harness.assert_close(float(value), np.nansum(tf_value))
     harness.assert_close(np.asarray(grad), tf_grad)

@@ -59,8 +59,8 @@ def value_and_grad_once(fn, *args, argnum=1):
 
 def neutral_loss(**options):
     """Per-list losses of the keras.ops body, behind the shared bad-input screening."""
-    checked = LOSS.check_options(**options)
-    return lambda labels, scores: LOSS.compute_neutral(labels, scores, None, checked)[0]
+    checked = LOSS.spec.check_options(**options)
+    return lambda labels, scores: LOSS.spec.compute_neutral(labels, scores, None, checked)[0]
 
 
 def tf_loss(**options):

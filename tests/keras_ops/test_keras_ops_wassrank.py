@@ -49,12 +49,12 @@ def _value_and_grad(fn, *args):
 
 def _check(options, cases, rtol):
     fn = tf_wassrank.wassrank_loss
-    checked = fn.check_options(**options)
+    checked = fn.spec.check_options(**options)
     for name, labels, scores in cases:
         value, grad = _value_and_grad(
-            lambda l, s: fn.compute_neutral(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels, scores)
         tf_value, tf_grad = harness.tf_value_and_grad(
-            lambda l, s: fn.compute(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
         assert value.dtype == tf_value.dtype, name
         harness.assert_close(value, tf_value, rtol=rtol, what=f"{name} value")
         harness.assert_close(grad, tf_grad, rtol=rtol, what=f"{name} gradient")
@@ -102,8 +102,8 @@ def test_ideal_positions_equal_tf_exact_ranks():
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
 def test_empty_batches_and_lists(shape):
     fn = tf_wassrank.wassrank_loss
-    checked = fn.check_options()
-    value, grad = _value_and_grad(lambda l, s: fn.compute_neutral(l, s, None, checked)[0],
+    checked = fn.spec.check_options()
+    value, grad = _value_and_grad(lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0],
                                   np.ones(shape, np.float32), np.zeros(shape, np.float32))
     assert value.shape == shape[:1] and grad.shape == shape
     assert np.all(value == 0.0)
@@ -138,18 +138,18 @@ def test_jax_jit_of_value_and_grad_equals_tf():
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     labels, scores = (x.astype(np.float64) for x in harness.CASES["bad_input"])
     fn = tf_wassrank.wassrank_loss
-    checked = fn.check_options(cost_type="p2", target="softmax")
+    checked = fn.spec.check_options(cost_type="p2", target="softmax")
     with _float64():
 
         @jax.jit
         @jax.value_and_grad
         def total(s):
-            losses = fn.compute_neutral(jnp.asarray(labels), s, None, checked)[0]
+            losses = fn.spec.compute_neutral(jnp.asarray(labels), s, None, checked)[0]
             return jnp.sum(jnp.where(jnp.isnan(losses), 0.0, losses))
 
         value, grad = total(jnp.asarray(scores))
         assert value.dtype == jnp.float64
     tf_value, tf_grad = harness.tf_value_and_grad(
-        lambda l, s: fn.compute(l, s, None, checked)[0], labels, scores)
+        lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
     harness.assert_close(float(value), np.nansum(tf_value), rtol=1e-9)
     harness.assert_close(np.asarray(grad), tf_grad, rtol=1e-9)

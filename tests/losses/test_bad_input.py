@@ -41,7 +41,7 @@ rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributi
 def _distinct_configurations():
     """One name per distinct loss configuration that our names build."""
     seen, names = set(), []
-    for name in tfrx.losses.names(classes=False, aliases=False, tf_ranking=False):
+    for name in tfrx.losses.names(classes=False, tf_ranking=False):
         config = build(name).get_config()
         key = (type(build(name)).__name__,
                tuple(sorted((k, repr(v)) for k, v in config.items() if k != "name")))
@@ -59,7 +59,7 @@ def build(name, **kwargs):
 
 NAMES = _distinct_configurations()
 #: one name per class (its registry key), for the (slower) graph and XLA runs
-CLASS_NAMES = tfrx.losses.names(classes=False, presets=False, aliases=False, tf_ranking=False)
+CLASS_NAMES = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
 PAD = -1.0
 NAN, INF = float("nan"), float("inf")
 F32_BOUND = float(np.finfo(np.float32).max) / 4  # where ranknet and the hinge clip
@@ -468,17 +468,17 @@ def test_the_loss_function_applies_the_same_policy(name):
     scores = tf.constant(MIXED_SCORES)
     with tf.GradientTape() as tape:
         tape.watch(scores)
-        losses, weights = loss.loss_function(MIXED_LABELS, scores, **options)
+        losses, weights = loss.spec.function(MIXED_LABELS, scores, **options)
         total = tf.reduce_sum(tf.where(tf.math.is_nan(losses), 0.0, losses * weights))
     np.testing.assert_array_equal((losses * weights).numpy(), want_values)
     np.testing.assert_array_equal(tape.gradient(total, scores).numpy(), want_grads)
     assert np.isnan(losses.numpy()[[0, 6]]).all()
     # mask=False is padding: the label -1 rows as a mask give the same per-list values
     mask = MIXED_LABELS >= 0
-    masked, _ = loss.loss_function(np.where(mask, MIXED_LABELS, 7.0), scores, mask=mask,
+    masked, _ = loss.spec.function(np.where(mask, MIXED_LABELS, 7.0), scores, mask=mask,
                                    **options)
     np.testing.assert_array_equal(masked.numpy(), losses.numpy())
-    empty_losses, empty_weights = loss.loss_function(np.zeros((0, 4)), np.zeros((0, 4)),
+    empty_losses, empty_weights = loss.spec.function(np.zeros((0, 4)), np.zeros((0, 4)),
                                                      **options)
     assert empty_losses.shape == empty_weights.shape == (0,)
 

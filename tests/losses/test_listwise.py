@@ -119,7 +119,7 @@ def test_per_list_values_and_gradients_equal_the_oracle(key, oracle, kwargs):
 def test_reduced_loss_is_the_weighted_sum_over_the_batch_size():
     labels, scores = batch(6)
     for key in ("approx_ndcg", "listnet"):
-        losses, weights = tfrx.losses.get(key).loss_function(labels, scores)
+        losses, weights = tfrx.losses.get(key).spec.function(labels, scores)
         np.testing.assert_allclose(tfrx.losses.get(key)(labels, scores).numpy(),
                                    np.sum(losses.numpy() * weights.numpy()) / len(labels),
                                    rtol=1e-6)

@@ -32,8 +32,8 @@ from tfr_extensions.losses import base, registry
 from tfr_extensions.ops import lists
 
 #: one registry key per loss class (its default name)
-KEYS = tfrx.losses.names(classes=False, presets=False, aliases=False, tf_ranking=False)
-CLASSES = registry.loss_classes()
+KEYS = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
+CLASSES = {key: type(tfrx.losses.get(key)) for key in KEYS}
 
 #: every option of each loss changed from its default
 NON_DEFAULT = {
@@ -64,11 +64,11 @@ BAD_OPTION = {"twin_sigmoid": ("metric", "mrr"), "softndcg": ("sigma", -1.0),
 
 
 def function_of(key):
-    return CLASSES[key].loss_function
+    return CLASSES[key].spec.function
 
 
 def takes_seed(key):
-    return "seed" in base.keyword_options(function_of(key))
+    return "seed" in function_of(key).spec.defaults
 
 
 def build(name, **kwargs):
@@ -81,7 +81,7 @@ def build(name, **kwargs):
 def _distinct_configurations():
     """One name per distinct configuration that our names build."""
     seen, names = set(), []
-    for name in tfrx.losses.names(classes=False, aliases=False, tf_ranking=False):
+    for name in tfrx.losses.names(classes=False, tf_ranking=False):
         loss = tfrx.losses.get(name)
         key = (type(loss).__name__, json.dumps(loss.get_config() | {"name": ""}, sort_keys=True))
         if key not in seen:
@@ -106,18 +106,20 @@ SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
 
 # --- names and options --------------------------------------------------------------
 
-def test_names_follow_one_rule_and_earlier_keys_still_resolve():
-    assert set(KEYS) == set(CLASSES) and len(KEYS) == 9
+def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
+    assert len(KEYS) == 9 and len(set(CLASSES.values())) == 9
     for key, cls in CLASSES.items():
-        assert registry.default_name(cls) == key and not key.endswith("_loss")
+        assert cls.spec.key == key and not key.endswith("_loss")
+        assert inspect.signature(cls).parameters["name"].default == key
         assert type(tfrx.losses.get(cls.__name__)) is cls
-        assert getattr(tfrx.losses, f"{key}_loss") is cls.loss_function  # key + "_loss"
+        assert getattr(tfrx.losses, f"{key}_loss") is cls.spec.function  # key + "_loss"
+        assert cls.spec.function.spec is cls.spec
         assert getattr(tfrx.losses, cls.__name__) is cls
-    old = tfrx.losses.get("twin_sigmoid_loss", topn=3)  # the key before the rule
-    assert type(old) is tfrx.losses.TwinSigmoidLoss and old.name == "twin_sigmoid"
-    assert old.get_config() == tfrx.losses.get("twin_sigmoid", topn=3).get_config()
-    assert "twin_sigmoid_loss" in tfrx.losses.names()
-    assert "twin_sigmoid_loss" not in tfrx.losses.names(aliases=False)
+    assert "twin_sigmoid_loss" not in tfrx.losses.names()  # the function's name, not a key
+    with pytest.raises(ValueError, match="use 'twin_sigmoid'"):
+        tfrx.losses.get("twin_sigmoid_loss")
+    with pytest.raises(TypeError, match="key is its body's name"):
+        base.LossSpec(tfrx.losses.ranknet_loss.spec.body, "rank_net", {"sigma": float})
     assert "TwinSigmoidLoss" not in tfrx.losses.names(classes=False)
     assert "twin_ap_type2" not in tfrx.losses.names(presets=False)
     assert set(tfrx.losses.names(tf_ranking=False)) == set(registry.tfrx_loss_names())
@@ -134,18 +136,22 @@ def test_constructor_options_equal_the_function_options(key):
     init = list(inspect.signature(cls.__init__).parameters.values())
     assert [p.name for p in init[-3:]] == ["ragged", "reduction", "name"]
     constructor = {p.name: p.default for p in init[1:-3]}
-    assert constructor == base.keyword_options(function)
+    assert constructor == function.spec.defaults
     parameters = list(inspect.signature(function).parameters.values())
     assert [p.name for p in parameters[:3]] == ["labels", "scores", "mask"]
     assert parameters[2].kind is inspect.Parameter.KEYWORD_ONLY and parameters[2].default is None
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters[2:])
     loss = cls(**NON_DEFAULT[key])
     assert {k: loss.get_config()[k] for k in constructor} == loss.options
+    positional = cls(*(NON_DEFAULT[key][k] for k in constructor), False, "sum", "mine")
+    assert positional.get_config() == {**loss.get_config(), "reduction": "sum", "name": "mine"}
+    with pytest.raises(TypeError, match="multiple values"):
+        cls(NON_DEFAULT[key][next(iter(constructor))], **{next(iter(constructor)): None})
 
 
 @pytest.mark.parametrize("key", KEYS)
 def test_non_default_options_change_every_option(key):
-    defaults = base.keyword_options(function_of(key))
+    defaults = function_of(key).spec.defaults
     assert set(NON_DEFAULT[key]) == set(defaults)
     assert all(NON_DEFAULT[key][k] != defaults[k] for k in defaults)
 
@@ -244,7 +250,7 @@ def _per_list(name, kwargs, labels, scores, seed=None):
     scores = tf.constant(scores)
     with tf.GradientTape() as tape:
         tape.watch(scores)
-        losses, weights = loss.loss_function(labels, scores, **options)
+        losses, weights = loss.spec.function(labels, scores, **options)
         per_list = losses * weights
     return per_list.numpy(), tape.gradient(per_list, scores).numpy()
 
@@ -260,7 +266,7 @@ def _sampled_outcomes(name, kwargs, labels, scores, order, seeds, size):
     def run(seed):
         with tf.GradientTape() as tape:
             tape.watch(scores_t)
-            losses, weights = loss.loss_function(labels, scores_t, **{**options, "seed": seed})
+            losses, weights = loss.spec.function(labels, scores_t, **{**options, "seed": seed})
             per_list = losses * weights
         return per_list, tape.gradient(per_list, scores_t)
 
@@ -325,7 +331,7 @@ def test_ragged_input_equals_padded_input(key, kwargs):
     want = build(key, **kwargs)(labels, scores).numpy()
     np.testing.assert_allclose(build(key, ragged=True, **kwargs)(*ragged).numpy(), want,
                                rtol=1e-5, atol=1e-7)
-    function, options = build(key, **kwargs).loss_function, build(key, **kwargs).options
+    function, options = build(key, **kwargs).spec.function, build(key, **kwargs).options
     losses, weights = function(*ragged, **options)
     assert losses.shape == (3,)
     dense_losses, dense_weights = function(labels, scores, **options)

@@ -135,7 +135,7 @@ def screened_loss(body, labels, scores, mask, max_label: float, options):
 
     Screens ``labels``/``scores`` (:func:`screen_lists`), runs ``body(labels, scores,
     mask=valid, **options)`` on scores with no gradient in broken lists, and gives
-    those lists NaN losses: what :func:`tfr_extensions.losses.base.loss_function`
+    those lists NaN losses: what :meth:`tfr_extensions.losses.base.LossSpec.compute`
     does around a TensorFlow body, here around its ``keras.ops`` twin.
     """
     scores = ops.convert_to_tensor(scores)

@@ -9,7 +9,7 @@ Every loss is first a pure function of tensors, public in :mod:`tfr_extensions.l
 training loop (or of a gradient-boosting objective) is then, for example,
 ``tf.reduce_sum(losses * weights) / batch``. The options are keyword-only and
 validated at every call (a ``ValueError`` naming the option). The Keras class
-of a loss (:class:`RankingLoss`) holds that function and its options: its
+of a loss (:class:`RankingLoss`) holds the loss's :class:`LossSpec` and its options: its
 constructor validates them (errors come at construction), ``get_config``
 returns them and ``from_config`` is ``cls(**config)``, so every option
 round-trips through a JSON config without any code of its own.
@@ -38,7 +38,7 @@ Conventions shared by all losses (written once here, not in each loss):
   counter into it (:class:`StepSeeded`), so each training step sees fresh
   samples and two runs with one seed are identical.
 
-Bad input (the policy of every loss, applied in one place, :func:`loss_function`,
+Bad input (the policy of every loss, applied in one place, :meth:`LossSpec.compute`,
 so that the functions and the classes behave identically):
 
 * **Padding** (label < 0, or NaN, or ``mask`` False): ignored whatever its
@@ -61,6 +61,7 @@ so that the functions and the classes behave identically):
 
 The screening costs O(B L) element-wise operations and no host sync.
 """
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -189,85 +190,113 @@ def neutral_body(body: Callable) -> Callable:
             f"runs {backend.describe()}.") from error
 
 
-def loss_function(checks: Mapping[str, Callable[[Any, str], Any]],
-                  max_label: Optional[Callable[[Dict[str, Any]], float]] = None):
-    """Decorator: a per-list loss body -> the public loss function.
+#: an option's check: ``check(value, option_name) -> the value to use``; raises ValueError
+Check = Callable[[Any, str], Any]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LossSpec:
+    """One loss, declared once: its body, the check of each option, its name.
 
     The body is written ``body(labels, scores, *, mask=None, <options with
     defaults>)`` and documented as the public function; it sees inputs already
     through :func:`screen_lists` (compute dtype, padded labels 0, finite
     scores, ``mask`` a bool tensor) and options already checked. It returns
     ``(losses, weights)`` ``[batch]`` each, or ``(losses, weights, aux)``
-    (see :data:`Output`). The decorated function (same name, signature and
-    docstring) converts ragged inputs, checks every option with ``checks``
-    (option name -> ``check(value, arg) -> value``, one per keyword-only
-    option, which this decorator enforces), applies the bad-input policy and
-    returns ``(losses, weights)``. It also carries, for :class:`RankingLoss`:
+    (see :data:`Output`). Its keras.ops twin, for Keras's JAX and PyTorch
+    backends, is found by name (:func:`neutral_body`).
 
-    * ``check_options(**options)``: the options with defaults filled in, checked;
-    * ``compute(labels, scores, mask, options)``: ``(losses, weights, aux)``
-      for checked options, with the TensorFlow body;
-    * ``compute_neutral(labels, scores, mask, options)``: the same with the
-      body's ``keras.ops`` twin (:func:`neutral_body`), on Keras's backend;
-    * ``max_label(options)``: the largest valid label (:data:`lists.MAX_LABEL`
-      unless ``max_label`` says otherwise).
+    Attributes:
+      body: the loss body.
+      key: the registry key, the body's name without ``_loss`` (the rule of
+        :mod:`~tfr_extensions.losses.registry`) and the Keras class's default name.
+      checks: option name -> :data:`Check`, exactly one per keyword-only option
+        of the body but ``mask`` (enforced).
+      max_label: ``options -> the largest valid label``;
+        :data:`lists.MAX_LABEL` when None.
+      presets: more registry keys, each with the options it sets (e.g.
+        ``twin_ndcg_type3``).
+
+    Adding a loss takes its body, its spec, and a Keras class that names the
+    spec (:class:`RankingLoss`), registered with one decorator::
+
+        def my_loss(labels, scores, *, mask=None, sigma=1.0):
+            ...
+        MY = LossSpec(my_loss, "my", {"sigma": validation.validate_positive})
+        my_loss = MY.function
+
+        @registry.register
+        class MyLoss(RankingLoss):
+            spec = MY
     """
-    def decorate(body):
-        parameters = inspect.signature(body).parameters
-        defaults = {name: p.default for name, p in parameters.items()
-                    if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
-        if set(defaults) != set(checks) or "mask" not in parameters:
-            raise TypeError(f"{body.__name__}: `checks` must cover exactly its keyword-only "
-                            f"options {sorted(defaults)} (and it must take `mask`); "
-                            f"got {sorted(checks)}.")
 
-        def check_options(**options) -> Dict[str, Any]:
-            unknown = sorted(set(options) - set(defaults))
-            if unknown:
-                raise TypeError(f"{body.__name__}() got unexpected options {unknown}; "
-                                f"it takes {sorted(defaults)}.")
-            options = {**defaults, **options}
-            return {name: checks[name](value, name) for name, value in options.items()}
+    body: Callable[..., Output]
+    key: str
+    checks: Mapping[str, Check]
+    max_label: Optional[Callable[[Mapping[str, Any]], float]] = None
+    presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
-        def label_limit(options) -> float:
-            return lists.MAX_LABEL if max_label is None else max_label(options)
+    def __post_init__(self):
+        parameters = inspect.signature(self.body).parameters
+        if set(self.defaults) != set(self.checks) or "mask" not in parameters:
+            raise TypeError(f"{self.body.__name__}: `checks` must cover exactly its keyword-only "
+                            f"options {sorted(self.defaults)} (and it must take `mask`); "
+                            f"got {sorted(self.checks)}.")
+        if self.body.__name__ != f"{self.key}_loss":
+            raise TypeError(f"A loss's key is its body's name without `_loss`: "
+                            f"{self.body.__name__} cannot have the key {self.key!r}.")
 
-        def compute(labels, scores, mask, options) -> Output:
-            labels, scores, mask = _dense(labels, scores, mask)
-            scores = tf.convert_to_tensor(scores)
-            dtype = lists.compute_dtype(scores)
-            labels, scores, valid, broken = screen_lists(
-                tf.cast(tf.convert_to_tensor(labels), dtype), tf.cast(scores, dtype),
-                label_limit(options), mask)
-            losses, weights, *aux = body(labels, scores=_no_gradient_where(broken, scores),
-                                         mask=valid, **options)
-            return _nan_where(broken, losses), weights, (aux[0] if aux else {})
+    @functools.cached_property
+    def defaults(self) -> Dict[str, Any]:
+        """The options and their defaults (the body's keyword-only parameters but ``mask``)."""
+        return {name: p.default for name, p in inspect.signature(self.body).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
 
-        def compute_neutral(labels, scores, mask, options) -> Output:
-            from tfr_extensions.keras_ops import lists as keras_lists  # pylint: disable=import-outside-toplevel
-            return keras_lists.screened_loss(neutral_body(body), labels, scores, mask,
-                                             label_limit(options), options)
+    def check_options(self, **options) -> Dict[str, Any]:
+        """The options with defaults filled in, each through its check."""
+        unknown = sorted(set(options) - set(self.defaults))
+        if unknown:
+            raise TypeError(f"{self.body.__name__}() got unexpected options {unknown}; "
+                            f"it takes {sorted(self.defaults)}.")
+        options = {**self.defaults, **options}
+        return {name: self.checks[name](value, name) for name, value in options.items()}
 
-        @functools.wraps(body)
+    def label_limit(self, options: Mapping[str, Any]) -> float:
+        """The largest valid label under checked ``options``."""
+        return lists.MAX_LABEL if self.max_label is None else self.max_label(options)
+
+    def compute(self, labels, scores, mask, options) -> Output:
+        """``(losses, weights, aux)`` for checked ``options``, with the TensorFlow
+        body and the bad-input policy of the module docstring."""
+        labels, scores, mask = _dense(labels, scores, mask)
+        scores = tf.convert_to_tensor(scores)
+        dtype = lists.compute_dtype(scores)
+        labels, scores, valid, broken = screen_lists(
+            tf.cast(tf.convert_to_tensor(labels), dtype), tf.cast(scores, dtype),
+            self.label_limit(options), mask)
+        losses, weights, *aux = self.body(labels, scores=_no_gradient_where(broken, scores),
+                                          mask=valid, **options)
+        return _nan_where(broken, losses), weights, (aux[0] if aux else {})
+
+    def compute_neutral(self, labels, scores, mask, options) -> Output:
+        """:meth:`compute` with the body's ``keras.ops`` twin (:func:`neutral_body`),
+        on Keras's backend."""
+        from tfr_extensions.keras_ops import lists as keras_lists  # pylint: disable=import-outside-toplevel
+        return keras_lists.screened_loss(neutral_body(self.body), labels, scores, mask,
+                                         self.label_limit(options), options)
+
+    @functools.cached_property
+    def function(self) -> Callable:
+        """The public loss function: the body's name, signature and docstring;
+        ragged inputs padded, options checked, the bad-input policy applied;
+        returns ``(losses, weights)``. Its ``spec`` is this spec."""
+        @functools.wraps(self.body)
         def function(labels, scores, *, mask=None, **options):
-            losses, weights, _ = compute(labels, scores, mask, check_options(**options))
+            losses, weights, _ = self.compute(labels, scores, mask, self.check_options(**options))
             return losses, weights
 
-        function.check_options = check_options
-        function.compute = compute
-        function.compute_neutral = compute_neutral
-        function.body = body
-        function.max_label = label_limit
+        function.spec = self
         return function
-
-    return decorate
-
-
-def keyword_options(function) -> Dict[str, Any]:
-    """A loss function's options and their defaults (its keyword-only
-    parameters but ``mask``)."""
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
 
 
 class StepSeeded:
@@ -328,32 +357,53 @@ class StepSeeded:
 
 
 class RankingLoss(StepSeeded, keras.losses.Loss):
-    """The Keras class of a loss function: holds the function and its options.
+    """The Keras class of a loss: its :class:`LossSpec` and checked options.
 
-    A subclass names its function (``loss_function = staticmethod(fn)``) and
-    writes its documented constructor, whose options are exactly the
-    function's keyword-only options with the same defaults (the registry suite
-    checks it), followed by ``ragged``, ``reduction`` and ``name``; the body is
-    ``super().__init__(locals())``. This base class checks the options (the
-    function's own checks, so errors come at construction), returns them from
-    ``get_config`` (so ``from_config``, Keras's ``cls(**config)``, rebuilds the
-    loss), folds a step counter into ``seed`` for randomized losses
-    (:class:`StepSeeded`), and in :meth:`call` applies the function: per-list
-    ``losses * weights``, NaN for broken lists (module docstring).
+    A subclass sets ``spec`` and its docstring; its constructor is built from
+    the spec (:meth:`__init_subclass__`): the loss's options with their
+    defaults, in order, then ``ragged``, ``reduction`` and ``name`` (default:
+    the spec's key). This base class checks the options (the spec's checks,
+    so errors come at construction), returns them from ``get_config`` (so
+    ``from_config``, Keras's ``cls(**config)``, rebuilds the loss), folds a
+    step counter into ``seed`` for randomized losses (:class:`StepSeeded`),
+    and in :meth:`call` applies the loss: per-list ``losses * weights``, NaN
+    for broken lists (module docstring).
     """
 
-    #: the loss function (set by each subclass, as a staticmethod)
-    loss_function: Callable = None
-    #: registry keys of presets -> constructor kwargs
-    PRESETS: Dict[str, Dict[str, Any]] = {}
-    #: more registry keys for this class with its defaults (names of earlier versions)
-    ALIASES: Tuple[str, ...] = ()
+    #: the loss (set by each subclass)
+    spec: LossSpec = None
 
-    def __init__(self, arguments: Mapping[str, Any]):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is None:
+            return
+        keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        signature = inspect.Signature(
+            [inspect.Parameter("self", keyword)]
+            + [inspect.Parameter(option, keyword, default=default)
+               for option, default in spec.defaults.items()]
+            + [inspect.Parameter("ragged", keyword, default=False),
+               inspect.Parameter("reduction", keyword, default=backend.DEFAULT_REDUCTION),
+               inspect.Parameter("name", keyword, default=spec.key)])
+
+        def __init__(self, *args, **kwargs):  # pylint: disable=redefined-outer-name
+            arguments = signature.bind(self, *args, **kwargs)
+            arguments.apply_defaults()
+            options = dict(arguments.arguments)
+            del options["self"]
+            self._setup(options)
+
+        __init__.__signature__ = signature
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        __init__.__doc__ = f"{cls.__name__}({', '.join(list(signature.parameters)[1:])})"
+        cls.__init__ = __init__
+
+    def _setup(self, options: Dict[str, Any]) -> None:
+        """Construction from the bound constructor arguments (options, ``ragged``,
+        ``reduction``, ``name``); subclasses extend it."""
         if not backend.uses_tensorflow_ops():
-            neutral_body(self.loss_function.body)  # no keras.ops twin: fail now, naming it
-        options = {key: value for key, value in arguments.items()
-                   if key not in ("self", "__class__")}
+            neutral_body(self.spec.body)  # no keras.ops twin: fail now, naming it
         reduction = backend.standardize_reduction(
             options.pop("reduction", backend.DEFAULT_REDUCTION))
         name = options.pop("name", None)
@@ -364,7 +414,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
             raise ValueError(f"`ragged=True` takes tf.RaggedTensor inputs, which exist on Keras's "
                              f"TensorFlow backend only; this process runs {backend.describe()}. "
                              "Pad the lists (label -1) instead.")
-        self._options = self.loss_function.check_options(**options)
+        self._options = self.spec.check_options(**options)
         self._init_seed(self._options.get("seed"))  # a step counter only when seeded
 
     @property
@@ -376,7 +426,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     def max_label(self) -> float:
         """The largest valid label this loss accepts (:data:`lists.MAX_LABEL`
         unless the loss says otherwise); a list with a larger one gets NaN."""
-        return self.loss_function.max_label(self._options)
+        return self.spec.label_limit(self._options)
 
     def _to_dense(self, y_true, y_pred, sample_weight):
         if self._ragged or isinstance(y_true, tf.RaggedTensor):
@@ -423,8 +473,8 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         options = self._options
         if self._seed is not None:  # this call's seed: the counter folded in (None: fresh draws)
             options = {**options, "seed": self.next_seed()}
-        compute = (self.loss_function.compute if backend.uses_tensorflow_ops()
-                   else self.loss_function.compute_neutral)
+        compute = (self.spec.compute if backend.uses_tensorflow_ops()
+                   else self.spec.compute_neutral)
         losses, weights, aux = compute(y_true, y_pred, None, options)
         self._record(aux, weights)
         return (losses * weights)[:, None]

@@ -23,7 +23,6 @@ finite; below :math:`b` nothing changes, beyond it scores saturate (gradient 0).
 """
 import tensorflow as tf
 
-from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.pairwise import clip_scores
 from tfr_extensions.losses.registry import register
@@ -49,7 +48,6 @@ def approx_ranks(scores, mask, temperature: float = 1.0):
     return tf.reduce_sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
 
 
-@base.loss_function({"temperature": validation.validate_positive})
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     r"""ApproxNDCG: minus nDCG at the smooth ranks of Eq. 5-6.
 
@@ -87,6 +85,10 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     return -ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 
+APPROX_NDCG = base.LossSpec(approx_ndcg_loss, "approx_ndcg", {"temperature": validation.validate_positive})
+approx_ndcg_loss = APPROX_NDCG.function
+
+
 @register
 class ApproxNDCGLoss(base.RankingLoss):
     r"""Keras loss of :func:`approx_ndcg_loss`: minus nDCG at sigmoid-smoothed ranks.
@@ -97,14 +99,9 @@ class ApproxNDCGLoss(base.RankingLoss):
     -0.655107
     """
 
-    loss_function = staticmethod(approx_ndcg_loss)
-
-    def __init__(self, temperature=0.1, ragged=False, reduction=backend.DEFAULT_REDUCTION,
-                 name="approx_ndcg"):
-        super().__init__(locals())
+    spec = APPROX_NDCG
 
 
-@base.loss_function({"temperature": validation.validate_positive})
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     r"""ListNet: cross entropy of the top-one probabilities, weighted by the label sum.
 
@@ -162,6 +159,10 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     return tf.reduce_sum(terms, axis=-1), label_sum
 
 
+LISTNET = base.LossSpec(listnet_loss, "listnet", {"temperature": validation.validate_positive})
+listnet_loss = LISTNET.function
+
+
 @register
 class ListNetLoss(base.RankingLoss):
     r"""Keras loss of :func:`listnet_loss`: ListNet, TF-Ranking's softmax loss.
@@ -172,8 +173,4 @@ class ListNetLoss(base.RankingLoss):
     0.798139
     """
 
-    loss_function = staticmethod(listnet_loss)
-
-    def __init__(self, temperature=1.0, ragged=False, reduction=backend.DEFAULT_REDUCTION,
-                 name="listnet"):
-        super().__init__(locals())
+    spec = LISTNET

@@ -15,7 +15,6 @@ distinct ones tie, and their gradient is 0, as ``tf.clip_by_value`` gives.
 """
 import tensorflow as tf
 
-from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -61,7 +60,6 @@ def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
     return tf.where(pair_mask, pair_losses, tf.zeros_like(pair_losses)), pair_mask
 
 
-@base.loss_function({"sigma": validation.validate_positive})
 def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     r"""RankNet: mean pairwise cross entropy with targets :math:`(1+S_{ij})/2`.
 
@@ -93,6 +91,10 @@ def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     return tf.reduce_sum(pair_losses * share, axis=[1, 2]), weights
 
 
+RANKNET = base.LossSpec(ranknet_loss, "ranknet", {"sigma": validation.validate_positive})
+ranknet_loss = RANKNET.function
+
+
 @register
 class RankNetLoss(base.RankingLoss):
     r"""Keras loss of :func:`ranknet_loss`: RankNet with tie targets 1/2.
@@ -101,11 +103,7 @@ class RankNetLoss(base.RankingLoss):
     0.6931471824645996
     """
 
-    loss_function = staticmethod(ranknet_loss)
-
-    def __init__(self, sigma=1.0, ragged=False, reduction=backend.DEFAULT_REDUCTION,
-                 name="ranknet"):
-        super().__init__(locals())
+    spec = RANKNET
 
 
 def ideal_dcg_beta(labels, mask):
@@ -132,8 +130,6 @@ def ndcg_beta_pair_weights(labels, mask):
     return tf.where(pair_mask, numerics.safe_divide(label_diffs, norm), tf.zeros_like(label_diffs))
 
 
-@base.loss_function({"margin": validation.validate_positive,
-                     "squared": validation.validate_bool})
 def ndcg_beta_hinge_loss(labels, scores, *, mask=None, margin=1.0, squared=False):
     r"""RankSVM-ndcg: the NDCG-beta weighted pairwise hinge, Eq. 19-20.
 
@@ -171,6 +167,11 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None, margin=1.0, squared=False
     return losses, list_weights
 
 
+NDCG_BETA_HINGE = base.LossSpec(ndcg_beta_hinge_loss, "ndcg_beta_hinge", {
+    "margin": validation.validate_positive, "squared": validation.validate_bool})
+ndcg_beta_hinge_loss = NDCG_BETA_HINGE.function
+
+
 @register
 class NDCGBetaHingeLoss(base.RankingLoss):
     r"""Keras loss of :func:`ndcg_beta_hinge_loss`: the RankSVM-ndcg hinge.
@@ -179,8 +180,4 @@ class NDCGBetaHingeLoss(base.RankingLoss):
     1.0
     """
 
-    loss_function = staticmethod(ndcg_beta_hinge_loss)
-
-    def __init__(self, margin=1.0, squared=False, ragged=False,
-                 reduction=backend.DEFAULT_REDUCTION, name="ndcg_beta_hinge"):
-        super().__init__(locals())
+    spec = NDCG_BETA_HINGE

@@ -135,8 +135,6 @@ _SAMPLING_CHECKS = {
 }
 
 
-@base.loss_function({"metric": vocabulary.canonical_metric,
-                     "baseline": validation.validate_bool, **_SAMPLING_CHECKS})
 def expected_utility_loss(labels, scores, *, mask=None, metric="ndcg", topn=10, num_samples=1,
                           temperature=1.0, baseline=False, seed=None):
     r"""ExptUtility: REINFORCE on the expected metric of PL-sampled rankings.
@@ -187,8 +185,12 @@ def expected_utility_loss(labels, scores, *, mask=None, metric="ndcg", topn=10, 
     return -tf.reduce_mean(surrogate, axis=-1), weights, {"sampled_metric": rewards}
 
 
-@base.loss_function({"gamma": validation.number(0.0, 1.0, open_minimum=True),
-                     "normalize": validation.validate_bool, **_SAMPLING_CHECKS})
+EXPECTED_UTILITY = base.LossSpec(expected_utility_loss, "expected_utility", {
+    "metric": vocabulary.canonical_metric, "baseline": validation.validate_bool,
+    **_SAMPLING_CHECKS})
+expected_utility_loss = EXPECTED_UTILITY.function
+
+
 def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1,
                  temperature=1.0, normalize=True, seed=None):
     r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
@@ -242,6 +244,12 @@ def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1
             {"sampled_metric": tf.reduce_sum(ndcg, axis=-1)})
 
 
+MDPRANK = base.LossSpec(mdprank_loss, "mdprank", {
+    "gamma": validation.number(0.0, 1.0, open_minimum=True),
+    "normalize": validation.validate_bool, **_SAMPLING_CHECKS})
+mdprank_loss = MDPRANK.function
+
+
 class _PolicyGradientLoss(base.RankingLoss):
     """The Keras classes' shared part: the logged sampled metric.
 
@@ -253,8 +261,8 @@ class _PolicyGradientLoss(base.RankingLoss):
     :class:`SampledRankingMetric` reads back in the same step.
     """
 
-    def __init__(self, arguments):
-        super().__init__(arguments)
+    def _setup(self, options):
+        super()._setup(options)
         if not backend.uses_tensorflow_ops():
             self._record_store = _SampledMetricRecord()
             return
@@ -379,12 +387,7 @@ class ExpectedUtilityLoss(_PolicyGradientLoss):
     (True, True)
     """
 
-    loss_function = staticmethod(expected_utility_loss)
-
-    def __init__(self, metric="ndcg", topn=10, num_samples=1, temperature=1.0, baseline=False,
-                 seed=None, ragged=False, reduction=backend.DEFAULT_REDUCTION,
-                 name="expected_utility"):
-        super().__init__(locals())
+    spec = EXPECTED_UTILITY
 
 
 @register
@@ -400,12 +403,7 @@ class MDPRankLoss(_PolicyGradientLoss):
     True
     """
 
-    loss_function = staticmethod(mdprank_loss)
-
-    def __init__(self, gamma=1.0, topn=10, num_samples=1, temperature=1.0, normalize=True,
-                 seed=None, ragged=False, reduction=backend.DEFAULT_REDUCTION,
-                 name="mdprank"):
-        super().__init__(locals())
+    spec = MDPRANK
 
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")

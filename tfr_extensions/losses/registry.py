@@ -1,59 +1,42 @@
-"""Loss names: derived from the loss classes, never a hand-kept list.
+"""Loss names: derived from the losses' specs, never a hand-kept list.
 
 The naming rule: a loss's key is its function's name without ``_loss``
-(``twin_sigmoid_loss`` -> ``twin_sigmoid``, ``wassrank_loss`` -> ``wassrank``),
-and its Keras class is the CamelCase of that name with ``Loss`` (method names
-of the literature keep their spelling: ``SoftNDCGLoss``, ``WassRankLoss``,
+(``twin_sigmoid_loss`` -> ``twin_sigmoid``, ``wassrank_loss`` -> ``wassrank``;
+:class:`~tfr_extensions.losses.base.LossSpec` enforces it), and its Keras
+class is the CamelCase of that name with ``Loss`` (method names of the
+literature keep their spelling: ``SoftNDCGLoss``, ``WassRankLoss``,
 ``MDPRankLoss``, ``RankNetLoss``); the key is the class's default ``name``.
-TF-Ranking's keys all end in ``_loss``, ours never do.
+TF-Ranking's keys all end in ``_loss``, ours never do, and no name of ours is
+a function's name.
 
 A class decorated with :func:`register` is known under its key, under its
-class name, under each key of its ``PRESETS`` (e.g. ``twin_ndcg_type3`` ->
-``TwinSigmoidLoss(metric="ndcg", gradient="type3")``) and under each of its
-``ALIASES`` (keys of earlier versions, e.g. ``twin_sigmoid_loss``, so that
-saved configs and commands keep working). It is also registered as
+class name and under each preset of its spec (e.g. ``twin_ndcg_type3`` ->
+``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). It is also registered as
 Keras-serializable. :func:`get` falls back to ``tfr.keras.losses.get`` for
 TF-Ranking's names where TF-Ranking imports (the ``tf215`` stack); without it
 only our names exist.
 """
-import inspect
 from typing import Any, Dict, Tuple, Type
-
-import tensorflow as tf
 
 from tfr_extensions import compat
 from tfr_extensions.backend import keras
 
-_CLASSES: Dict[str, type] = {}  # key -> class
 _NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}  # every name -> (class, preset kwargs)
-_KINDS: Dict[str, str] = {}  # every name -> "key", "class", "preset" or "alias"
+_KINDS: Dict[str, str] = {}  # every name -> "key", "class" or "preset"
 
 
 def register(cls: Type) -> Type:
     """Class decorator: Keras-serializable, and known to :func:`get`."""
     cls = keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
-    key = default_name(cls)
+    key = cls.spec.key
     entries = [(key, {}, "key"), (cls.__name__, {}, "class")]
-    entries += [(preset, dict(kwargs), "preset")
-                for preset, kwargs in getattr(cls, "PRESETS", {}).items()]
-    entries += [(alias, {}, "alias") for alias in getattr(cls, "ALIASES", ())]
+    entries += [(preset, dict(kwargs), "preset") for preset, kwargs in cls.spec.presets.items()]
     for name, kwargs, kind in entries:
         if name in _NAMES and _NAMES[name][0] is not cls:
             raise ValueError(f"Loss name {name!r} is registered twice.")
         _NAMES[name] = (cls, kwargs)
         _KINDS[name] = kind
-    _CLASSES[key] = cls
     return cls
-
-
-def default_name(cls: Type) -> str:
-    """A loss class's registry key: the default of its constructor's ``name``."""
-    return inspect.signature(cls.__init__).parameters["name"].default
-
-
-def loss_classes() -> Dict[str, type]:
-    """Registry key -> loss class, for every registered class (sorted by key)."""
-    return dict(sorted(_CLASSES.items()))
 
 
 def tfr_loss_names() -> Tuple[str, ...]:
@@ -91,24 +74,23 @@ def _lambda_weight(value):
 
 
 def tfrx_loss_names() -> Tuple[str, ...]:
-    """Our loss names (keys, class names, presets, aliases), sorted."""
+    """Our loss names (keys, class names, presets), sorted."""
     return tuple(sorted(_NAMES))
 
 
-def names(*, classes: bool = True, presets: bool = True, aliases: bool = True,
+def names(*, classes: bool = True, presets: bool = True,
           tf_ranking: bool = True) -> Tuple[str, ...]:
     """Names :func:`get` accepts: ours (sorted), then TF-Ranking's (where it imports).
 
     By default every accepted name. Each flag leaves one kind out: our class
-    names (``classes``), preset names (``presets``), earlier keys
-    (``aliases``), TF-Ranking's names (``tf_ranking``). With all four False,
-    one key per loss class of ours, its default name:
+    names (``classes``), preset names (``presets``), TF-Ranking's names
+    (``tf_ranking``). With all three False, one key per loss class of ours,
+    its default name:
 
-    >>> names(classes=False, presets=False, aliases=False, tf_ranking=False)[:3]
+    >>> names(classes=False, presets=False, tf_ranking=False)[:3]
     ('approx_ndcg', 'expected_utility', 'listnet')
     """
-    left_out = {kind for kind, keep in (("class", classes), ("preset", presets),
-                                        ("alias", aliases)) if not keep}
+    left_out = {kind for kind, keep in (("class", classes), ("preset", presets)) if not keep}
     ours = tuple(name for name in tfrx_loss_names() if _KINDS[name] not in left_out)
     return ours + (tfr_loss_names() if tf_ranking else ())
 
@@ -116,8 +98,8 @@ def names(*, classes: bool = True, presets: bool = True, aliases: bool = True,
 def get(name: str, **kwargs) -> keras.losses.Loss:
     """A loss instance by name.
 
-    Our names (keys, class names, presets such as ``twin_ap_type2``, aliases)
-    build our classes, with ``kwargs`` overriding the preset. Where TF-Ranking
+    Our names (keys, class names, presets such as ``twin_ap_type2``) build
+    our classes, with ``kwargs`` overriding the preset. Where TF-Ranking
     imports, its names go to ``tfr.keras.losses.get(name, **kwargs)``, where
     ``lambda_weight`` may be a name from :data:`LAMBDA_WEIGHTS` (LambdaRank is
     ``get("pairwise_logistic_loss", lambda_weight="ndcg_v2")``).
@@ -140,4 +122,7 @@ def get(name: str, **kwargs) -> keras.losses.Loss:
         " TF-Ranking's loss names (approx_ndcg_loss, softmax_loss, ...) need tensorflow-ranking, "
         "which does not import here (ours, approx_ndcg and listnet, equal TF-Ranking's "
         "approx_ndcg_loss and softmax_loss).")
+    if name.endswith("_loss") and _KINDS.get(name[:-len("_loss")]) == "key":
+        missing += (f" Our keys never end in `_loss` (that is the function's name): "
+                    f"use {name[:-len('_loss')]!r}.")
     raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.{missing}")

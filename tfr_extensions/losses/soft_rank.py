@@ -11,7 +11,6 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -58,13 +57,6 @@ def _relevant_first(gains: tf.Tensor) -> Optional[tf.Tensor]:
     return order[:, :most]
 
 
-@base.loss_function({
-    "sigma": validation.validate_positive,
-    "topn": validation.validate_topn,
-    "discount_alpha": validation.number(-1.0, 1.0),
-    "method": validation.choice(METHODS),
-    "sinkhorn_iterations": validation.integer(minimum=0),
-})
 def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_alpha=1.0,
                   method="auto", sinkhorn_iterations=0):
     r"""Minus SoftNDCG (Eq. 14-15), per list.
@@ -139,6 +131,16 @@ def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_a
     return -soft_ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 
+SOFTNDCG = base.LossSpec(softndcg_loss, "softndcg", {
+    "sigma": validation.validate_positive,
+    "topn": validation.validate_topn,
+    "discount_alpha": validation.number(-1.0, 1.0),
+    "method": validation.choice(METHODS),
+    "sinkhorn_iterations": validation.integer(minimum=0),
+})
+softndcg_loss = SOFTNDCG.function
+
+
 @register
 class SoftNDCGLoss(base.RankingLoss):
     r"""Keras loss of :func:`softndcg_loss`: minus SoftNDCG (Eq. 14-15), per list.
@@ -151,9 +153,4 @@ class SoftNDCGLoss(base.RankingLoss):
     -0.5869
     """
 
-    loss_function = staticmethod(softndcg_loss)
-
-    def __init__(self, sigma=1.0, topn=None, discount_alpha=1.0, method="auto",
-                 sinkhorn_iterations=0, ragged=False,
-                 reduction=backend.DEFAULT_REDUCTION, name="softndcg"):
-        super().__init__(locals())
+    spec = SOFTNDCG

@@ -9,7 +9,6 @@ import itertools
 
 import tensorflow as tf
 
-from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -18,14 +17,6 @@ from tfr_extensions.ops import vocabulary
 from tfr_extensions.ops.twin_sigmoid import GRADIENT_TYPES, twin_sigmoid_metric
 
 
-@base.loss_function({
-    "metric": vocabulary.canonical_metric,
-    "topn": validation.validate_topn,
-    "gradient": validation.choice(GRADIENT_TYPES),
-    "alpha_b": validation.validate_positive,
-    "tie_break": validation.validate_bool,
-    "seed": validation.validate_seed,
-})
 def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gradient="type1",
                       alpha_b=1.0, tie_break=True, seed=None):
     r"""Minus a rank metric computed on twin-sigmoid ranks, per list.
@@ -64,6 +55,20 @@ def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gr
     return -value, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 
+TWIN_SIGMOID = base.LossSpec(twin_sigmoid_loss, "twin_sigmoid", {
+    "metric": vocabulary.canonical_metric,
+    "topn": validation.validate_topn,
+    "gradient": validation.choice(GRADIENT_TYPES),
+    "alpha_b": validation.validate_positive,
+    "tie_break": validation.validate_bool,
+    "seed": validation.validate_seed,
+}, presets={
+    f"twin_{metric}_{gradient}": {"metric": metric, "gradient": gradient}
+    for metric, gradient in itertools.product(vocabulary.PAPER_METRICS, GRADIENT_TYPES)
+})
+twin_sigmoid_loss = TWIN_SIGMOID.function
+
+
 @register
 class TwinSigmoidLoss(base.RankingLoss):
     r"""Keras loss of :func:`twin_sigmoid_loss`: minus a rank metric on twin-sigmoid ranks.
@@ -78,14 +83,4 @@ class TwinSigmoidLoss(base.RankingLoss):
     -0.5869
     """
 
-    loss_function = staticmethod(twin_sigmoid_loss)
-    PRESETS = {
-        f"twin_{metric}_{gradient}": {"metric": metric, "gradient": gradient}
-        for metric, gradient in itertools.product(vocabulary.PAPER_METRICS, GRADIENT_TYPES)
-    }
-    ALIASES = ("twin_sigmoid_loss",)
-
-    def __init__(self, metric="ndcg", topn=None, gradient="type1", alpha_b=1.0, tie_break=True,
-                 seed=None, ragged=False, reduction=backend.DEFAULT_REDUCTION,
-                 name="twin_sigmoid"):
-        super().__init__(locals())
+    spec = TWIN_SIGMOID

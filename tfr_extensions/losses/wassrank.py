@@ -75,7 +75,6 @@ import math
 
 import tensorflow as tf
 
-from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
@@ -212,16 +211,6 @@ def max_label(options) -> float:
     return min(lists.MAX_LABEL, 64.0 / math.log2(gain_base))
 
 
-@base.loss_function({
-    "regularization": validation.validate_positive,
-    "sinkhorn_iterations": validation.integer(minimum=1),
-    "cost_type": validation.choice(COST_TYPES),
-    "target": validation.choice(TARGETS),
-    "gain_base": validation.validate_positive,
-    "non_rele_gap": validation.number(minimum=0.0),
-    "var_penalty": validation.validate_positive,
-    "epsilon_scaling": validation.validate_bool,
-}, max_label=max_label)
 def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_iterations=20,
                   cost_type="eg", target="gain", gain_base=4.0, non_rele_gap=100.0,
                   var_penalty=math.e, epsilon_scaling=True):
@@ -277,6 +266,19 @@ def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_ite
     return distance(scores), tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 
+WASSRANK = base.LossSpec(wassrank_loss, "wassrank", {
+    "regularization": validation.validate_positive,
+    "sinkhorn_iterations": validation.integer(minimum=1),
+    "cost_type": validation.choice(COST_TYPES),
+    "target": validation.choice(TARGETS),
+    "gain_base": validation.validate_positive,
+    "non_rele_gap": validation.number(minimum=0.0),
+    "var_penalty": validation.validate_positive,
+    "epsilon_scaling": validation.validate_bool,
+}, max_label=max_label)
+wassrank_loss = WASSRANK.function
+
+
 @register
 class WassRankLoss(base.RankingLoss):
     r"""Keras loss of :func:`wassrank_loss`: WassRank's Sinkhorn distance.
@@ -292,10 +294,4 @@ class WassRankLoss(base.RankingLoss):
     True
     """
 
-    loss_function = staticmethod(wassrank_loss)
-
-    def __init__(self, regularization=0.1, sinkhorn_iterations=20, cost_type="eg",
-                 target="gain", gain_base=4.0, non_rele_gap=100.0, var_penalty=math.e,
-                 epsilon_scaling=True, ragged=False,
-                 reduction=backend.DEFAULT_REDUCTION, name="wassrank"):
-        super().__init__(locals())
+    spec = WASSRANK

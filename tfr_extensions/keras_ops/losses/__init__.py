@@ -2,8 +2,8 @@
 :mod:`tfr_extensions.losses`, module by module and name by name
 (``losses/twin_sigmoid.py::twin_sigmoid_loss`` here and there).
 
-A body takes what the shared decorator
-(:func:`tfr_extensions.losses.base.loss_function`) hands the TensorFlow body:
+A body takes what the loss's spec
+(:meth:`tfr_extensions.losses.base.LossSpec.compute`) hands the TensorFlow body:
 labels and scores already screened by the bad-input policy (compute dtype,
 labels 0 at padding, finite scores), ``mask`` a bool tensor and every option
 checked, and returns ``(losses, weights)`` ``[batch]`` each, or

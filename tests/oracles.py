@@ -78,7 +78,7 @@ def nerr(labels, scores, k=None):
     return 0.0 if ideal == 0 else err_at(y[ranking(s)], k, max_label) / ideal
 
 
-METRICS = {"ndcg": ndcg, "ap": average_precision, "ap_min": average_precision_min,
+METRIC_ORACLES = {"ndcg": ndcg, "ap": average_precision, "ap_min": average_precision_min,
            "precision": precision, "nerr": nerr}
 
 

@@ -51,11 +51,11 @@ from tfr_extensions.ops import lists
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
-NO_RELEVANT_RULES = ("exclude", "zero", "one")
+NO_RELEVANT_RULES = tfrx_metrics.NO_RELEVANT_RULES  # (re-exported for the pipelines' flags)
 DEFAULT_TOPNS = (1, 3, 5, 10, 20, 50)
 #: column prefix -> exact per-list metric, for every metric of the vocabulary
-METRICS = {metric.column: tfrx_metrics.METRIC_FUNCTIONS[metric.name]
-           for metric in vocabulary.METRICS}
+COLUMN_METRICS = {metric.column: tfrx_metrics.METRIC_FUNCTIONS[metric.name]
+                  for metric in vocabulary.METRICS}
 #: the columns :func:`evaluate` writes by default (``map_min`` on request)
 DEFAULT_METRICS = ("ndcg", "map", "nerr", "p")
 
@@ -152,7 +152,8 @@ def evaluate(labels, scores, query_offsets, qids=None,
         padded_scores = tf.constant(pad_lists(scores, offsets, queries, 0.0))
         relevant[queries] = tfrx_metrics.has_relevant(padded_labels).numpy()
         for j, (metric, k) in enumerate((m, k) for m in metrics for k in topns):
-            values[queries, j] = METRICS[metric](padded_labels, padded_scores, topn=k).numpy()
+            values[queries, j] = COLUMN_METRICS[metric](padded_labels, padded_scores,
+                                                        topn=k).numpy()
     if no_relevant != "zero":
         values[~relevant] = np.nan if no_relevant == "exclude" else 1.0
     frame = pd.DataFrame(values, columns=columns)

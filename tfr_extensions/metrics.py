@@ -93,7 +93,8 @@ def metric_function(name: str):
     return METRIC_FUNCTIONS[vocabulary.canonical_metric(name)]
 
 
-#: rules for lists without a relevant document (see ``tfr_extensions.evaluation``)
+#: what a list without a relevant document scores: left out of the mean, 0 or 1
+#: (the ``no_relevant`` option here and in :mod:`tfr_extensions.evaluation`)
 NO_RELEVANT_RULES = ("exclude", "zero", "one")
 
 

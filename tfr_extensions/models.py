@@ -46,12 +46,12 @@ import tensorflow as tf
 
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
+from tfr_extensions.data.dense import NORMALIZATIONS
 from tfr_extensions.data.normalization import query_zscore
 from tfr_extensions.ops import validation
 
 ACTIVATIONS = {"R": "relu", "CE": "celu", "GE": "gelu"}
 BRUCH_WIDTHS = (64, 128, 256, 512, 1024)
-NORMALIZATIONS = ("query_zscore", "none")
 ACCEPTED_FORMS = ("R<n>", "CE<n>", "GE<n>", "R<n>.L", "CE<n>.L", "GE<n>.L",
                   "B64", "B128", "B256", "B512", "B1024")
 

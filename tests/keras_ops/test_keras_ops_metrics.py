@@ -50,8 +50,8 @@ def ranks_of(labels, scores, jitter=0.0, seed=0):
 @pytest.mark.parametrize("metric", METRICS)
 def test_metrics_of_ranks_value_and_autodiff_gradient_equal_tf(metric, topn):
     labels, ranks, mask, _ = ranks_of(*merged_cases(), jitter=0.4)
-    ours = k_rank_metrics.metric_function(metric)
-    theirs = tf_rank_metrics.metric_function(metric)
+    ours = k_rank_metrics.rank_metric_function(metric)
+    theirs = tf_rank_metrics.rank_metric_function(metric)
     value, grad = harness.value_and_grad(
         lambda y, r, m: ours(y, r, m, topn), labels, ranks, mask)
     want_value, want_grad = harness.tf_value_and_grad(
@@ -149,10 +149,10 @@ def test_exact_metrics_of_scores_equal_tfrx_metrics():
 
 
 def test_names_and_bad_arguments():
-    assert k_rank_metrics.metric_function("map") is k_rank_metrics.average_precision
-    assert set(k_rank_metrics.METRICS) == set(tfrx.ops.vocabulary.CANONICAL_METRICS)
+    assert k_rank_metrics.rank_metric_function("map") is k_rank_metrics.average_precision
+    assert set(k_rank_metrics.RANK_METRICS) == set(tfrx.ops.vocabulary.CANONICAL_METRICS)
     with pytest.raises(ValueError, match="metric"):
-        k_rank_metrics.metric_function("mrr")
+        k_rank_metrics.rank_metric_function("mrr")
     with pytest.raises(ValueError, match="topn"):
         k_rank_metrics.exact_metric("ndcg", [[1.0]], [[1.0]], topn=0)
 

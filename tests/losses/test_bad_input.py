@@ -90,7 +90,7 @@ def _twin_candidates(config, y, s):
             continue
         placed = np.empty(len(s))
         placed[list(order)] = -np.arange(len(s), dtype=float)  # distinct, same order
-        value = -oracles.METRICS[metric](y, placed, config["topn"])
+        value = -oracles.METRIC_ORACLES[metric](y, placed, config["topn"])
         with np.errstate(over="ignore"):
             jacobian = oracles.rank_jacobian(y, s, config["alpha_b"], gradient)
         rank_grad = oracles.metric_rank_gradient(y, placed, metric, config["topn"])

@@ -32,7 +32,7 @@ def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
     for b in range(len(labels)):
         keep = labels[b] >= 0
         np.testing.assert_allclose(
-            value[b].numpy(), oracles.METRICS[metric](labels[b], scores[b], topn), rtol=1e-12)
+            value[b].numpy(), oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn), rtol=1e-12)
         expected = np.zeros(len(labels[b]))
         if (labels[b][keep] > 0).any():
             expected[keep] = oracles.metric_rank_gradient(labels[b][keep], scores[b][keep],
@@ -49,7 +49,7 @@ def test_rank_gradient_equals_autodiff_of_the_metric_at_shared_ranks():
     ranks = tf.constant([[1.5, 1.5, 4.0, 3.0, 5.0, 0.0]], tf.float64)
     mask = labels >= 0
     labels = tf.maximum(labels, 0.0)
-    for metric, fn in rank_metrics.METRICS.items():
+    for metric, fn in rank_metrics.RANK_METRICS.items():
         with tf.GradientTape() as tape:
             tape.watch(ranks)
             autodiff_value = fn(labels, ranks, mask, 3)
@@ -60,9 +60,9 @@ def test_rank_gradient_equals_autodiff_of_the_metric_at_shared_ranks():
 
 
 def test_one_formula_per_name_of_the_vocabulary():
-    assert set(rank_metrics.METRICS) == set(vocabulary.CANONICAL_METRICS)
+    assert set(rank_metrics.RANK_METRICS) == set(vocabulary.CANONICAL_METRICS)
     for name in vocabulary.METRIC_NAMES:
-        assert rank_metrics.metric_function(name) is rank_metrics.METRICS[
+        assert rank_metrics.rank_metric_function(name) is rank_metrics.RANK_METRICS[
             vocabulary.canonical_metric(name)]
     labels = tf.constant([[2.0, 1.0, 0.0]])
     ranks = tf.constant([[1.0, 3.0, 2.0]])

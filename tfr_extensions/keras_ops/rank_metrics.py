@@ -17,7 +17,7 @@ Every metric is :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)` with constant
 1/\log_2(1 + r)` (DCG), so :math:`\partial M / \partial r_d = w_d f'(r_d) / Z`
 (:func:`value_and_rank_gradient`). A list without relevant documents (label >
 0) scores 0 with zero gradient; relevance for Precision and AP is label > 0.
-:data:`METRICS` is keyed by the canonical names of
+:data:`RANK_METRICS` is keyed by the canonical names of
 :mod:`tfr_extensions.ops.vocabulary`; every function that takes a metric name
 also takes its aliases.
 """
@@ -236,7 +236,7 @@ def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None):
 
 
 #: canonical metric name (:mod:`~tfr_extensions.ops.vocabulary`) -> per-list metric of ranks
-METRICS = {
+RANK_METRICS = {
     "ndcg": ndcg,
     "ap": average_precision,
     "ap_min": average_precision_min,
@@ -253,10 +253,10 @@ _FORMS = {
 }
 
 
-def metric_function(name: str):
+def rank_metric_function(name: str):
     """The per-list metric of ranks for any name of the vocabulary (``"map"``
     gives :func:`average_precision`)."""
-    return METRICS[vocabulary.canonical_metric(name)]
+    return RANK_METRICS[vocabulary.canonical_metric(name)]
 
 
 def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,
@@ -286,7 +286,7 @@ def exact_metric(metric: str, labels, scores, topn: Optional[int] = None, mask=N
     lower index, padded documents last), as :func:`tfr_extensions.metrics.ndcg`
     and its siblings compute it with TensorFlow. ``labels`` < 0 mark padding;
     ``mask`` narrows validity."""
-    function = metric_function(metric)
+    function = rank_metric_function(metric)
     topn = validation.validate_topn(topn)
     labels, scores, valid = lists.prepare_lists(labels, scores, mask)
     positions = sorting.exact_ranks(scores, valid)

@@ -85,7 +85,8 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     return -ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
 
 
-APPROX_NDCG = base.LossSpec(approx_ndcg_loss, "approx_ndcg", {"temperature": validation.validate_positive})
+APPROX_NDCG = base.LossSpec(approx_ndcg_loss, "approx_ndcg",
+                            {"temperature": validation.validate_positive})
 approx_ndcg_loss = APPROX_NDCG.function
 
 

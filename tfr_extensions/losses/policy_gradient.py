@@ -121,7 +121,7 @@ def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
     flat_shape = tf.stack([shape[0] * shape[1], list_size])
     flat = lambda t: tf.reshape(  # noqa: E731  [B, L] -> [B * S, L]
         tf.broadcast_to(t[:, None, :], tf.stack([shape[0], shape[1], list_size])), flat_shape)
-    values = rank_metrics.METRICS[metric](
+    values = rank_metrics.RANK_METRICS[metric](
         flat(labels), tf.reshape(tf.cast(ranks, labels.dtype), flat_shape), flat(mask),
         _ranking_size(rankings))
     return tf.reshape(values, shape[:2])

@@ -26,7 +26,7 @@ w_d f'(r_d) / Z`: Eq. 29 and 31-33 in one line.
 twin-sigmoid losses, which then need no autodiff through the metric.
 
 A list without relevant documents (label > 0) scores 0 with zero gradient.
-Relevance for Precision and AP is binary: label > 0. :data:`METRICS` is keyed
+Relevance for Precision and AP is binary: label > 0. :data:`RANK_METRICS` is keyed
 by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function
 that takes a metric name also takes its aliases (``"map"`` for ``"ap"``).
 """
@@ -249,7 +249,7 @@ def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.
 
 
 #: canonical metric name (:mod:`~tfr_extensions.ops.vocabulary`) -> per-list metric of ranks
-METRICS = {
+RANK_METRICS = {
     "ndcg": ndcg,
     "ap": average_precision,
     "ap_min": average_precision_min,
@@ -266,10 +266,10 @@ _FORMS = {
 }
 
 
-def metric_function(name: str):
+def rank_metric_function(name: str):
     """The per-list metric of ranks for any name of the vocabulary (``"map"``
     gives :func:`average_precision`)."""
-    return METRICS[vocabulary.canonical_metric(name)]
+    return RANK_METRICS[vocabulary.canonical_metric(name)]
 
 
 def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,

@@ -81,7 +81,7 @@ def sampled_metric(metric: str, labels, rankings, mask):
                                             (batch, samples, list_size)),
                            (batch * samples, list_size))
 
-    values = rank_metrics.METRICS[metric](
+    values = rank_metrics.RANK_METRICS[metric](
         flat(labels), flat(ops.cast(ranks, labels.dtype)), flat(mask), size)
     return ops.reshape(values, (batch, samples))
 

@@ -300,9 +300,9 @@ def add_config_flags(parser: argparse.ArgumentParser, config_class: type,
         default = flag.default
         name = flag_name(flag.name)
         if _is_bool(flag.annotation):
+            shown = name if default else "--no-" + name[2:]
             parser.add_argument(name, dest=flag.name, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS,
-                                help=f"{help_text} (default: {name if default else '--no-' + name[2:]})")
+                                default=argparse.SUPPRESS, help=f"{help_text} (default: {shown})")
             if options.false_alias:
                 parser.add_argument(options.false_alias, dest=flag.name, action="store_false",
                                     default=argparse.SUPPRESS,

@@ -6,8 +6,10 @@ output files, and the one-line summary of an evaluation.
   of every job), which also has five LETOR-style folds.
 * :func:`write_json`, :func:`write_atomically`: a reader, or a job killed
   meanwhile, sees the old file or the new one, never a part; JSON is strict.
-* :func:`write_evaluations`: ``results.json`` and the per-query CSVs of a run.
-* :func:`format_summary`: the line a job prints for an evaluation.
+* :func:`write_evaluations`: ``results.json`` and the per-query CSVs of a run;
+  :func:`write_done`: its completion marker, written last.
+* :func:`format_summary`: the line a job prints for an evaluation;
+  :func:`stored_summary_lines`: those of a finished run's ``results.json``.
 
 >>> splits = load_splits(SYNTHETIC, fold=2)
 >>> [part.num_queries for part in (splits.train, splits.vali, splits.test)]
@@ -17,7 +19,8 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -151,6 +154,16 @@ def write_evaluations(output_dir: str, validation, test, summary: Dict[str, Any]
     write_json(os.path.join(output_dir, RESULTS_FILE), summary)
 
 
+def write_done(path: str, config: Mapping[str, Any],
+               marker: Optional[Mapping[str, Any]] = None) -> None:
+    """A run's completion marker (``done.json``, written after every other output): the
+    JSON fields of ``marker``, the finish time (``finished``, UTC) and the run's resolved
+    ``config`` (its JSON form), strict and atomic (:func:`write_json`)."""
+    write_json(path, {**dict(marker or {}),
+                      "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      "config": dict(config)})
+
+
 # ----------------------------------------------------------------------------- printing
 def format_mean(value: Optional[float]) -> str:
     """A mean to 4 decimals; ``n/a`` for a mean over no query (None or NaN).
@@ -171,3 +184,16 @@ def format_summary(summary: Mapping[str, Any], columns: Sequence[str] = SUMMARY_
     values = "  ".join(f"{c}={format_mean(summary[c])}" for c in columns if c in summary)
     return f"{values}  ({summary['num_counted']}/{summary['num_queries']} queries, " \
            f"no_relevant={summary['no_relevant']})"
+
+
+def stored_summary_lines(output_dir: str) -> List[str]:
+    """The lines a job prints for the results of a finished run in ``output_dir``: its
+    ``results.json``'s validation and test summaries (:func:`format_summary`); none for
+    a part it lacks."""
+    path = os.path.join(output_dir, RESULTS_FILE)
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        stored = json.load(f)
+    return [f"{part + ':':<11} {format_summary(stored[part])}" for part in ("validation", "test")
+            if part in stored]

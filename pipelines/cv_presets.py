@@ -15,14 +15,6 @@ import dataclasses
 import json
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-#: TrainConfig fields a grid may set for neural methods (anything else is a loss argument
-#: when written ``loss.<arg>``).
-NEURAL_GRID_FIELDS = ("learning_rate", "l2", "scorer", "batch_size", "epochs", "hidden_units")
-#: LambdaMARTConfig fields a grid may set (anything else is a LightGBM parameter, or an
-#: argument of the twin-sigmoid objective when written ``objective.<arg>``).
-LAMBDAMART_GRID_FIELDS = ("preset", "num_boost_round", "early_stopping_rounds", "objective")
-
-
 @dataclasses.dataclass(frozen=True)
 class Method:
     """A named method preset: what to train and how to label it.
@@ -170,3 +162,12 @@ def default_methods() -> Tuple[str, ...]:
     from tfr_extensions import compat
     return tuple(key for key, method in METHODS.items() if not _not_default(key)
                  and (compat.has_tf_ranking() or not method.needs_tf_ranking))
+
+
+def __getattr__(name: str) -> Any:
+    """``NEURAL_GRID_FIELDS`` and ``LAMBDAMART_GRID_FIELDS``, once defined here by hand: now
+    derived from the config dataclasses in :mod:`pipelines.cv_runner`."""
+    if name in ("NEURAL_GRID_FIELDS", "LAMBDAMART_GRID_FIELDS"):
+        from pipelines import cv_runner
+        return getattr(cv_runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,16 @@
 """Runs the (method, grid point, fold) trainings of a cross-validated comparison.
 
-:class:`CVConfig` holds the comparison's settings; :func:`plan` lists its
-runs, :func:`run_all` trains those not finished before, and
-:func:`load_run` reads a finished run back for the report
-(:mod:`pipelines.cv_report`).
+:class:`CVConfig` holds the comparison's settings, the training ones as
+templates: a :class:`pipelines.train.TrainConfig` for the neural methods and a
+:class:`pipelines.lambdamart.LambdaMARTConfig` for the tree methods. A run's
+config is its template with the fields the comparison decides
+(:data:`NEURAL_RUN_FIELDS`, :data:`LAMBDAMART_RUN_FIELDS`: its name, data, fold,
+seed, folder, ...) set, then the method preset's settings and the grid point
+(:func:`neural_config`, :func:`lambdamart_config`); a grid may set every other
+field of the template (:data:`NEURAL_GRID_FIELDS`, :data:`LAMBDAMART_GRID_FIELDS`,
+derived from the dataclasses). :func:`plan` lists the runs, :func:`run_all`
+trains those not finished before, and :func:`load_run` reads a finished run
+back for the report (:mod:`pipelines.cv_report`).
 
 Each run lives in ``<output-dir>/<method>/<grid point>/fold<k>/``. Neural
 runs (a loss, or an IRGAN) are :func:`pipelines.train.run` with the test
@@ -17,9 +24,13 @@ holds the identity of the command is skipped; a run whose settings changed is
 trained again.
 
 >>> config = CVConfig(methods=("twin_ndcg_type3",), grid=parse_grid(
-...     ["twin_*:learning_rate=0.001,0.01"]))
->>> [config_name(point) for point in grid_points(config, resolve_method("twin_ndcg_type3"))]
+...     ["twin_*:learning_rate=0.001,0.01"]), train=TrainConfig(epochs=30))
+>>> points = grid_points(config, resolve_method("twin_ndcg_type3"))
+>>> [config_name(point) for point in points]
 ['learning_rate=0.001', 'learning_rate=0.01']
+>>> run = neural_config(resolve_method("twin_ndcg_type3"), points[1], 2, "out", config)
+>>> run.epochs, run.learning_rate, run.fold, run.test_curve
+(30, 0.01, 2, True)
 """
 import dataclasses
 import fnmatch
@@ -36,16 +47,40 @@ from pipelines import flags
 from pipelines import lambdamart
 from pipelines import resume
 from pipelines import train
-from pipelines.cv_presets import (LAMBDAMART_GRID_FIELDS, NEURAL_GRID_FIELDS, Method,
-                                  canonical_spec, default_methods, parse_value, resolve_method)
+from pipelines.cv_presets import (Method, canonical_spec, default_methods, parse_value,
+                                  resolve_method)
+from pipelines.lambdamart import LambdaMARTConfig
+from pipelines.train import TrainConfig
 from tfr_extensions import evaluation
 from tfr_extensions.ops import validation
 
 SELECTION_METRIC = "ndcg@5"
 CURVE_POINTS = 40  # LambdaMART: iterations at which the curve is evaluated
 CURVES_FILE = "curves.json"  # LambdaMART runs: the nDCG@5 curves over the iterations
+CONFIG_FILE = "cv_config.json"  # the comparison's CVConfig, in its output dir
 
 GridEntry = Tuple[str, str, Tuple[Any, ...]]
+
+#: :class:`TrainConfig` fields the comparison sets for each neural run (from its own data,
+#: seed and no-relevant rule, the method preset, the fold and the protocol), so that neither
+#: the ``train`` template nor a grid sets them
+NEURAL_RUN_FIELDS = ("name", "data", "fold", "loss", "loss_args", "seed", "output_dir",
+                     "export_dir", "validation_metric", "no_relevant", "test_curve",
+                     "tensorboard", "verbose")
+#: :class:`TrainConfig` fields a method preset sets (a grid may, the template may not)
+NEURAL_METHOD_FIELDS = ("scorer",)
+#: the :class:`TrainConfig` fields a grid may set (any other grid parameter of a neural
+#: method is a loss argument, written ``loss.<arg>``): all but :data:`NEURAL_RUN_FIELDS`
+NEURAL_GRID_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig)
+                           if f.name not in NEURAL_RUN_FIELDS)
+#: :class:`LambdaMARTConfig` fields the comparison sets for each tree run
+LAMBDAMART_RUN_FIELDS = ("name", "data", "fold", "seed", "output_dir", "no_relevant")
+#: the :class:`LambdaMARTConfig` fields a grid may set: all but
+#: :data:`LAMBDAMART_RUN_FIELDS` and ``params``, as any other grid parameter of a tree
+#: method is a LightGBM parameter (or, ``objective.<arg>``, an objective argument) added to
+#: the template's ``params``
+LAMBDAMART_GRID_FIELDS = tuple(f.name for f in dataclasses.fields(LambdaMARTConfig)
+                               if f.name not in (*LAMBDAMART_RUN_FIELDS, "params"))
 
 
 def parse_grid_entry(spec: str) -> GridEntry:
@@ -82,6 +117,23 @@ def parse_grid(specs: Sequence[str]) -> Tuple[GridEntry, ...]:
     return tuple(parse_grid_entry(spec) for spec in specs)
 
 
+def _check_template(template: Any, template_class: type, field: str,
+                    fixed: Sequence[str]) -> None:
+    """Raises unless ``template`` is a ``template_class`` whose ``fixed`` fields keep
+    their defaults (the comparison sets them for each run)."""
+    if not isinstance(template, template_class):
+        raise TypeError(f"`{field}` must be a {template_class.__name__}; got "
+                        f"{type(template).__name__} (CVConfig.from_json reads a JSON dict).")
+    default = template_class()
+    changed = [name for name in fixed if getattr(template, name) != getattr(default, name)]
+    if changed:
+        raise ValueError(
+            f"`{field}` sets {[f'{name}={getattr(template, name)!r}' for name in changed]}, "
+            f"which the comparison sets for each run (data, seed and no_relevant are "
+            f"CVConfig's own fields; a method's scorer is its preset's or a grid's); leave "
+            f"them at their defaults.")
+
+
 @dataclasses.dataclass(frozen=True)
 class CVConfig:
     """Everything a comparison depends on (written as ``cv_config.json``).
@@ -93,20 +145,19 @@ class CVConfig:
       methods: comma-separated presets of pipelines.cv_presets (e.g. ranknet,lambdamart,
         twin_ndcg_type3[scorer=CE4.L]); none: every default preset.
       grid: PATTERN:PARAM=V1,V2 (repeatable): the values of PARAM for the methods whose key
-        matches the fnmatch PATTERN. PARAM is, for neural methods, a TrainConfig field
-        (learning_rate, l2, scorer, batch_size, epochs, hidden_units) or 'loss.<arg>'; for
-        tree methods a LambdaMARTConfig field (preset, num_boost_round,
-        early_stopping_rounds, objective), 'objective.<arg>' or a LightGBM parameter.
-      epochs: training epochs of the neural methods.
-      batch_size: queries per batch of the neural methods.
-      learning_rate: Adam's learning rate of the neural methods (a preset may set its own).
-      l2: L2 penalty of the neural methods.
+        matches the fnmatch PATTERN. PARAM is, for neural methods, a TrainConfig field other
+        than those the comparison sets for each run (pipelines.cv_runner.NEURAL_GRID_FIELDS:
+        learning_rate, l2, scorer, batch_size, epochs, hidden_units, ...) or 'loss.<arg>';
+        for tree methods, such a LambdaMARTConfig field (LAMBDAMART_GRID_FIELDS: preset,
+        num_boost_round, early_stopping_rounds, objective, ...), 'objective.<arg>' or a
+        LightGBM parameter.
+      train: the TrainConfig template of the neural methods (flags: its epochs, batch_size,
+        learning_rate and l2); each run sets its name, data, fold, loss, seed, folder and
+        the protocol's fields (NEURAL_RUN_FIELDS), then the preset's and the grid's.
       seed: the seed of every run.
-      lambdamart_preset: LightGBM parameters of the tree methods (pipelines.lambdamart).
-      lambdamart_rounds: the most trees.
-      lambdamart_early_stopping: stop after this many trees without a better validation
-        nDCG@5.
-      num_threads: LightGBM threads (0: LightGBM's default).
+      lambdamart: the LambdaMARTConfig template of the tree methods (flags: --lambdamart-preset,
+        --lambdamart-rounds, --lambdamart-early-stopping, --num-threads); its params are
+        the base of each run's.
       no_relevant: evaluation rule for lists without a relevant document: exclude, count as
         zero, or count as one.
       output_dir: where the runs go; none: runs/cv_<name>.
@@ -120,16 +171,15 @@ class CVConfig:
     grid: Tuple[GridEntry, ...] = dataclasses.field(default=(), metadata=flags.option(
         repeated=True, parse=parse_grid_entry, format=format_grid_entry,
         metavar="PATTERN:PARAM=V1,V2"))
-    epochs: int = 30
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    l2: float = 1e-3
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig, metadata=flags.nested(
+        {"epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate",
+         "l2": "l2"}, help_prefix="neural methods: "))
     seed: int = 0
-    lambdamart_preset: str = dataclasses.field(default="auto", metadata=flags.option(
-        choices=("auto", *lambdamart.PRESETS), parse=lambdamart.canonical_preset))
-    lambdamart_rounds: int = 1000
-    lambdamart_early_stopping: int = 200
-    num_threads: int = 0
+    lambdamart: LambdaMARTConfig = dataclasses.field(
+        default_factory=LambdaMARTConfig, metadata=flags.nested(
+            {"lambdamart_preset": "preset", "lambdamart_rounds": "num_boost_round",
+             "lambdamart_early_stopping": "early_stopping_rounds",
+             "num_threads": "num_threads"}, help_prefix="tree methods: "))
     no_relevant: str = dataclasses.field(
         default="exclude", metadata=flags.option(choices=evaluation.NO_RELEVANT_RULES))
     output_dir: Optional[str] = None
@@ -139,8 +189,10 @@ class CVConfig:
         from tfr_extensions import compat
         methods = tuple(canonical_spec(m) for m in self.methods) or default_methods()
         object.__setattr__(self, "methods", methods)
-        object.__setattr__(self, "lambdamart_preset",
-                           lambdamart.canonical_preset(self.lambdamart_preset))
+        _check_template(self.train, TrainConfig, "train",
+                        NEURAL_RUN_FIELDS + NEURAL_METHOD_FIELDS)
+        _check_template(self.lambdamart, LambdaMARTConfig, "lambdamart", LAMBDAMART_RUN_FIELDS)
+        validation.validate_choice(self.no_relevant, evaluation.NO_RELEVANT_RULES, "no_relevant")
         for m in self.methods:
             if resolve_method(m).needs_tf_ranking and not compat.has_tf_ranking():
                 raise ValueError(f"Method {m!r} trains a TF-Ranking loss, and TF-Ranking does not "
@@ -148,12 +200,42 @@ class CVConfig:
                                  "out.")
         if not self.folds:
             raise ValueError("`folds` must name at least one fold; got ().")
-        for arg in ("epochs", "batch_size", "lambdamart_rounds", "lambdamart_early_stopping"):
-            validation.validate_int(getattr(self, arg), arg, minimum=1)
 
     @property
     def resolved_output_dir(self) -> str:
         return self.output_dir or os.path.join("runs", f"cv_{self.name}")
+
+    def to_json(self) -> Dict[str, Any]:
+        """The JSON form (``cv_config.json``): the templates as nested objects."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> "CVConfig":
+        """The config of :meth:`to_json`'s dict, or of the flat ``cv_config.json`` of older
+        versions, whose training settings are the names of today's flags (``epochs``,
+        ``lambdamart_rounds``, ...; :func:`pipelines.flags.with_flags`).
+
+        Raises:
+          ValueError: a key is neither a field nor a flag.
+        """
+        value = dict(value)
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            fields = {name: value.pop(name) for name in list(value) if name in names}
+            for name, template_class in (("train", TrainConfig),
+                                         ("lambdamart", LambdaMARTConfig)):
+                if isinstance(fields.get(name), Mapping):
+                    fields[name] = template_class(**fields[name])
+            for name in ("folds", "methods"):
+                if name in fields:
+                    fields[name] = tuple(fields[name])
+            if "grid" in fields:
+                fields["grid"] = tuple((pattern, param, tuple(values))
+                                       for pattern, param, values in fields["grid"])
+            return flags.with_flags(cls(**fields), **value)  # the rest: older flat keys
+        except TypeError as error:
+            raise ValueError(f"not a CVConfig, nested or flat (as older versions wrote "
+                             f"cv_config.json): {error}") from error
 
 
 def grid_points(config: CVConfig, method: Method) -> List[Dict[str, Any]]:
@@ -180,9 +262,10 @@ def config_name(point: Mapping[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------- configs
 def neural_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: str,
-                  cv: CVConfig) -> train.TrainConfig:
+                  cv: CVConfig) -> TrainConfig:
     """The :class:`pipelines.train.TrainConfig` of one neural (method, grid point, fold):
-    the comparison's settings, then the preset's overrides, then the grid point."""
+    the ``train`` template with the comparison's settings (:data:`NEURAL_RUN_FIELDS`), then
+    the preset's settings, then the grid point."""
     point = {**method.overrides, **point}
     fields = {k: v for k, v in point.items() if k in NEURAL_GRID_FIELDS}
     loss_args = dict(method.loss_args)
@@ -192,28 +275,27 @@ def neural_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: 
         raise ValueError(f"`grid` parameters of {method.key} must be in {NEURAL_GRID_FIELDS} or "
                          f"'loss.<arg>'; got {unknown}.")
     loss = method.loss if method.kind == "loss" else f"{train.IRGAN_PREFIX}{method.irgan_mode}"
-    return train.TrainConfig(**{
+    return dataclasses.replace(cv.train, **{
         "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
-        "loss": loss, "loss_args": loss_args, "scorer": method.scorer, "epochs": cv.epochs,
-        "batch_size": cv.batch_size, "learning_rate": cv.learning_rate, "l2": cv.l2,
-        "seed": cv.seed, "output_dir": out_dir, "validation_metric": SELECTION_METRIC,
+        "loss": loss, "loss_args": loss_args, "scorer": method.scorer, "seed": cv.seed,
+        "output_dir": out_dir, "export_dir": None, "validation_metric": SELECTION_METRIC,
         "no_relevant": cv.no_relevant, "test_curve": True, "tensorboard": False, "verbose": 0,
         **fields})
 
 
 def lambdamart_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: str,
-                      cv: CVConfig) -> lambdamart.LambdaMARTConfig:
+                      cv: CVConfig) -> LambdaMARTConfig:
     """The :class:`pipelines.lambdamart.LambdaMARTConfig` of one LambdaMART
-    (method, grid point, fold)."""
+    (method, grid point, fold): the ``lambdamart`` template with the comparison's
+    settings (:data:`LAMBDAMART_RUN_FIELDS`), then the preset's settings and the grid
+    point (a parameter that is no field goes into ``params``)."""
     point = {**method.overrides, **point}
     fields = {k: v for k, v in point.items() if k in LAMBDAMART_GRID_FIELDS}
-    params = {k: v for k, v in point.items() if k not in LAMBDAMART_GRID_FIELDS}
-    return lambdamart.LambdaMARTConfig(**{
-        "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
-        "preset": cv.lambdamart_preset, "params": params, "num_boost_round": cv.lambdamart_rounds,
-        "early_stopping_rounds": cv.lambdamart_early_stopping, "seed": cv.seed,
-        "num_threads": cv.num_threads, "output_dir": out_dir, "no_relevant": cv.no_relevant,
-        **fields})
+    params = {**cv.lambdamart.params,
+              **{k: v for k, v in point.items() if k not in LAMBDAMART_GRID_FIELDS}}
+    return dataclasses.replace(cv.lambdamart, **{
+        "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold, "params": params,
+        "seed": cv.seed, "output_dir": out_dir, "no_relevant": cv.no_relevant, **fields})
 
 
 def run_dir(cv: CVConfig, method: str, point: Mapping[str, Any], fold: int) -> str:
@@ -255,7 +337,7 @@ def run_status(path: str, identity: Mapping[str, Any]) -> Tuple[str, List[str]]:
     without one, from an older version); ``("new", [])`` otherwise."""
     try:
         done = resume.read_json(os.path.join(path, resume.DONE_FILE))
-    except train.OutputDirError:
+    except resume.OutputDirError:
         return "changed", ["done.json is not valid JSON"]
     if done is None:
         return "new", []
@@ -276,7 +358,7 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
     marker = {"identity": dict(identity)}
     try:
         train.run(config, splits, overwrite=retrain, marker=marker)
-    except train.OutputDirError:  # an interrupted run of older settings: start afresh
+    except resume.OutputDirError:  # an interrupted run of older settings: start afresh
         train.run(config, splits, overwrite=True, marker=marker)
 
 
@@ -287,30 +369,35 @@ def _json_curve(values: Sequence[float]) -> List[Optional[float]]:
 
 def train_lambdamart(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
                      cv: CVConfig, identity: Mapping[str, Any], retrain: bool) -> None:
-    """:func:`pipelines.lambdamart.run`, then ``curves.json`` (train, validation and
-    test nDCG@5 over the boosting iterations) and the marker holding ``identity``."""
-    done_path = os.path.join(out_dir, resume.DONE_FILE)
-    if os.path.exists(done_path):  # first: a killed retrain is not done
-        os.remove(done_path)
+    """:func:`pipelines.lambdamart.run` of one tree (method, grid point, fold), which
+    also writes ``curves.json`` (train, validation and test nDCG@5 over the boosting
+    iterations) before its marker, holding ``identity``. ``retrain`` (settings changed),
+    or the unfinished outputs of another config, start afresh."""
     config = lambdamart_config(method, point, fold, out_dir, cv)
+    marker = {"identity": dict(identity)}
     start = time.perf_counter()
-    result = lambdamart.run(config, splits=splits)
-    train_seconds = time.perf_counter() - start
 
-    trees = result.num_trees
-    iterations = sorted(set(np.linspace(1, trees, min(CURVE_POINTS, trees)).round().astype(int)))
-    curves: Dict[str, Any] = {"train_seconds": train_seconds,
-                              "iterations": [int(i) for i in iterations]}
-    for part, data in (("train", splits.train), ("vali", splits.vali), ("test", splits.test)):
-        features = np.asarray(data.features, np.float32)
-        curves[f"{part}_{SELECTION_METRIC}"] = _json_curve([evaluation.evaluate(
-            data.labels, result.booster.predict(features, num_iteration=int(i)),
-            data.query_offsets, topns=(5,), metrics=("ndcg",),
-            no_relevant=cv.no_relevant).summary[SELECTION_METRIC] for i in iterations])
-    common.write_json(os.path.join(out_dir, CURVES_FILE), curves)
-    common.write_json(done_path, {
-        "identity": dict(identity),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    def write_curves(result: lambdamart.LambdaMARTResult) -> None:
+        train_seconds = time.perf_counter() - start
+        trees = result.num_trees
+        iterations = sorted(set(
+            np.linspace(1, trees, min(CURVE_POINTS, trees)).round().astype(int)))
+        curves: Dict[str, Any] = {"train_seconds": train_seconds,
+                                  "iterations": [int(i) for i in iterations]}
+        for part, data in (("train", splits.train), ("vali", splits.vali), ("test", splits.test)):
+            features = np.asarray(data.features, np.float32)
+            curves[f"{part}_{SELECTION_METRIC}"] = _json_curve([evaluation.evaluate(
+                data.labels, result.booster.predict(features, num_iteration=int(i)),
+                data.query_offsets, topns=(5,), metrics=("ndcg",),
+                no_relevant=cv.no_relevant).summary[SELECTION_METRIC] for i in iterations])
+        common.write_json(os.path.join(out_dir, CURVES_FILE), curves)
+
+    try:
+        lambdamart.run(config, splits, overwrite=retrain, marker=marker,
+                       extra_outputs=write_curves)
+    except resume.OutputDirError:  # an interrupted run of older settings: start afresh
+        start = time.perf_counter()
+        lambdamart.run(config, splits, overwrite=True, marker=marker, extra_outputs=write_curves)
 
 
 # ----------------------------------------------------------------------------- results
@@ -361,8 +448,7 @@ def run_all(cv: CVConfig, log: Callable[[str], None] = print) -> Dict[str, int]:
     (:func:`run_identity`): new runs, and runs whose settings changed; returns counts."""
     runs = plan(cv)
     os.makedirs(cv.resolved_output_dir, exist_ok=True)
-    common.write_json(os.path.join(cv.resolved_output_dir, "cv_config.json"),
-                      dataclasses.asdict(cv))
+    common.write_json(os.path.join(cv.resolved_output_dir, CONFIG_FILE), cv.to_json())
     counts = {"trained": 0, "skipped": 0}
     splits_cache: Dict[int, Any] = {}
     start = time.perf_counter()

@@ -110,7 +110,8 @@ def main(argv=None) -> pd.DataFrame:
     print("\n== LambdaMART (LightGBM lambdarank) ==")
     boosted = lambdamart.run(lambdamart.LambdaMARTConfig(
         name="demo_lambdamart", seed=demo.seed,
-        output_dir=os.path.join(demo.output_dir, "lambdamart")), splits=splits)
+        output_dir=os.path.join(demo.output_dir, "lambdamart")), splits=splits,
+        overwrite=True)  # a demo trains afresh
     print(f"preset {boosted.preset}, best iteration {boosted.best_iteration}; "
           f"test: {common.format_summary(boosted.test.summary)}")
     rows[f"LambdaMART ({boosted.preset} preset)"] = boosted.test.summary

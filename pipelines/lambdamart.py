@@ -9,20 +9,30 @@
 (:data:`tfr_extensions.gbdt.OBJECTIVE_NAMES`): the same trees and early
 stopping, with the twin-sigmoid objective of :mod:`tfr_extensions.gbdt`
 (direct optimization of Precision, AP, nDCG or nERR). ``--objective-args`` are
-its keyword arguments (``topn``, ``alpha_b``, ``hessian``, ``tie_break``,
-``hessian_floor``); in ``--params`` (and so in :mod:`pipelines.cross_validate`
-presets and grids) ``"objective"`` and ``"objective.<arg>"`` keys set the same.
-Its seed is ``--seed``; ``results.json`` records the objective with all its
-settings (``objective``), the Hessian included.
+its keyword arguments (:data:`OBJECTIVE_ARGS`, read from the signature of
+:func:`tfr_extensions.gbdt.twin_sigmoid_objective`: ``topn``, ``alpha_b``,
+``hessian``, ``tie_break``, ``hessian_floor``, ...); in ``--params`` (and so in
+:mod:`pipelines.cross_validate` presets and grids) ``"objective"`` and
+``"objective.<arg>"`` keys set the same. Its seed is ``--seed``;
+``results.json`` records the objective with all its settings (``objective``),
+the Hessian included.
 
 Outputs under ``--output-dir`` (default ``runs/<name>``) as in
-:mod:`pipelines.train`: ``config.json``, ``results.json``, ``model.txt``
-(LightGBM's text model) and ``vali_per_query.csv`` / ``test_per_query.csv``
-from :mod:`tfr_extensions.evaluation` (so the no-relevant rule is explicit and
-identical to the neural runs; LightGBM's own ``ndcg@5``, which counts such
-lists as 1, is used only for early stopping). Features are used raw (trees are
-invariant to per-feature monotone transforms, and the papers' protocol gives
-LambdaMART raw features).
+:mod:`pipelines.train`, through the same helpers (:mod:`pipelines.resume`,
+:mod:`pipelines.common`): ``config.json`` (first), ``results.json``,
+``model.txt`` (LightGBM's text model), ``vali_per_query.csv`` /
+``test_per_query.csv`` from :mod:`tfr_extensions.evaluation` (so the
+no-relevant rule is explicit and identical to the neural runs; LightGBM's own
+``ndcg@5``, which counts such lists as 1, is used only for early stopping), and
+last ``done.json``, the completion marker. As in :mod:`pipelines.train`, a
+finished run of the same config is not trained again
+(:class:`pipelines.resume.FinishedRunError`; the command line prints its stored
+results) and a run of another config in the folder is refused unless
+``--overwrite``. Unlike a neural run, an interrupted run does not resume
+mid-way: it has no backup (the boosting and its early stopping are not
+checkpointed; a tree run is short), so rerunning it trains it again from the
+first tree. Features are used raw (trees are invariant to per-feature monotone
+transforms, and the papers' protocol gives LambdaMART raw features).
 
 Presets (``PRESETS``; ``seeds`` is an alias of ``paper``):
 
@@ -45,14 +55,16 @@ Presets (``PRESETS``; ``seeds`` is an alias of ``paper``):
 """
 import argparse
 import dataclasses
+import inspect
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import lightgbm as lgb
 import numpy as np
 
 from pipelines import common
 from pipelines import flags
+from pipelines import resume
 from tfr_extensions import evaluation, gbdt
 from tfr_extensions.ops import validation
 
@@ -69,6 +81,15 @@ AUTO_SMALL_BELOW_ROWS = 100_000
 OBJECTIVES = ("lambdarank", *gbdt.OBJECTIVE_NAMES)
 #: prefix of the ``params`` keys that are arguments of a twin-sigmoid objective
 OBJECTIVE_ARG_PREFIX = "objective."
+#: arguments of :func:`tfr_extensions.gbdt.twin_sigmoid_objective` that a run sets from its
+#: config (beside the metric and gradient, which the objective's name sets)
+OBJECTIVE_ARGS_OF_THE_RUN = ("seed", "num_threads")
+#: the twin-sigmoid objective's arguments a config may set (``objective_args``,
+#: ``"objective.<arg>"`` params): those of its signature but the ones the name and the run set
+OBJECTIVE_ARGS = tuple(
+    name for name in inspect.signature(gbdt.twin_sigmoid_objective).parameters
+    if name not in (*gbdt.parse_objective_name(gbdt.OBJECTIVE_NAMES[0]),
+                    *OBJECTIVE_ARGS_OF_THE_RUN))
 
 
 def canonical_preset(name: str) -> str:
@@ -138,6 +159,9 @@ class LambdaMARTConfig:
     def resolved_output_dir(self) -> str:
         return self.output_dir or os.path.join("runs", self.name)
 
+    def to_json(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
 
 @dataclasses.dataclass
 class LambdaMARTResult:
@@ -192,9 +216,10 @@ def resolve_objective(config: LambdaMARTConfig, params: Mapping[str, Any]
             raise ValueError(f"objective arguments {sorted(args)} need a twin_<metric>_<type> "
                              f"objective; got 'lambdarank'.")
         return params, name, {"name": name}
-    unknown = sorted(set(args) - {"topn", "alpha_b", "hessian", "tie_break", "hessian_floor"})
+    unknown = sorted(set(args) - set(OBJECTIVE_ARGS))
     if unknown:
-        raise ValueError(f"unknown twin-sigmoid objective arguments {unknown}.")
+        raise ValueError(f"unknown twin-sigmoid objective arguments {unknown} (known: "
+                         f"{list(OBJECTIVE_ARGS)}).")
     threads = params.get("num_threads") or None
     objective = gbdt.twin_sigmoid_objective(**gbdt.parse_objective_name(name), **args,
                                             seed=config.seed, num_threads=threads)
@@ -214,11 +239,23 @@ def _evaluate(booster: lgb.Booster, data, no_relevant: str) -> evaluation.Evalua
                                qids=data.query_ids, no_relevant=no_relevant)
 
 
-def run(config: LambdaMARTConfig,
-        splits: Optional[common.Splits] = None) -> LambdaMARTResult:
-    """Trains with early stopping on validation nDCG@eval_at, evaluates, writes outputs."""
+def run(config: LambdaMARTConfig, splits: Optional[common.Splits] = None, *,
+        overwrite: bool = False, marker: Optional[Mapping[str, Any]] = None,
+        extra_outputs: Optional[Callable[[LambdaMARTResult], None]] = None
+        ) -> LambdaMARTResult:
+    """Trains with early stopping on validation nDCG@eval_at, evaluates, writes outputs,
+    then ``extra_outputs(result)`` (a caller's own files, e.g. the learning curves of
+    :mod:`pipelines.cv_runner`) and last the completion marker ``done.json`` (its
+    finish time, the config, and the JSON fields of ``marker``), as
+    :func:`pipelines.train.run` does.
+
+    Raises:
+      FinishedRunError, OutputDirError: see :func:`pipelines.resume.check_output_dir`
+        (not with ``overwrite``, which deletes the old outputs first).
+    """
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
     splits = splits or common.load_splits(config.data, config.fold, config.seed)
+    resume.prepare_output_dir(config, config.output_dir, None, overwrite)  # config.json
     preset, params = resolve_params(config, len(splits.train.labels))
     params, objective, objective_record = resolve_objective(config, params)
     train_set = _lgb_dataset(splits.train)
@@ -232,40 +269,58 @@ def run(config: LambdaMARTConfig,
         best_iteration=int(booster.best_iteration), num_trees=int(booster.num_trees()),
         validation=_evaluate(booster, splits.vali, config.no_relevant),
         test=_evaluate(booster, splits.test, config.no_relevant),
-        output_dir=config.resolved_output_dir, objective=objective_record)
+        output_dir=config.output_dir, objective=objective_record)
     write_outputs(result)
+    if extra_outputs is not None:
+        extra_outputs(result)
+    common.write_done(os.path.join(config.output_dir, resume.DONE_FILE), config.to_json(),
+                      marker)
     return result
 
 
 def write_outputs(result: LambdaMARTResult) -> None:
-    """``config.json``, ``results.json``, ``model.txt`` and the per-query CSVs."""
+    """``results.json``, ``model.txt`` and the per-query CSVs (``config.json`` is written
+    before training, :func:`pipelines.resume.prepare_output_dir`)."""
     out = result.output_dir
     os.makedirs(out, exist_ok=True)
-    common.write_json(os.path.join(out, "config.json"), dataclasses.asdict(result.config))
     common.write_atomically(os.path.join(out, "model.txt"), result.booster.save_model)
     common.write_evaluations(out, result.validation, result.test, {
-        "config": dataclasses.asdict(result.config), "preset": result.preset,
+        "config": result.config.to_json(), "preset": result.preset,
         "params": result.params, "objective": result.objective,
         "best_iteration": result.best_iteration,
         "num_trees": result.num_trees})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: a flag per :class:`LambdaMARTConfig` field."""
+    """The command line: a flag per :class:`LambdaMARTConfig` field, and ``--overwrite``."""
     parser = argparse.ArgumentParser(prog="python -m pipelines.lambdamart",
                                      description=__doc__.split("\n\n")[0])
     flags.add_config_flags(parser, LambdaMARTConfig)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the outputs of another run (another config, or a "
+                             "finished one) in the output dir and train afresh")
     return parser
 
 
 def parse_args(argv=None) -> LambdaMARTConfig:
-    """Flags -> :class:`LambdaMARTConfig` (only ``main`` calls this)."""
+    """Flags -> :class:`LambdaMARTConfig` (all but ``--overwrite``)."""
     return flags.config_from_args(LambdaMARTConfig, build_parser().parse_args(argv))
 
 
 def main(argv=None) -> None:
-    config = parse_args(argv)
-    result = run(config)
+    """Runs :func:`run` from flags. Exit status 1 with a one-line error for an output dir
+    of another run (without ``--overwrite``); a finished run of the same config prints
+    its stored results and exits 0."""
+    args = build_parser().parse_args(argv)
+    config = flags.config_from_args(LambdaMARTConfig, args)
+    try:
+        result = run(config, overwrite=args.overwrite)
+    except resume.FinishedRunError as finished:
+        print(finished)
+        print("\n".join(common.stored_summary_lines(config.resolved_output_dir)))
+        return
+    except resume.OutputDirError as error:
+        raise SystemExit(f"pipelines.lambdamart: error: {error}") from error
     print(f"objective {result.objective}")
     print(f"preset {result.preset}: {result.num_trees} trees (best iteration "
           f"{result.best_iteration} on validation nDCG@{config.eval_at}); "

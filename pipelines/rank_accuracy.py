@@ -14,15 +14,21 @@ sharing a mean rank do not).
 
     python -m pipelines.rank_accuracy              # both tables, both sizes
     python -m pipelines.rank_accuracy --quantize 20  # scores on a 1/20 grid: many ties
+
+Its settings are a :class:`RankAccuracyConfig` (a flag per field, as every job's);
+:func:`run` computes both tables.
 """
 import argparse
-from typing import Dict, List, Optional, Sequence
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from pipelines import flags
 from tfr_extensions import compat
 from tfr_extensions import ops
+from tfr_extensions.ops import validation
 
 ALPHAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 SHAPES = ((100, 123), (100, 1000))
@@ -31,6 +37,25 @@ PAPER_TABLE_2 = {
     (100, 1000): (189401.48, 17600.48, 1671.72, 488.01, 112.80, 13.67),
 }
 PAPER_TABLE_3 = {(100, 123): (0.0, 0.0), (100, 1000): (0.03, 0.0)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RankAccuracyConfig:
+    """Everything the experiment depends on (its lists are :data:`SHAPES`, its alphas
+    :data:`ALPHAS`, as in the paper).
+
+    Attributes:
+      seed: the seed of the score lists and of the random tie breaking.
+      quantize: round scores down to a 1/QUANTIZE grid (creates ties); none: the raw
+        float32 scores.
+    """
+
+    seed: int = 0
+    quantize: Optional[int] = None
+
+    def __post_init__(self):
+        if self.quantize is not None:
+            validation.validate_int(self.quantize, "quantize", minimum=1)
 
 
 def uniform_lists(num_lists: int, size: int, seed: int = 0,
@@ -92,16 +117,29 @@ def format_tables(t2: Dict, t3: Dict, alphas: Sequence[float] = ALPHAS) -> List[
     return lines
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quantize", type=int, default=None,
-                        help="round scores down to a 1/QUANTIZE grid (creates ties)")
-    args = parser.parse_args(argv)
-    scores = {shape: uniform_lists(*shape, seed=args.seed, quantize=args.quantize)
+def run(config: RankAccuracyConfig) -> Tuple[Dict, Dict]:
+    """Tables 2 and 3 (:func:`table_2`, :func:`table_3`) on the lists of :data:`SHAPES`."""
+    scores = {shape: uniform_lists(*shape, seed=config.seed, quantize=config.quantize)
               for shape in SHAPES}
-    print("\n".join(format_tables(table_2(scores), table_3(scores, args.seed))))
+    return table_2(scores), table_3(scores, config.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: a flag per :class:`RankAccuracyConfig` field."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.rank_accuracy",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    flags.add_config_flags(parser, RankAccuracyConfig)
+    return parser
+
+
+def parse_args(argv=None) -> RankAccuracyConfig:
+    """Flags -> :class:`RankAccuracyConfig` (only ``main`` calls this)."""
+    return flags.config_from_args(RankAccuracyConfig, build_parser().parse_args(argv))
+
+
+def main(argv=None) -> None:
+    print("\n".join(format_tables(*run(parse_args(argv)))))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Shared pieces of the jobs: the synthetic data's splits and folds."""
+"""Shared pieces of the jobs: the synthetic data's splits and folds, the completion
+marker and the stored summaries."""
+import json
+
 import numpy as np
 import pytest
 
@@ -22,3 +25,15 @@ def test_synthetic_folds_rotate_five_parts_like_letor():
     for fold in (0, 6, 1.0):
         with pytest.raises(ValueError, match="fold"):
             common.load_splits(common.SYNTHETIC, fold=fold)
+
+
+def test_done_marker_and_stored_summary_lines(tmp_path):
+    common.write_done(str(tmp_path / "done.json"), {"epochs": 3}, {"identity": {"a": 1}})
+    done = json.loads((tmp_path / "done.json").read_text())
+    assert done["identity"] == {"a": 1} and done["config"] == {"epochs": 3}
+    assert done["finished"].endswith("Z")
+    assert common.stored_summary_lines(str(tmp_path)) == []  # no results.json
+    summary = {"ndcg@5": 0.5, "num_counted": 8, "num_queries": 10, "no_relevant": "exclude"}
+    common.write_json(str(tmp_path / common.RESULTS_FILE), {"test": summary})
+    assert common.stored_summary_lines(str(tmp_path)) == [
+        "test:       " + common.format_summary(summary)]

@@ -12,6 +12,8 @@ import pytest
 from scipy import stats
 
 from pipelines import cross_validate, cv_presets, cv_report, cv_runner, flags
+from pipelines.lambdamart import LambdaMARTConfig
+from pipelines.train import TrainConfig
 
 
 def test_smoke_one_fold_two_methods_and_resume(mq2008_dir, tmp_path, capsys):
@@ -107,8 +109,8 @@ def test_changed_settings_retrain_and_the_report_uses_matching_runs_only(tiny_fo
     data = tmp_path / "data"
     data.mkdir()
     (data / "Fold1").symlink_to(tiny_fold, target_is_directory=True)
-    base = cv_runner.CVConfig(name="tiny", data=str(data), folds=(1,), methods=("ranknet",), epochs=1,
-                       batch_size=8, output_dir=str(tmp_path / "runs"),
+    base = cv_runner.CVConfig(name="tiny", data=str(data), folds=(1,), methods=("ranknet",),
+                       train=TrainConfig(epochs=1, batch_size=8), output_dir=str(tmp_path / "runs"),
                        report_dir=str(tmp_path / "report"))
     run = tmp_path / "runs" / "ranknet" / "default" / "fold1"
     lines = []
@@ -117,7 +119,7 @@ def test_changed_settings_retrain_and_the_report_uses_matching_runs_only(tiny_fo
     identity = json.loads((run / "done.json").read_text())["identity"]
     assert identity["config"]["epochs"] == 1 and "output_dir" not in identity["config"]
 
-    changed = dataclasses.replace(base, epochs=2, seed=1)
+    changed = flags.with_flags(base, epochs=2, seed=1)
     lines.clear()
     assert cv_runner.run_all(changed, log=lines.append) == {"trained": 1, "skipped": 0}
     assert "settings changed (config.epochs: 1 -> 2; config.seed: 0 -> 1), retraining" in lines[0]
@@ -139,16 +141,16 @@ def test_run_identity_holds_the_whole_resolved_config():
     base = cv_runner.CVConfig(methods=("twin_ndcg_type3", "lambdamart"), folds=(1,))
     method = cv_presets.METHODS["twin_ndcg_type3"]
     identity = cv_runner.run_identity(base, method, {"loss.alpha_b": 2}, 1)
-    assert identity["config"]["learning_rate"] == base.learning_rate
+    assert identity["config"]["learning_rate"] == base.train.learning_rate
     assert identity["config"]["loss_args"] == {"alpha_b": 2}
     assert identity["grid_point"] == {"loss.alpha_b": 2}
     for field, value in (("learning_rate", 0.01), ("seed", 3), ("epochs", 2), ("l2", 0.0)):
-        other = cv_runner.run_identity(dataclasses.replace(base, **{field: value}), method,
+        other = cv_runner.run_identity(flags.with_flags(base, **{field: value}), method,
                                 {"loss.alpha_b": 2}, 1)
         assert other["config"][field] == value and other != identity, field
     trees = cv_runner.run_identity(base, cv_presets.METHODS["lambdamart"], {}, 1)
-    assert trees["config"]["num_boost_round"] == base.lambdamart_rounds
-    assert cv_runner.run_identity(dataclasses.replace(base, lambdamart_rounds=7),
+    assert trees["config"]["num_boost_round"] == base.lambdamart.num_boost_round
+    assert cv_runner.run_identity(flags.with_flags(base, lambdamart_rounds=7),
                            cv_presets.METHODS["lambdamart"], {}, 1) != trees
 
 
@@ -165,27 +167,80 @@ def test_presets_aliases_and_defaults():
     assert cv_presets.resolve_method("lambdamart_seeds") == cv_presets.METHODS["lambdamart_paper"]
     assert cv_presets.resolve_method("lambdamart_seeds[num_leaves=63]").key == \
         "lambdamart_paper[num_leaves=63]"
-    config = cv_runner.CVConfig(methods=("lambdamart_seeds",), lambdamart_preset="seeds")
-    assert config.methods == ("lambdamart_paper",) and config.lambdamart_preset == "paper"
+    config = cv_runner.CVConfig(methods=("lambdamart_seeds",),
+                                lambdamart=LambdaMARTConfig(preset="seeds"))
+    assert config.methods == ("lambdamart_paper",) and config.lambdamart.preset == "paper"
     trees = cv_runner.lambdamart_config(cv_presets.METHODS["lambdamart_paper"], {}, 1, "", config)
     assert trees.preset == "paper"
-    # the grid fields the CLI documents are the ones the runner accepts
-    grid_help = flags.field_help(cv_runner.CVConfig)["grid"]
-    for field in cv_presets.NEURAL_GRID_FIELDS + cv_presets.LAMBDAMART_GRID_FIELDS:
-        assert field in grid_help, field
+    # the old home of the grid fields still answers
+    assert cv_presets.NEURAL_GRID_FIELDS == cv_runner.NEURAL_GRID_FIELDS
+
+
+def test_grid_fields_and_run_fields_come_from_the_config_dataclasses():
+    """A grid may set every TrainConfig / LambdaMARTConfig field but those the comparison
+    sets for each run; the templates may not set those either."""
+    trains = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(cv_runner.NEURAL_GRID_FIELDS) == trains - set(cv_runner.NEURAL_RUN_FIELDS)
+    assert {"learning_rate", "l2", "scorer", "batch_size", "epochs", "hidden_units"} <= \
+        set(cv_runner.NEURAL_GRID_FIELDS)
+    assert {"preset", "num_boost_round", "early_stopping_rounds", "objective"} <= \
+        set(cv_runner.LAMBDAMART_GRID_FIELDS)
+    assert "params" not in cv_runner.LAMBDAMART_GRID_FIELDS
+    config = cv_runner.CVConfig(methods=("ranknet",))
+    method = cv_presets.METHODS["ranknet"]
+    run = cv_runner.neural_config(method, {"list_size": 50, "scorer": "CE4.L"}, 1, "o", config)
+    assert (run.list_size, run.scorer, run.epochs) == (50, "CE4.L", TrainConfig().epochs)
+    with pytest.raises(ValueError, match="grid"):
+        cv_runner.neural_config(method, {"seed": 3}, 1, "o", config)
+    # the lambdamart template: its params are the base of each run's, its fields the defaults
+    config = cv_runner.CVConfig(methods=("lambdamart",), lambdamart=LambdaMARTConfig(
+        params={"num_leaves": 7}, eval_at=10, num_threads=1))
+    trees = cv_runner.lambdamart_config(cv_presets.METHODS["lambdamart"],
+                                        {"learning_rate": 0.1, "eval_at": 3}, 2, "o", config)
+    assert trees.params == {"num_leaves": 7, "learning_rate": 0.1}
+    assert (trees.eval_at, trees.num_threads, trees.fold, trees.output_dir) == (3, 1, 2, "o")
+    # what the comparison sets is not the templates'
+    for bad in (dict(train=TrainConfig(seed=3)), dict(train=TrainConfig(scorer="CE4.L")),
+                dict(lambdamart=LambdaMARTConfig(no_relevant="zero"))):
+        with pytest.raises(ValueError, match="sets for each run"):
+            cv_runner.CVConfig(methods=("ranknet",), **bad)
+    with pytest.raises(TypeError, match="TrainConfig"):
+        cv_runner.CVConfig(methods=("ranknet",), train={"epochs": 3})
+
+
+def test_cv_config_json_nested_and_the_older_flat_layout():
+    config = cv_runner.CVConfig(
+        methods=("ranknet", "lambdamart"), folds=(2,), seed=3,
+        grid=cv_runner.parse_grid(["twin_*:learning_rate=0.001,0.01"]),
+        train=TrainConfig(epochs=3, batch_size=8),
+        lambdamart=LambdaMARTConfig(num_boost_round=7, num_threads=1))
+    written = json.loads(json.dumps(config.to_json()))
+    assert written["train"]["epochs"] == 3 and written["lambdamart"]["num_boost_round"] == 7
+    assert cv_runner.CVConfig.from_json(written) == config
+    # cv_config.json as versions before the templates wrote it: flat, the flags' names
+    flat = {"name": "comparison", "data": "synthetic", "folds": [2],
+            "methods": ["ranknet", "lambdamart"],
+            "grid": [["twin_*", "learning_rate", [0.001, 0.01]]], "epochs": 3,
+            "batch_size": 8, "learning_rate": 0.001, "l2": 0.001, "seed": 3,
+            "lambdamart_preset": "auto", "lambdamart_rounds": 7,
+            "lambdamart_early_stopping": 200, "num_threads": 1, "no_relevant": "exclude",
+            "output_dir": None, "report_dir": config.report_dir}
+    assert cv_runner.CVConfig.from_json(flat) == config
+    with pytest.raises(ValueError, match="hidden_units"):
+        cv_runner.CVConfig.from_json({**flat, "hidden_units": 8})
 
 
 def test_a_presets_learning_rate_is_part_of_the_run_identity():
     base = cv_runner.CVConfig(methods=("ranknet",), folds=(1,))
     listnet = cv_presets.METHODS["listnet"]
     identity = cv_runner.run_identity(base, listnet, {}, 1)
-    assert identity["config"]["learning_rate"] == 0.01 != base.learning_rate
+    assert identity["config"]["learning_rate"] == 0.01 != base.train.learning_rate
     assert identity["grid_point"] == {"learning_rate": 0.01}
     # a grid point over the preset's setting wins, and is another identity
     other = cv_runner.run_identity(base, listnet, {"learning_rate": 0.1}, 1)
     assert other["config"]["learning_rate"] == 0.1 and other != identity
     assert cv_runner.run_identity(base, cv_presets.METHODS["ranknet"], {}, 1)["config"][
-        "learning_rate"] == base.learning_rate
+        "learning_rate"] == base.train.learning_rate
 
 
 def tiny_cv(tiny_fold, tmp_path, **overrides):
@@ -193,10 +248,10 @@ def tiny_cv(tiny_fold, tmp_path, **overrides):
     data.mkdir(exist_ok=True)
     if not (data / "Fold1").exists():
         (data / "Fold1").symlink_to(tiny_fold, target_is_directory=True)
-    return cv_runner.CVConfig(**{
-        "name": "tiny", "data": str(data), "folds": (1,), "methods": ("ranknet",), "epochs": 1,
-        "batch_size": 8, "output_dir": str(tmp_path / "runs"),
-        "report_dir": str(tmp_path / "report"), **overrides})
+    return flags.with_flags(cv_runner.CVConfig(
+        name="tiny", data=str(data), folds=(1,), methods=("ranknet",),
+        train=TrainConfig(epochs=1, batch_size=8), output_dir=str(tmp_path / "runs"),
+        report_dir=str(tmp_path / "report")), **overrides)
 
 
 def test_an_interrupted_neural_run_resumes_from_its_backup(tiny_fold, tmp_path, monkeypatch):

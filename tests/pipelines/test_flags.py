@@ -33,9 +33,11 @@ CASES = {
                            grid=cv_runner.parse_grid(["twin_*:learning_rate=0.001,0.01",
                                                       "twin_*:scorer=R4.L,CE4.L",
                                                       "lambdamart:objective=twin_ap_type1"]),
-                           epochs=2, batch_size=8, learning_rate=0.01, l2=0.0, seed=3,
-                           lambdamart_preset="paper", lambdamart_rounds=10,
-                           lambdamart_early_stopping=5, num_threads=1, no_relevant="zero",
+                           train=train.TrainConfig(epochs=2, batch_size=8, learning_rate=0.01,
+                                                   l2=0.0), seed=3,
+                           lambdamart=lambdamart.LambdaMARTConfig(
+                               preset="paper", num_boost_round=10, early_stopping_rounds=5,
+                               num_threads=1), no_relevant="zero",
                            output_dir="o", report_dir="r")),
     "sampled_ranking_quality": (srq.QualityConfig, srq.build_parser, lambda: srq.QualityConfig(
         data="fold", output_dir="o", epochs=2, topn=5, num_samples=2, temperature=0.5,
@@ -43,6 +45,8 @@ CASES = {
         synthetic_queries=20, seed=1)),
     "demo": (demo.DemoConfig, demo.build_parser,
              lambda: demo.DemoConfig(epochs=2, output_dir="o", export_dir="e/1", seed=1)),
+    "rank_accuracy": (rank_accuracy.RankAccuracyConfig, rank_accuracy.build_parser,
+                      lambda: rank_accuracy.RankAccuracyConfig(seed=1, quantize=20)),
 }
 
 
@@ -51,10 +55,13 @@ def test_every_field_has_a_documented_flag(job):
     config_class, build_parser, _ = CASES[job]
     parser = build_parser()
     options = {option: action for action in parser._actions for option in action.option_strings}
-    helps = flags.field_help(config_class)
-    for field in dataclasses.fields(config_class):
-        action = options[flags.flag_name(field.name)]
-        assert action.dest == field.name and helps[field.name] in " ".join(action.help.split())
+    config_flags = flags.config_flags(config_class)
+    # every field has a flag, or (a template) flags for some of its fields
+    assert {flag.path[0] for flag in config_flags} == \
+        {field.name for field in dataclasses.fields(config_class)}
+    for flag in config_flags:
+        action = options[flags.flag_name(flag.name)]
+        assert action.dest == flag.name and flag.help in " ".join(action.help.split())
 
 
 @pytest.mark.parametrize("job", sorted(CASES))
@@ -119,3 +126,24 @@ def test_a_field_without_documentation_or_flag_type_is_refused():
         flags.add_config_flags(argparse.ArgumentParser(), Undocumented)
     with pytest.raises(TypeError, match="pairs"):
         flags.add_config_flags(argparse.ArgumentParser(), Unflaggable)
+
+
+def test_template_fields_flags_map_to_nested_fields():
+    """CVConfig's training settings are a TrainConfig and a LambdaMARTConfig; the old flags
+    set their fields, with the nested fields' types, choices and help."""
+    config, _ = cross_validate.parse_args(["--epochs", "3", "--lambdamart-rounds", "7",
+                                           "--lambdamart-preset", "seeds", "--num-threads", "2"])
+    assert config.train == train.TrainConfig(epochs=3)
+    assert config.lambdamart == lambdamart.LambdaMARTConfig(preset="paper", num_boost_round=7,
+                                                            num_threads=2)
+    assert flags.config_to_argv(config) == ["--epochs", "3", "--lambdamart-preset", "paper",
+                                            "--lambdamart-rounds", "7", "--num-threads", "2"]
+    help_text = " ".join(cross_validate.build_parser().format_help().split())
+    assert "--epochs EPOCHS neural methods: training epochs. (default: 20)" in help_text
+    assert flags.with_flags(config, lambdamart_rounds=9, seed=4) == dataclasses.replace(
+        config, seed=4, lambdamart=dataclasses.replace(config.lambdamart, num_boost_round=9))
+    with pytest.raises(TypeError, match="num_boost_round"):
+        flags.with_flags(config, num_boost_round=9)  # a field without a flag of its own
+    # a template field without a flag cannot be written as flags
+    with pytest.raises(ValueError, match="hidden_units"):
+        flags.config_to_argv(cv_runner.CVConfig(train=train.TrainConfig(hidden_units=8)))

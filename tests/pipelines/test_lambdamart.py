@@ -103,14 +103,56 @@ def test_run_with_the_twin_objective_records_it(tiny_fold, tmp_path):
     assert summary["objective"]["hessian"] == "lambdamart" and summary["objective"]["seed"] == 0
     assert summary["params"]["objective"] == "twin_ndcg_type3"
     written = json.loads((tmp_path / "config.json").read_text())  # strict JSON, atomically
-    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.txt", "results.json",
-                                            "test_per_query.csv", "vali_per_query.csv"]
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "done.json", "model.txt",
+                                            "results.json", "test_per_query.csv",
+                                            "vali_per_query.csv"]
     assert written["objective"] == "twin_ndcg_type3"
     assert written["objective_args"] == {"hessian": "lambdamart"}
     per_query = pd.read_csv(tmp_path / "test_per_query.csv")
     assert summary["test"]["ndcg@5"] == pytest.approx(per_query["ndcg@5"].mean())
     again = lambdamart.run(dataclasses_replace(config, output_dir=str(tmp_path / "again")))
     assert again.test.summary["ndcg@5"] == result.test.summary["ndcg@5"]  # seeded
+
+
+def test_a_finished_run_is_not_redone_and_another_config_is_refused(tiny_fold, tmp_path,
+                                                                     capsys):
+    """As pipelines.train: config.json first, done.json last (the config and the caller's
+    marker); the same config again is a finished run, another one needs overwrite."""
+    from pipelines import resume
+
+    config = lambdamart.LambdaMARTConfig(data=str(tiny_fold), preset="small", num_boost_round=5,
+                                         early_stopping_rounds=5, output_dir=str(tmp_path))
+    lambdamart.run(config, marker={"note": 1})
+    done = json.loads((tmp_path / resume.DONE_FILE).read_text())
+    assert done["note"] == 1 and done["config"] == config.to_json() and "finished" in done
+    assert json.loads((tmp_path / resume.CONFIG_FILE).read_text()) == config.to_json()
+    with pytest.raises(resume.FinishedRunError):
+        lambdamart.run(config)
+    argv = ["--data", str(tiny_fold), "--preset", "small", "--num-boost-round", "5",
+            "--early-stopping-rounds", "5", "--output-dir", str(tmp_path)]
+    capsys.readouterr()
+    lambdamart.main(argv)  # prints the stored results, trains nothing
+    out = capsys.readouterr().out
+    assert "finished run of this config" in out and "test:" in out
+    with pytest.raises(SystemExit, match="another config"):
+        lambdamart.main(argv[:-4] + ["--output-dir", str(tmp_path), "--num-boost-round", "6"])
+    again = lambdamart.run(dataclasses_replace(config, num_boost_round=6), overwrite=True)
+    assert again.config.num_boost_round == 6
+    # an unfinished run of the same config (no done.json) is trained again from the start
+    (tmp_path / resume.DONE_FILE).unlink()
+    assert lambdamart.run(again.config).num_trees == again.num_trees
+
+
+def test_objective_arguments_come_from_its_signature():
+    import inspect
+
+    from tfr_extensions import gbdt
+
+    params = inspect.signature(gbdt.twin_sigmoid_objective).parameters
+    assert set(lambdamart.OBJECTIVE_ARGS) == set(params) - {"metric", "gradient", "seed",
+                                                            "num_threads"}
+    assert {"topn", "alpha_b", "hessian", "tie_break", "hessian_floor"} <= \
+        set(lambdamart.OBJECTIVE_ARGS)
 
 
 def test_a_twinmart_preset_trains_through_the_cross_validation_runner(tiny_fold, tmp_path):
@@ -128,7 +170,8 @@ def test_a_twinmart_preset_trains_through_the_cross_validation_runner(tiny_fold,
     cv = cv_runner.CVConfig(name="twinmart", data=str(data), folds=(1,), methods=(method.key,),
                             grid=cv_runner.parse_grid(
                                 ["twinmart_*:objective.hessian=lambdamart"]),
-                            lambdamart_rounds=20, lambdamart_early_stopping=5,
+                            lambdamart=lambdamart.LambdaMARTConfig(
+                                num_boost_round=20, early_stopping_rounds=5),
                             output_dir=str(tmp_path / "runs"),
                             report_dir=str(tmp_path / "report"))
     assert cv_runner.run_all(cv, log=lambda line: None) == {"trained": 1, "skipped": 0}

@@ -33,3 +33,11 @@ def test_l1_error_of_the_sigmoid_approximation_falls_with_alpha_as_in_table_2():
     lines = rank_accuracy.format_tables({(100, 123): row + [0, 0, 0]},
                                         rank_accuracy.table_3(scores))
     assert any("0.00 / 0.00" in line for line in lines)
+
+
+def test_the_config_and_its_flags():
+    config = rank_accuracy.parse_args(["--seed", "2", "--quantize", "20"])
+    assert config == rank_accuracy.RankAccuracyConfig(seed=2, quantize=20)
+    assert rank_accuracy.parse_args([]) == rank_accuracy.RankAccuracyConfig()
+    with pytest.raises(ValueError, match="quantize"):
+        rank_accuracy.RankAccuracyConfig(quantize=0)

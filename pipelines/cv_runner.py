@@ -171,7 +171,9 @@ class CVConfig:
     grid: Tuple[GridEntry, ...] = dataclasses.field(default=(), metadata=flags.option(
         repeated=True, parse=parse_grid_entry, format=format_grid_entry,
         metavar="PATTERN:PARAM=V1,V2"))
-    train: TrainConfig = dataclasses.field(default_factory=TrainConfig, metadata=flags.nested(
+    # A comparison trains longer than one run by default (30 epochs, TrainConfig's 20).
+    train: TrainConfig = dataclasses.field(
+        default_factory=lambda: TrainConfig(epochs=30), metadata=flags.nested(
         {"epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate",
          "l2": "l2"}, help_prefix="neural methods: "))
     seed: int = 0

@@ -139,7 +139,7 @@ def test_template_fields_flags_map_to_nested_fields():
     assert flags.config_to_argv(config) == ["--epochs", "3", "--lambdamart-preset", "paper",
                                             "--lambdamart-rounds", "7", "--num-threads", "2"]
     help_text = " ".join(cross_validate.build_parser().format_help().split())
-    assert "--epochs EPOCHS neural methods: training epochs. (default: 20)" in help_text
+    assert "--epochs EPOCHS neural methods: training epochs. (default: 30)" in help_text
     assert flags.with_flags(config, lambdamart_rounds=9, seed=4) == dataclasses.replace(
         config, seed=4, lambdamart=dataclasses.replace(config.lambdamart, num_boost_round=9))
     with pytest.raises(TypeError, match="num_boost_round"):

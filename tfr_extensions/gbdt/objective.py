@@ -55,13 +55,13 @@ def parse_objective_name(name: str) -> Dict[str, str]:
     return {"metric": metric, "gradient": gradient}
 
 
-def validate_seed(seed, arg: str = "seed") -> Optional[List[int]]:
+def validate_numpy_seed(seed, arg: str = "seed") -> Optional[List[int]]:
     """The objective's seed as the entropy of NumPy's ``SeedSequence``: None,
     or ``[int, ...]`` from an int >= 0 or a sequence of ints >= 0, else
     ``ValueError``. (Unlike the ops' seeds, any number of ints: they only
     seed NumPy.)
 
-    >>> validate_seed(3), validate_seed((1, np.int64(2)))
+    >>> validate_numpy_seed(3), validate_numpy_seed((1, np.int64(2)))
     ([3], [1, 2])
     """
     if seed is None:
@@ -119,7 +119,7 @@ class TwinSigmoidObjective:
         self.alpha_b = validation.validate_positive(alpha_b, "alpha_b")
         self.hessian_floor = validation.validate_positive(hessian_floor, "hessian_floor")
         self.tie_break = validation.validate_bool(tie_break, "tie_break")
-        self.seed = validate_seed(seed)
+        self.seed = validate_numpy_seed(seed)
         self.dtype = np.dtype(dtype)
         if self.dtype not in terms.EXP_SPREAD_LIMIT:
             raise ValueError(f"`dtype` must be float32 or float64; got {dtype!r}.")

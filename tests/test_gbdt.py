@@ -12,7 +12,7 @@ import oracles
 import tfr_extensions as tfrx
 from tfr_extensions import gbdt
 
-METRICS = gbdt.METRICS
+METRICS = gbdt.SUPPORTED_METRICS
 GRADIENTS = gbdt.GRADIENT_TYPES
 
 
@@ -248,7 +248,7 @@ def test_widely_spread_scores_take_the_per_pair_logistic():
 
 
 def test_layout_is_cached_per_dataset_and_threads_change_nothing(monkeypatch):
-    monkeypatch.setattr(gbdt, "_THREADED_MIN_PAIRS", 0)  # threads even for this small data
+    monkeypatch.setattr(gbdt.threads, "THREADED_MIN_PAIRS", 0)  # threads even for this small data
     rng = np.random.default_rng(11)
     group = [20, 35, 12, 50, 7]
     labels = rng.integers(0, 3, size=sum(group)).astype(float)

@@ -63,6 +63,8 @@ METRICS: Tuple[MetricName, ...] = (
 
 #: The metrics of the twin-sigmoid paper (Eq. 13-16), named as its loss presets are.
 PAPER_METRICS = ("precision", "ap", "ndcg", "nerr")
+#: The twin-sigmoid gradients of the paper: Eq. 11 (type1), 20 (type2) and 21 (type3).
+GRADIENT_TYPES = ("type1", "type2", "type3")
 
 _BY_NAME: Dict[str, MetricName] = {
     alias: metric for metric in METRICS for alias in (metric.name,) + metric.aliases}

@@ -40,8 +40,7 @@ from tfr_extensions.keras_ops import pairs
 from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.keras_ops import sorting
 from tfr_extensions.ops import validation
-
-GRADIENT_TYPES = ("type1", "type2", "type3")
+from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 
 
 def _logistic_pair(z):

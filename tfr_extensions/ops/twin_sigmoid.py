@@ -38,8 +38,7 @@ from tfr_extensions.ops import lists
 from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
-
-GRADIENT_TYPES = ("type1", "type2", "type3")
+from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 
 
 def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",

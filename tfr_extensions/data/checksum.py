@@ -27,13 +27,13 @@ SEGMENT_BYTES = 8 << 20
 class Checksum:
     """Cache key of a byte stream: its length and the CRC-32 of every :data:`SEGMENT_BYTES` segment.
 
-    CRC-32 (zlib) rather than a cryptographic hash: the key is computed on
-    every cache hit, and blake2b or sha256, several times slower, would take
-    most of a hit's advantage over parsing (``benchmarks/libsvm_read.py``). The
-    key only has to notice accidental changes: with the length in it, a changed
-    file keeps its key with probability 2**-32. Fixed segments make the key
-    independent of how the bytes are fed (parser blocks of any size, or
-    :func:`file_checksum`'s parallel reads).
+    CRC-32 (zlib) rather than a cryptographic hash: the key is computed on every
+    cache hit, so its speed bounds a hit's advantage over parsing, and blake2b or
+    sha256 are slower (figures: ``docs/notes/libsvm_reader.md``). The key only has
+    to notice accidental changes: with the length in it, a changed file keeps its
+    key with probability 2**-32. Fixed segments make the key independent of how
+    the bytes are fed (parser blocks of any size, or :func:`file_checksum`'s
+    parallel reads).
     """
 
     def __init__(self):

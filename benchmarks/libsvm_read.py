@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from tfr_extensions.data import read_libsvm, synthetic, write_libsvm
-from tfr_extensions.data.libsvm import _file_checksum
+from tfr_extensions.data.checksum import file_checksum
 
 NUM_FEATURES = 136
 TARGET_RATIO = 4.0
@@ -133,7 +133,7 @@ def _cache_phase(path: pathlib.Path, cache: pathlib.Path, parse_seconds: float,
         mapped = min(mapped, seconds)
         _, (seconds, _), _ = _measure(lambda: read_libsvm(path, cache=cache, mmap=False))
         loaded = min(loaded, seconds)
-        _, (seconds, _), _ = _measure(lambda: _file_checksum(path))
+        _, (seconds, _), _ = _measure(lambda: file_checksum(path))
         checksum = min(checksum, seconds)
     speedup = parse_seconds / loaded
     print(f"cache   : first read {first:.2f} s (parse + write); hit {mapped * 1e3:.1f} ms "

@@ -60,7 +60,8 @@ from tfr_extensions import models as tfrx_models
 from tfr_extensions.backend import keras
 from tfr_extensions.data import dataset as tfrx_dataset
 from tfr_extensions.data import elwc as tfrx_elwc
-from tfr_extensions.data.libsvm import LibSVMData, read_libsvm
+from tfr_extensions.data.libsvm import read_libsvm
+from tfr_extensions.data.libsvm_data import LibSVMData
 from tfr_extensions.data.normalization import query_zscore
 
 tfr = compat.require_tf_ranking(

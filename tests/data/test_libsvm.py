@@ -1,6 +1,5 @@
 """read_libsvm / write_libsvm: parsing features, group files (LightGBM / XGBoost), exact error
-messages, the content-keyed cache, and scikit-learn parity."""
-import os
+messages, and scikit-learn parity (the cache: test_cache.py, its key: test_checksum.py)."""
 import re
 import warnings
 
@@ -170,13 +169,6 @@ def test_blank_lines_everywhere_and_errors_after_them(tmp_path, monkeypatch):
     with pytest.raises(ValueError) as error:
         _read(path, chunk_bytes=300)
     assert str(error.value) == f"{path}:{3 * len(lines) - 5}: invalid feature value: '1:bad'"
-
-
-def test_unwritable_cache_warns_and_still_reads(tmp_path):
-    path = _write(tmp_path, "1 qid:1 1:1\n")
-    not_a_dir = _write(tmp_path, "x", name="cache_file")
-    with pytest.warns(UserWarning, match="could not write the cache entry"):
-        assert read_libsvm(path, cache=not_a_dir).features.tolist() == [[1.0]]
 
 
 def test_subset_takes_queries_in_the_given_order():
@@ -536,106 +528,6 @@ def test_fast_parser_handles_regular_letor_blocks():
     dense = _parse.parse_fast(text.replace(b"3:1 1:2", b"1:2 2:0 3:1"), b"0.0", None)
     np.testing.assert_array_equal(dense.dense, [[0.5, 0, 1e-3], [1, 2, 3], [2, 0, 1]])
     np.testing.assert_array_equal(dense.qids, [10, 10, 11])
-
-
-# --------------------------------------------------------------------------- cache
-
-
-def test_cache_hit_is_identical_and_memory_mapped(tmp_path):
-    data = synthetic(num_queries=20, num_features=4, seed=1)
-    path = tmp_path / "cached.txt"
-    write_libsvm(data, path)
-    cache = tmp_path / "cache"
-    first = read_libsvm(path, cache=cache)
-    assert not isinstance(first.features, np.memmap)
-    second = read_libsvm(path, cache=cache)
-    assert isinstance(second.features, np.memmap)  # proves the hit
-    for name in ("features", "labels", "qids", "query_offsets"):
-        np.testing.assert_array_equal(getattr(second, name), getattr(first, name))
-        assert getattr(second, name).dtype == getattr(first, name).dtype
-    assert len(list(cache.iterdir())) == 1
-
-
-def test_cache_is_invalidated_when_the_file_changes(tmp_path):
-    path = _write(tmp_path, "1 qid:1 1:1\n")
-    cache = tmp_path / "cache"
-    assert read_libsvm(path, cache=cache).features.tolist() == [[1.0]]
-    stat = os.stat(path)
-    path.write_text("1 qid:1 1:2\n")  # same size: only the mtime tells
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    assert read_libsvm(path, cache=cache).features.tolist() == [[2.0]]
-    assert len(list(cache.iterdir())) == 1  # the stale entry is gone
-
-
-def test_cache_sees_a_same_size_rewrite_with_the_old_mtime_restored(tmp_path):
-    """``cp -p``, ``rsync -t`` and ``tar`` put the old mtime back: the key is the content."""
-    path = _write(tmp_path, "1 qid:1 1:1\n0 qid:1 1:3\n")
-    cache = tmp_path / "cache"
-    assert read_libsvm(path, cache=cache).features.tolist() == [[1.0], [3.0]]
-    assert isinstance(read_libsvm(path, cache=cache).features, np.memmap)  # a hit
-    stat = os.stat(path)
-    path.write_text("1 qid:1 1:2\n0 qid:1 1:3\n")
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert os.stat(path).st_mtime_ns == stat.st_mtime_ns and os.stat(path).st_size == stat.st_size
-    again = read_libsvm(path, cache=cache)
-    assert not isinstance(again.features, np.memmap)  # parsed, not the old entry
-    assert again.features.tolist() == [[2.0], [3.0]]
-    assert read_libsvm(path, cache=cache).features.tolist() == [[2.0], [3.0]]
-    assert len(list(cache.iterdir())) == 1
-
-
-@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 640, 1000])
-def test_lookup_key_equals_the_key_of_the_bytes_parsed(tmp_path, monkeypatch, size):
-    """The parallel whole-file checksum (cache lookup) and the one fed by parser blocks
-    (cache write) agree for any block size, across segment boundaries."""
-    from tfr_extensions.data import libsvm
-    monkeypatch.setattr(libsvm, "_SEGMENT_BYTES", 64)
-    text = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
-    path = _write(tmp_path, text, name="bytes.bin")
-    key = libsvm._file_checksum(path)
-    assert key.startswith(f"{size}:")
-    for block in (1, 7, 64, 100, 4096):
-        checksum = libsvm._Checksum()
-        for start in range(0, size, block):
-            checksum.update(text[start:start + block])
-        assert checksum.key() == key, block
-    changed = bytearray(text)
-    if size:
-        changed[size // 2] ^= 1  # one bit anywhere changes the key
-        assert libsvm._file_checksum(_write(tmp_path, bytes(changed), name="b2.bin")) != key
-    data = synthetic(num_queries=6, num_features=3, seed=2)
-    path = tmp_path / "multi_segment.txt"
-    write_libsvm(data, path)
-    cache = tmp_path / "cache"
-    read_libsvm(path, cache=cache, chunk_bytes=7)
-    assert isinstance(read_libsvm(path, cache=cache, chunk_bytes=7).features, np.memmap)
-
-
-def test_cache_keys_on_the_group_file_content(tmp_path):
-    path, group = _rank_train(tmp_path, sizes="2\n3\n")
-    cache = tmp_path / "cache"
-    assert read_libsvm(path, cache=cache).query_offsets.tolist() == [0, 2, 5]
-    assert isinstance(read_libsvm(path, cache=cache).features, np.memmap)
-    stat = os.stat(group)
-    group.write_text("3\n2\n")  # same size, old mtime: only the content tells
-    os.utime(group, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    data = read_libsvm(path, cache=cache)
-    assert data.query_offsets.tolist() == [0, 3, 5] and data.qids.tolist() == [0, 0, 0, 1, 1]
-    group.unlink()  # the same data file read another way is another entry
-    with pytest.raises(ValueError, match="expected 'qid:<id>' after the label"):
-        read_libsvm(path, cache=cache)
-    other = _write(tmp_path, "1\n4\n", name="other.query")
-    assert read_libsvm(path, cache=cache, group_path=other).query_offsets.tolist() == [0, 1, 5]
-
-
-def test_cache_keys_include_options(tmp_path):
-    path = _write(tmp_path, "1 qid:1 1:NULL #docid = d1\n")
-    cache = tmp_path / "cache"
-    assert read_libsvm(path, cache=cache).features.tolist() == [[0.0]]
-    assert read_libsvm(path, cache=cache, null_value=5.0).features.tolist() == [[5.0]]
-    assert read_libsvm(path, cache=cache, num_features=2).features.shape == (1, 2)
-    assert read_libsvm(path, cache=cache, docids=True).docids.tolist() == ["d1"]
-    assert read_libsvm(path, cache=cache, docids=True).docids.tolist() == ["d1"]
 
 
 # --------------------------------------------------------------------------- scikit-learn

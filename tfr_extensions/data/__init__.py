@@ -11,8 +11,9 @@ The reader, :func:`to_dense` and :class:`RankingPyDataset` need no TensorFlow;
 """
 from tfr_extensions.backend import HAS_TENSORFLOW
 from tfr_extensions.data.dense import RankingPyDataset, query_zscore_rows, to_dense
-from tfr_extensions.data.libsvm import (LibSVMData, default_cache_dir, group_by_query, read_libsvm,
-                                        write_libsvm)
+from tfr_extensions.data.cache import default_cache_dir
+from tfr_extensions.data.libsvm import read_libsvm, write_libsvm
+from tfr_extensions.data.libsvm_data import LibSVMData, group_by_query
 from tfr_extensions.data.synthetic import synthetic
 
 if HAS_TENSORFLOW:

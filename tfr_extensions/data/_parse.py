@@ -41,14 +41,19 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 import pandas as pd
 
+#: Feature indices beyond this are surely typos (the output is dense); the
+#: ceiling of :func:`~tfr_extensions.data.read_libsvm`'s ``max_features``.
+MAX_INDEX = 2**31 - 1
+#: A float64 x rounds to a finite float32 iff ``|x| < F32_LIMIT`` (the midpoint
+#: between float32's largest value and 2**128, which rounds to even: inf).
+F32_LIMIT = 2.0**128 - 2.0**103
+#: The UTF-8 byte order mark, accepted at the start of a file (and only there).
+BOM = b"\xef\xbb\xbf"
+
 # Marks a label row for the fast parser; feature indices are >= 1, so a real
 # token never parses to this index without failing the structure check.
 _LABEL_MARK = -2.0
 _MAX_EXACT_INT = 2.0**53  # query ids beyond this are not exact in float64
-_MAX_INDEX = 2**31 - 1  # feature indices beyond this are surely typos (dense output)
-# A float64 x rounds to a finite float32 iff |x| < 2**128 - 2**103 (the midpoint
-# between float32's largest value and 2**128, which rounds to even: inf).
-_F32_LIMIT = 2.0**128 - 2.0**103
 _SLOW_BLOCK_BYTES = 1 << 16  # below this size a failing block goes to parse_slow
 _SPLIT_PIECES = 16
 
@@ -61,7 +66,6 @@ _FLOAT = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 _NON_FINITE = re.compile(rb"[+-]?(?:inf|infinity|nan)\Z", re.IGNORECASE)
 _DOCID = re.compile(rb"docid\s*=\s*(\S+)")
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
-_BOM = b"\xef\xbb\xbf"
 # A regular group file: one count per line (at most 15 digits: exact in int64 and float64).
 _GROUP_FILE = re.compile(rb"(?:[ \t]*[0-9]{1,15}[ \t]*\r?\n)*(?:[ \t]*[0-9]{1,15}[ \t]*\r?)?")
 _DIGITS = re.compile(rb"[0-9]+")
@@ -93,7 +97,7 @@ def _index_limit(num_features: Optional[int], max_features: Optional[int]) -> in
     """The largest accepted feature index: num_features, else max_features."""
     if num_features is not None:
         return num_features
-    return _MAX_INDEX if max_features is None else max_features
+    return MAX_INDEX if max_features is None else max_features
 
 
 # --------------------------------------------------------------------------- fast
@@ -145,12 +149,12 @@ def _finite_float32(values: np.ndarray) -> bool:
     Two reductions without temporaries (as fast as ``np.isfinite``); a NaN makes
     ``max`` NaN, which fails the comparison.
     """
-    return not values.size or bool(values.max() < _F32_LIMIT and values.min() > -_F32_LIMIT)
+    return not values.size or bool(values.max() < F32_LIMIT and values.min() > -F32_LIMIT)
 
 
 def _valid_labels(labels: np.ndarray) -> bool:
     """Labels are >= 0 and finite in float32 (a NaN fails both comparisons)."""
-    return not labels.size or bool(labels.min() >= 0 and labels.max() < _F32_LIMIT)
+    return not labels.size or bool(labels.min() >= 0 and labels.max() < F32_LIMIT)
 
 
 def _valid_qids(qids: np.ndarray) -> Optional[np.ndarray]:
@@ -280,7 +284,7 @@ def _parse_label(token: bytes) -> float:
         raise _LineError("non-finite label", token)
     if label < 0:
         raise _LineError("negative label", token)
-    if label >= _F32_LIMIT:
+    if label >= F32_LIMIT:
         raise _LineError("label overflows float32", token)
     return label
 
@@ -320,8 +324,8 @@ def _parse_tokens(tokens: List[bytes], null_value: float, num_features: Optional
             if index > max_features:
                 raise _LineError(f"feature index exceeds max_features={max_features} (pass a "
                                  f"larger max_features if the index is real)", token)
-        elif index > _MAX_INDEX:
-            raise _LineError(f"feature index exceeds {_MAX_INDEX}", token)
+        elif index > MAX_INDEX:
+            raise _LineError(f"feature index exceeds {MAX_INDEX}", token)
         if index in seen:
             raise _LineError("duplicate feature index", token)
         seen.add(index)
@@ -330,7 +334,7 @@ def _parse_tokens(tokens: List[bytes], null_value: float, num_features: Optional
             raise _LineError("invalid feature value", token)
         if not math.isfinite(value):
             raise _LineError("non-finite feature value", token)
-        if abs(value) >= _F32_LIMIT:
+        if abs(value) >= F32_LIMIT:
             raise _LineError("feature value overflows float32", token)
         indices.append(index)
         values.append(value)
@@ -441,8 +445,8 @@ def parse_group_sizes(text: bytes, path: str) -> np.ndarray:
     ``ValueError("<path>:<line>: <reason>: '<text>'")`` for the first bad line
     (a zero, negative or non-integer count, or several numbers on one line).
     """
-    if text.startswith(_BOM):
-        text = text[len(_BOM):]
+    if text.startswith(BOM):
+        text = text[len(BOM):]
     if _GROUP_FILE.fullmatch(text):
         sizes = np.array(text.split()).astype(np.int64) if text.strip() else np.zeros(0, np.int64)
         zeros = np.flatnonzero(sizes == 0)

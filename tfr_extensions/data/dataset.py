@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from tfr_extensions.data.dense import (NORMALIZATIONS, check_finite, check_options,  # noqa: F401
                                        feature_table, query_zscore_rows, select_queries)
-from tfr_extensions.data.libsvm import LibSVMData
+from tfr_extensions.data.libsvm_data import LibSVMData
 from tfr_extensions.ops.lists import PADDING_LABEL, RNG_ALG
 
 

@@ -27,7 +27,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from tfr_extensions.backend import keras
-from tfr_extensions.data.libsvm import LibSVMData
+from tfr_extensions.data.libsvm_data import LibSVMData
 from tfr_extensions.ops.conventions import PADDING_LABEL
 from tfr_extensions.ops.validation import validate_bool, validate_choice, validate_int
 

@@ -13,7 +13,7 @@ from typing import Dict, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tfr_extensions.data.libsvm import LibSVMData
+from tfr_extensions.data.libsvm_data import LibSVMData
 
 LABEL_PADDING = -1.0  # TF-Ranking's default label of padded examples
 

@@ -1,4 +1,4 @@
-"""LETOR / LibSVM ranking files: a fast reader with a memory-mappable cache.
+"""Reading and writing LETOR / LibSVM ranking files: :func:`read_libsvm`, :func:`write_libsvm`.
 
 One document per line, in one of two layouts::
 
@@ -37,294 +37,49 @@ Anything else raises ``ValueError("<path>:<line>: <reason>: '<token>'")``.
 Documents of a query are usually contiguous. When they are not (``qid:``
 files), they are grouped by the query's first appearance (stable within a
 query) with a warning.
+
+The pieces :func:`read_libsvm` puts together, one module each:
+:mod:`~tfr_extensions.data._parse` (blocks of lines to chunks),
+:mod:`~tfr_extensions.data.feature_matrix` (chunks to the dense ``[N, F]``
+matrix), :mod:`~tfr_extensions.data.libsvm_data` (the :class:`LibSVMData` it
+returns), :mod:`~tfr_extensions.data.checksum` and
+:mod:`~tfr_extensions.data.cache` (the memory-mappable binary cache). This
+module also re-exports ``LibSVMData``, ``group_by_query`` and
+``default_cache_dir``, importable from here as before.
 """
-import dataclasses
-import hashlib
-import json
 import os
 import pathlib
-import shutil
-import threading
 import warnings
-import zlib
-from concurrent.futures import ThreadPoolExecutor
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
 from tfr_extensions.data import _parse
+from tfr_extensions.data.cache import (default_cache_dir, entry_path, load_entry, read_options,
+                                       save_entry)
+from tfr_extensions.data.checksum import Checksum, file_checksum
+from tfr_extensions.data.feature_matrix import FeatureMatrixBuilder
+from tfr_extensions.data.libsvm_data import LibSVMData, group_by_query
 from tfr_extensions.ops.validation import validate_int
 
 PathLike = Union[str, os.PathLike]
 
-_CHUNK_BYTES = 8 << 20  # blocks of this many bytes: ~40 MiB of parser memory, same speed as larger
-_SEGMENT_BYTES = 8 << 20  # the cache key has one CRC-32 per segment of this many bytes
-_CACHE_FORMAT = 2  # bump when the parser's output or the cache layout changes
-_ARRAYS = ("features", "labels", "qids", "query_offsets")
+# Blocks of this many bytes: the parser's memory grows with the block, its speed
+# stops growing well below this size (figures: docs/notes/libsvm_reader.md).
+_CHUNK_BYTES = 8 << 20
 #: Group files :func:`read_libsvm` looks for beside ``<path>``: LightGBM's, then XGBoost's.
 GROUP_SUFFIXES = (".query", ".group")
 #: Default ``max_features`` of :func:`read_libsvm` (see its docstring).
 DEFAULT_MAX_FEATURES = 100_000
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class LibSVMData:
-    """Documents grouped by query, as contiguous arrays.
-
-    Attributes:
-      features: float32 ``[N, F]``, dense (missing sparse entries are 0).
-      labels: float32 ``[N]``, graded relevance (>= 0).
-      qids: int64 ``[N]``, the query id of every document.
-      query_offsets: int64 ``[Q + 1]``; the documents of query ``q`` are rows
-        ``query_offsets[q]:query_offsets[q + 1]``.
-      docids: optional str ``[N]`` (the ``docid = X`` of LETOR comments).
-
-    >>> data = LibSVMData(np.zeros((3, 2), np.float32), np.array([1, 0, 2], np.float32),
-    ...                   np.array([7, 7, 9]), np.array([0, 2, 3]))
-    >>> data.num_queries, data.list_sizes.tolist(), data.query_ids.tolist()
-    (2, [2, 1], [7, 9])
-    """
-
-    features: np.ndarray
-    labels: np.ndarray
-    qids: np.ndarray
-    query_offsets: np.ndarray
-    docids: Optional[np.ndarray] = None
-
-    def __post_init__(self):
-        features = self.features
-        if features.ndim != 2:
-            raise ValueError(f"`features` must be [N, F]; got shape {features.shape}.")
-        num_docs = features.shape[0]
-        for name in ("labels", "qids") + (("docids",) if self.docids is not None else ()):
-            shape = getattr(self, name).shape
-            if shape != (num_docs,):
-                raise ValueError(f"`{name}` must have shape ({num_docs},); got {shape}.")
-        offsets = self.query_offsets
-        if (offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0
-                or offsets[-1] != num_docs or (np.diff(offsets) < 0).any()):
-            raise ValueError(
-                f"`query_offsets` must rise from 0 to {num_docs}; got {offsets!r}.")
-
-    @property
-    def num_documents(self) -> int:
-        return int(self.features.shape[0])
-
-    @property
-    def num_features(self) -> int:
-        return int(self.features.shape[1])
-
-    @property
-    def num_queries(self) -> int:
-        return int(self.query_offsets.size - 1)
-
-    @property
-    def list_sizes(self) -> np.ndarray:
-        """int64 ``[Q]``: documents per query."""
-        return np.diff(self.query_offsets)
-
-    @property
-    def query_ids(self) -> np.ndarray:
-        """int64 ``[Q]``: the qid of each query."""
-        return np.asarray(self.qids)[self.query_offsets[:-1]]
-
-    def subset(self, query_indices: Sequence[int]) -> "LibSVMData":
-        """The queries at ``query_indices`` (positions, not qids), in that order."""
-        query_indices = np.asarray(query_indices, np.int64).reshape(-1)
-        if query_indices.size and (query_indices.min() < 0
-                                   or query_indices.max() >= self.num_queries):
-            raise ValueError(f"`query_indices` must lie in [0, {self.num_queries}); "
-                             f"got {query_indices.min()}..{query_indices.max()}.")
-        sizes = self.list_sizes[query_indices]
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        rows = (np.repeat(self.query_offsets[query_indices] - offsets[:-1], sizes)
-                + np.arange(offsets[-1]))
-        return LibSVMData(
-            np.asarray(self.features[rows]), np.asarray(self.labels[rows]),
-            np.asarray(self.qids[rows]), offsets,
-            None if self.docids is None else np.asarray(self.docids[rows]))
-
-
-def group_by_query(qids: np.ndarray, where: str = "data"):
-    """``(order, query_offsets)``: ``order`` is None when queries are contiguous.
-
-    Otherwise ``order`` is the stable permutation that groups documents by the
-    first appearance of their query, and a UserWarning says so.
-    """
-    qids = np.asarray(qids)
-    if qids.size == 0:
-        return None, np.zeros(1, np.int64)
-    starts = np.concatenate([[0], np.flatnonzero(qids[1:] != qids[:-1]) + 1])
-    if np.unique(qids[starts]).size == starts.size:
-        return None, np.append(starts, qids.size).astype(np.int64)
-    _, first_seen, inverse = np.unique(qids, return_index=True, return_inverse=True)
-    rank = np.empty_like(first_seen)
-    rank[np.argsort(first_seen, kind="stable")] = np.arange(first_seen.size)
-    order = np.argsort(rank[inverse], kind="stable")
-    sizes = np.bincount(rank[inverse], minlength=first_seen.size)
-    warnings.warn(
-        f"{where}: documents of a query are not contiguous ({starts.size} runs for "
-        f"{first_seen.size} queries); grouped by each query's first appearance.",
-        UserWarning, stacklevel=3)
-    return order, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-class _DenseBuilder:
-    """Writes parsed chunks into one float32 array, grown in place as needed.
-
-    The row capacity is estimated from the file size and the first block's
-    bytes per line; ``ndarray.resize`` grows it (glibc's realloc moves large
-    blocks with mremap, so growing does not double the memory).
-    """
-
-    def __init__(self, file_bytes: int, num_features: Optional[int]):
-        self.file_bytes = file_bytes
-        self.features = np.zeros((0, num_features or 0), np.float32)
-        self.labels = np.zeros(0, np.float32)
-        self.qids = np.zeros(0, np.int64)
-        self.size = 0
-
-    def _reserve(self, rows: int, block_bytes: int, block_docs: int):
-        capacity = self.labels.size
-        if rows <= capacity:
-            return
-        if capacity == 0:  # first block: estimate the whole file's documents
-            per_doc = block_bytes / max(block_docs, 1)
-            capacity = int(self.file_bytes / max(per_doc, 1.0) * 1.05) + 16
-        capacity = max(rows, capacity, int(self.labels.size * 1.25))
-        for name in ("labels", "qids"):
-            getattr(self, name).resize(capacity, refcheck=False)
-        self.features.resize((capacity, self.features.shape[1]), refcheck=False)
-
-    def _widen(self, width: int):
-        wider = np.zeros((self.features.shape[0], width), np.float32)
-        wider[: self.size, : self.features.shape[1]] = self.features[: self.size]
-        self.features = wider
-
-    def add(self, chunk: _parse.Chunk, block_bytes: int):
-        count = chunk.labels.size
-        start = self.size
-        self._reserve(start + count, block_bytes, count)
-        self.labels[start: start + count] = chunk.labels
-        self.qids[start: start + count] = chunk.qids
-        width = self.features.shape[1]
-        if chunk.dense is not None:
-            needed = chunk.dense.shape[1]
-            if needed > width:
-                self._widen(needed)
-            self.features[start: start + count, :needed] = chunk.dense
-        elif chunk.index.size:
-            needed = int(chunk.index.max())
-            if needed > width:
-                self._widen(needed)
-            self.features[chunk.doc + start, chunk.index - 1] = chunk.value
-        self.size += count
-
-    def finish(self):
-        """(features, labels, qids) trimmed to the documents read."""
-        for name in ("labels", "qids"):
-            getattr(self, name).resize(self.size, refcheck=False)
-        self.features.resize((self.size, self.features.shape[1]), refcheck=False)
-        return self.features, self.labels, self.qids
-
-
-class _Checksum:
-    """Cache key of a byte stream: its length and the CRC-32 of every 8 MiB segment.
-
-    CRC-32 (zlib) rather than a cryptographic hash: the key is computed on
-    every cache hit, and blake2b or sha256, several times slower, would take
-    most of a hit's advantage over parsing (``benchmarks/libsvm_read.py``). The
-    key only has to notice accidental changes: with the length in it, a changed
-    file keeps its key with probability 2**-32. Fixed segments make the key
-    independent of how the bytes are fed (parser blocks of any size, or
-    :func:`_file_checksum`'s parallel reads).
-    """
-
-    def __init__(self):
-        self.crcs, self.crc, self.filled, self.size = [], 0, 0, 0
-
-    def update(self, data) -> None:
-        view = memoryview(data).cast("B")
-        while len(view):
-            take = min(len(view), _SEGMENT_BYTES - self.filled)
-            self.crc = zlib.crc32(view[:take], self.crc)
-            self.filled += take
-            self.size += take
-            view = view[take:]
-            if self.filled == _SEGMENT_BYTES:
-                self.add_segment(self.crc, 0)
-                self.crc, self.filled = 0, 0
-
-    def add_segment(self, crc: int, size: int) -> None:
-        """Records a whole segment's CRC (``size`` bytes not yet counted)."""
-        self.crcs.append(crc)
-        self.size += size
-
-    def key(self) -> str:
-        crcs = self.crcs + ([self.crc] if self.filled else [])
-        digest = hashlib.blake2b(np.asarray(crcs, "<u4").tobytes(), digest_size=8).hexdigest()
-        return f"{self.size}:{digest}"
-
-
-def _file_checksum(path: PathLike) -> str:
-    """:class:`_Checksum` key of a file; segments are read (``os.preadv`` into one
-    buffer per thread) and hashed on up to 4 threads (zlib releases the GIL)."""
-    if not hasattr(os, "preadv"):  # Windows: one thread, sequential reads
-        checksum = _Checksum()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(_SEGMENT_BYTES), b""):
-                checksum.update(block)
-        return checksum.key()
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(descriptor).st_size
-        starts = range(0, size, _SEGMENT_BYTES)
-        local = threading.local()
-
-        def segment(start: int):
-            buffer = getattr(local, "buffer", None)
-            if buffer is None:
-                buffer = local.buffer = bytearray(_SEGMENT_BYTES)
-            view, crc, done = memoryview(buffer), 0, 0
-            while done < _SEGMENT_BYTES:  # short reads only at the end of the file
-                count = os.preadv(descriptor, [view[done:]], start + done)
-                if not count:
-                    break
-                crc = zlib.crc32(view[done: done + count], crc)
-                done += count
-            return crc, done
-
-        try:
-            workers = len(os.sched_getaffinity(0))
-        except AttributeError:  # not Linux
-            workers = os.cpu_count() or 1
-        workers = min(4, workers, len(starts))
-        if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
-                segments = list(pool.map(segment, starts))
-        else:
-            segments = [segment(start) for start in starts]
-    finally:
-        os.close(descriptor)
-    checksum = _Checksum()
-    for crc, count in segments:
-        if count == _SEGMENT_BYTES:
-            checksum.add_segment(crc, count)
-        else:  # the last, partial segment (the file may also have shrunk meanwhile)
-            checksum.crc, checksum.filled, checksum.size = crc, count, checksum.size + count
-            break
-    return checksum.key()
-
-
-def _blocks(path: PathLike, chunk_bytes: int, checksum: Optional[_Checksum] = None):
+def _blocks(path: PathLike, chunk_bytes: int, checksum: Optional[Checksum] = None):
     """Blocks of whole lines, each ending in a newline, without a leading UTF-8 BOM.
 
     ``checksum`` sees every raw byte read, so a new cache entry is keyed on
-    exactly the bytes parsed, even if the file changed since the lookup (4% of
-    the parse time, spent only when an entry will be written).
+    exactly the bytes parsed, even if the file changed since the lookup (a small
+    share of the parse time, spent only when an entry will be written; figures in
+    ``docs/notes/libsvm_reader.md``).
     """
     rest, first = b"", True
     with open(path, "rb") as handle:
@@ -341,16 +96,16 @@ def _blocks(path: PathLike, chunk_bytes: int, checksum: Optional[_Checksum] = No
                 continue
             text, rest = block[:cut], block[cut:]
             if first:
-                text, first = text.removeprefix(_parse._BOM), False
+                text, first = text.removeprefix(_parse.BOM), False
             yield text
     if rest:
-        yield (rest.removeprefix(_parse._BOM) if first else rest) + b"\n"
+        yield (rest.removeprefix(_parse.BOM) if first else rest) + b"\n"
 
 
 def _parse_file(path: pathlib.Path, num_features, max_features, null_value, docids,
                 chunk_bytes, group: Optional[pathlib.Path], group_sizes: Optional[np.ndarray],
-                hint: str, checksum: Optional[_Checksum]) -> LibSVMData:
-    builder = _DenseBuilder(os.path.getsize(path), num_features)
+                hint: str, checksum: Optional[Checksum]) -> LibSVMData:
+    builder = FeatureMatrixBuilder(os.path.getsize(path), num_features)
     docid_list = [] if docids else None
     line, clean_lines, any_text = 1, False, False
     for text in _blocks(path, chunk_bytes, checksum):
@@ -405,50 +160,6 @@ def _group_file(path: pathlib.Path, group_path) -> Tuple[Optional[pathlib.Path],
     return group, (f" ({group} gives the queries; pass group_path=False to read the "
                    f"qid: tokens instead)")
 
-
-# --------------------------------------------------------------------------- cache
-
-
-def default_cache_dir() -> pathlib.Path:
-    """``$TFRX_CACHE_DIR``, else ``~/.cache/tfr_extensions/libsvm``."""
-    env = os.environ.get("TFRX_CACHE_DIR")
-    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "tfr_extensions" / "libsvm"
-
-
-def _cache_entry(cache_dir: pathlib.Path, path: pathlib.Path, content: str,
-                 options: dict) -> pathlib.Path:
-    """``<name>.<path key>.<content key>``; ``content`` is the file's checksum key."""
-    path_key = hashlib.sha256(str(path).encode()).hexdigest()[:10]
-    content_key = hashlib.sha256(json.dumps(
-        [str(path), content, _CACHE_FORMAT, options], sort_keys=True).encode()).hexdigest()[:16]
-    return cache_dir / f"{path.name}.{path_key}.{content_key}"
-
-
-def _load_cache(entry: pathlib.Path, mmap: bool, docids: bool) -> Optional[LibSVMData]:
-    names = _ARRAYS + (("docids",) if docids else ())
-    if not all((entry / f"{name}.npy").is_file() for name in names):
-        return None
-    arrays = {name: np.load(entry / f"{name}.npy", mmap_mode="r" if mmap and name == "features"
-                            else None, allow_pickle=False) for name in names}
-    return LibSVMData(**arrays)
-
-
-def _save_cache(entry: pathlib.Path, data: LibSVMData) -> None:
-    """Writes a fresh entry atomically (temp dir + rename) and drops stale ones."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    stem = entry.name.rsplit(".", 1)[0]
-    for stale in entry.parent.glob(f"{stem}.*"):
-        if stale != entry and not stale.name.endswith(".tmp"):
-            shutil.rmtree(stale, ignore_errors=True)
-    temp = entry.parent / f"{entry.name}.{os.getpid()}.tmp"
-    shutil.rmtree(temp, ignore_errors=True)
-    temp.mkdir()
-    for name in _ARRAYS + (("docids",) if data.docids is not None else ()):
-        np.save(temp / f"{name}.npy", np.asarray(getattr(data, name)), allow_pickle=False)
-    try:
-        os.replace(temp, entry)
-    except OSError:  # another process wrote the same entry first
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def read_libsvm(
@@ -507,7 +218,7 @@ def read_libsvm(
         query sizes add up to X documents, but <path> has Y documents"``.
       FileNotFoundError, IsADirectoryError: for ``path`` or ``group_path``.
 
-    >>> import pathlib, tempfile
+    >>> import pathlib, shutil, tempfile
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (folder / "rank.train").write_text("2 1:0.5 3:1\\n0 2:4\\n1 1:1 2:2 3:3\\n")
     >>> _ = (folder / "rank.train.query").write_text("2\\n1\\n")  # LightGBM's group file
@@ -520,8 +231,8 @@ def read_libsvm(
     """
     path = pathlib.Path(path).resolve()
     validate_int(num_features, "num_features", minimum=1, allow_none=True)
-    validate_int(max_features, "max_features", minimum=1, maximum=_parse._MAX_INDEX)
-    if not abs(null_value) < _parse._F32_LIMIT:
+    validate_int(max_features, "max_features", minimum=1, maximum=_parse.MAX_INDEX)
+    if not abs(null_value) < _parse.F32_LIMIT:
         raise ValueError(f"`null_value` must be finite in float32; got {null_value!r}.")
     if chunk_bytes < 1:
         raise ValueError(f"`chunk_bytes` must be positive; got {chunk_bytes!r}.")
@@ -535,25 +246,19 @@ def read_libsvm(
     entry = None
     if cache is not False and cache is not None:
         cache_dir = default_cache_dir() if cache is True else pathlib.Path(cache)
-        group_key = None
-        if group is not None:
-            group_checksum = _Checksum()
-            group_checksum.update(group_bytes)
-            group_key = [str(group), group_checksum.key()]
-        options = {"num_features": num_features, "null_value": float(null_value),
-                   "docids": bool(docids), "group": group_key}
-        entry = _cache_entry(cache_dir, path, _file_checksum(path), options)
-        cached = _load_cache(entry, mmap, docids)
+        options = read_options(num_features, null_value, docids, group, group_bytes)
+        entry = entry_path(cache_dir, path, file_checksum(path), options)
+        cached = load_entry(entry, mmap, docids)
         if cached is not None:
             return cached
     group_sizes = None if group is None else _parse.parse_group_sizes(group_bytes, str(group))
-    checksum = None if entry is None else _Checksum()
+    checksum = None if entry is None else Checksum()
     data = _parse_file(path, num_features, int(max_features), float(null_value), docids,
                        chunk_bytes, group, group_sizes, hint, checksum)
     if entry is not None:
-        entry = _cache_entry(cache_dir, path, checksum.key(), options)  # the bytes parsed
+        entry = entry_path(cache_dir, path, checksum.key(), options)  # the bytes parsed
         try:
-            _save_cache(entry, data)
+            save_entry(entry, data)
         except OSError as error:  # a read-only or full cache never fails a read
             warnings.warn(f"{path}: could not write the cache entry {entry}: {error}",
                           UserWarning, stacklevel=2)
@@ -593,7 +298,7 @@ def write_libsvm(data: LibSVMData, path: PathLike, *, sparse: bool = False,
       ValueError: with ``group_file``, when a query has no documents (a group
         file cannot express an empty query).
 
-    >>> import pathlib, tempfile
+    >>> import pathlib, shutil, tempfile
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> data = LibSVMData(np.array([[1, 0], [0, 2.5], [3, 0]], np.float32),
     ...                   np.array([1, 0, 2], np.float32), np.array([7, 7, 9]), np.array([0, 2, 3]))

@@ -13,7 +13,7 @@ from typing import Tuple
 
 import numpy as np
 
-from tfr_extensions.data.libsvm import LibSVMData
+from tfr_extensions.data.libsvm_data import LibSVMData
 from tfr_extensions.ops.validation import validate_int, validate_number
 
 #: MSLR-WEB30K's label distribution (grades 0..4), the synthetic target skew.

@@ -20,7 +20,7 @@ class Method:
     """A named method preset: what to train and how to label it.
 
     ``kind`` is ``"loss"`` (a scorer trained with ``loss``), ``"irgan"`` (an
-    IRGAN in ``irgan_mode``) or ``"lambdamart"`` (LightGBM trees).
+    IRGAN: ``loss`` ``irgan_<mode>``, ``irgan_mode`` its mode) or ``"lambdamart"`` (LightGBM trees).
     ``overrides`` are fixed settings applied before any grid point, with the
     names of ``--grid`` parameters (e.g. ``learning_rate``, ``loss.topn``,
     ``objective``).
@@ -45,8 +45,10 @@ class Method:
 
     @property
     def players(self) -> Tuple[str, ...]:
-        """Scorers evaluated from one training ("" = the only one)."""
-        return ("generator", "discriminator") if self.kind == "irgan" else ("",)
+        """Scorers evaluated from one training ("" = the only one): those the ``loss``
+        trains (:func:`pipelines.trainable.scorer_names`; trees: one)."""
+        from pipelines import trainable
+        return trainable.scorer_names(self.loss or "")
 
 
 def _twin(metric: str, gradient: str, label: str) -> Method:
@@ -86,9 +88,12 @@ METHODS: Dict[str, Method] = {m.key: m for m in [
       for gradient in _GRADIENTS for metric, label in _TWIN_METRICS],
     Method("expected_utility", "ExptUtility", "policy gradient", loss="expected_utility"),
     Method("mdprank", "MDPRank", "policy gradient", loss="mdprank"),
-    Method("irgan_point", "IRGAN-point", "adversarial", kind="irgan", irgan_mode="point"),
-    Method("irgan_pair", "IRGAN-pair", "adversarial", kind="irgan", irgan_mode="pair"),
-    Method("irgan_list", "IRGAN-list", "adversarial", kind="irgan", irgan_mode="list"),
+    Method("irgan_point", "IRGAN-point", "adversarial", kind="irgan",
+           loss="irgan_point", irgan_mode="point"),
+    Method("irgan_pair", "IRGAN-pair", "adversarial", kind="irgan",
+           loss="irgan_pair", irgan_mode="pair"),
+    Method("irgan_list", "IRGAN-list", "adversarial", kind="irgan",
+           loss="irgan_list", irgan_mode="list"),
     Method("lambdamart", "LambdaMART(L)", "gradient boosted trees", kind="lambdamart"),
     # the papers' parameters as given (min_sum_hessian_in_leaf 200: one constant tree on
     # LETOR 4.0 sizes, see pipelines.lambdamart)

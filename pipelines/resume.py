@@ -6,7 +6,8 @@ new folder or over an unfinished run of the same identity, which it then
 resumes (:func:`check_output_dir`); ``overwrite`` clears the folder first.
 :class:`TrainingBackup` is the run's own checkpoint (a ``tf.train.Checkpoint``
 of the model's weights, the optimizers, the loss's step counter, the best-epoch
-callbacks' state and the epoch; the per-epoch logs beside it), restored before
+callbacks' state and the epoch, gathered by :func:`training_state`; the per-epoch
+logs beside it), restored before
 ``fit`` on every stack (Keras 2 and 3) and every worker;
 :func:`backed_up_epochs` says how many epochs a backup holds. Used by
 :func:`pipelines.train.run`; ``docs/notes/train_pipeline.md`` tells the design
@@ -24,6 +25,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import tensorflow as tf
 
 from pipelines import common
+from pipelines import trainable
+from tfr_extensions import backend
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions.backend import keras
@@ -36,12 +39,12 @@ CHECKPOINT_DIR = "chief"            # the chief's checkpoint, under BACKUP_DIR
 HISTORY_FILE = "history.json"       # per-epoch logs, beside the checkpoint
 #: the checkpoint key of the number of finished epochs
 EPOCH_KEY = "epoch/.ATTRIBUTES/VARIABLE_VALUE"
-#: the scorers of a model of several (IRGAN), whose per-query files carry their names
-PLAYERS = ("generator", "discriminator")
-#: what a run writes in its output dir (all of it is deleted by --overwrite)
+#: what a run writes in its output dir (all of it is deleted by --overwrite): the per-query
+#: files of every scorer name a run can report (those of a model of several carry the name)
 OUTPUT_FILES = (CONFIG_FILE, RESULTS_FILE,
-                *[name.format(suffix=suffix) for suffix in ("", *(f"_{p}" for p in PLAYERS))
-                  for name in common.PER_QUERY_FILES], DONE_FILE)
+                *[name.format(suffix=trainable.player_suffix(player))
+                  for player in trainable.SCORER_NAMES for name in common.PER_QUERY_FILES],
+                DONE_FILE)
 OUTPUT_DIRS = ("logs", BACKUP_DIR)
 #: config fields that do not change a run's results (not compared on a rerun)
 NOT_IDENTITY_FIELDS = ("verbose",)
@@ -182,8 +185,9 @@ def prepare_output_dir(config: Any, output_dir: str,
 def loss_state(loss: Optional[keras.losses.Loss]) -> tf.Module:
     """The loss's ``tf.Variable`` attributes (a randomized loss's step counter, see
     ``StepSeeded`` in :mod:`tfr_extensions.losses.base`) as a ``tf.Module``, so that a
-    checkpoint holds them (Keras checkpoints a model without its loss). No loss (an
-    IRGAN's), or one without variables: an empty module."""
+    checkpoint holds them (Keras checkpoints a model without its loss). No loss (a
+    model of several scorers trains each with its own), or one without variables: an
+    empty module."""
     module = tf.Module(name="loss_state")
     attributes = getattr(loss, "__dict__", {})
     module.loss_variables = {name: value for name, value in sorted(attributes.items())
@@ -209,6 +213,39 @@ def variables_state(variables: Sequence[Any], name: str = "variables") -> tf.Mod
     module = tf.Module(name=name)
     module.weights = list(variables)
     return module
+
+
+def example_inputs(element_spec: Any) -> Any:
+    """Ones shaped like one batch of ``element_spec`` (unknown dimensions: 1)."""
+    return tf.nest.map_structure(
+        lambda spec: tf.ones([1 if d is None else d for d in spec.shape], spec.dtype),
+        element_spec)
+
+
+def training_state(model: trainable.Trainable, element_spec: Any,
+                   best: Mapping[str, evaluation.BestEpochCallback],
+                   epochs: int) -> Dict[str, Any]:
+    """Builds all the state a resumed run needs and returns it by checkpoint name,
+    for :class:`TrainingBackup` (call inside the strategy scope):
+
+    * ``model``: every weight of ``model.model`` (called once on ``example_inputs`` of
+      the training stream's ``(x, labels)`` ``element_spec``, so that it is built);
+    * ``model.optimizers()``, built for their variables (Adam's moments, the
+      iteration count), so a restore is not deferred into the first training step;
+    * ``loss``: the loss's variables (a seeded loss's step counter);
+    * ``best_epoch<_player>``: each best-epoch callback's state, for ``epochs`` epochs.
+    """
+    keras_model = model.model
+    keras_model(example_inputs(element_spec[0]), training=False)
+    state: Dict[str, Any] = {"model": variables_state(keras_model.weights, "model_weights")}
+    for name, (optimizer, variables) in model.optimizers().items():
+        backend.build_optimizer(optimizer, variables)
+        state[name] = optimizer
+    state["loss"] = loss_state(getattr(keras_model, "loss", None))
+    for player, callback in best.items():
+        callback.set_model(keras_model)
+        state[f"best_epoch{trainable.player_suffix(player)}"] = callback.state(epochs)
+    return state
 
 
 class TrainingBackup(keras.callbacks.Callback):

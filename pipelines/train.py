@@ -4,9 +4,11 @@
         --loss twin_ndcg_type3 --loss-args '{"topn": 10}' --scorer R4.L --epochs 20
     python -m pipelines.train --data synthetic --epochs 3     # the embedded default
 
-:func:`run` trains with Keras ``fit`` inside the distribution strategy's scope,
-keeps the epoch with the best exact validation metric (``ndcg@5``), evaluates
-validation and test per query and writes, under ``--output-dir`` (default
+:func:`run` is three steps: :func:`prepare` (strategy, seed, data, the output
+folder's guard), :func:`fit` (Keras ``fit`` inside the distribution strategy's
+scope, resuming from the backup, keeping each scorer's epoch with the best exact
+validation metric, ``ndcg@5``) and :func:`finish` (evaluates validation and test
+per query, exports, writes). It writes, under ``--output-dir`` (default
 ``runs/<name>``): ``config.json`` (the resolved :class:`TrainConfig`),
 ``results.json`` (history, best epoch, validation/test means and their
 no-relevant rule; a mean over no query is ``null``), ``vali_per_query.csv`` /
@@ -16,20 +18,20 @@ written atomically; JSON is strict.
 
 A killed run resumes from ``backup/`` when rerun with the same config; a
 finished run of the same config is not trained again; a run of another config
-in the folder is refused unless ``--overwrite``. ``--loss irgan_<mode>``
-trains an IRGAN, whose generator and discriminator are selected and evaluated
-each at its own best epoch. ``--strategy multi_worker`` trains on several
-machines (``TF_CONFIG``). Why ``fit`` rather than TF-Ranking's pipeline
+in the folder is refused unless ``--overwrite``. The ``loss`` names the kind of
+model (:mod:`pipelines.trainable`): ``--loss irgan_<mode>`` trains an IRGAN, whose
+generator and discriminator are selected and evaluated each at its own best epoch.
+``--strategy multi_worker`` trains on several machines (``TF_CONFIG``). Why ``fit`` rather than TF-Ranking's pipeline
 classes, and how resuming works: ``docs/notes/train_pipeline.md``.
 """
 import argparse
 import dataclasses
-import inspect
+import functools
 import math
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional
 
 import tensorflow as tf
 
@@ -37,8 +39,12 @@ from pipelines import common
 from pipelines import distributed
 from pipelines import flags
 from pipelines import resume
-from pipelines.resume import FinishedRunError, OutputDirError  # raised by run
-from tfr_extensions import backend
+from pipelines import trainable
+# raised by run; the callbacks and the model kinds' names, also at their old home here
+from pipelines.callbacks import (CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss,
+                                 history_key)
+from pipelines.resume import FinishedRunError, OutputDirError
+from pipelines.trainable import IRGAN_MODES, IRGAN_PREFIX, build_loss, player_suffix
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
@@ -49,16 +55,6 @@ from tfr_extensions.ops import validation
 
 STRATEGIES = {"default": None, "mirrored": compat.MIRRORED_STRATEGY,
               "multi_worker": compat.MWMS_STRATEGY}
-#: ``loss`` names ``irgan_<mode>`` train an IRGAN of two scorers (:func:`build_irgan`)
-IRGAN_PREFIX = "irgan_"
-IRGAN_MODES = ("point", "pair", "list")
-#: the players of an IRGAN, in report order (each selected and evaluated on its own)
-IRGAN_PLAYERS = resume.PLAYERS
-
-
-class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite."""
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -135,19 +131,9 @@ class TrainConfig:
             validation.validate_int(getattr(self, arg), arg, minimum=1)
         if not isinstance(self.loss_args, Mapping):
             raise ValueError(f"`loss_args` must be a mapping; got {self.loss_args!r}.")
-        if self.is_irgan:
-            mode = self.loss[len(IRGAN_PREFIX):]
-            if mode not in IRGAN_MODES or "mode" in self.loss_args:
-                raise ValueError(f"`loss` irgan_<mode> must have a mode in {list(IRGAN_MODES)} "
-                                 f"and no 'mode' in `loss_args`; got {self.loss!r} with "
-                                 f"{dict(self.loss_args)!r}.")
+        trainable.model_kind(self.loss).check_loss(self.loss, self.loss_args)
         models.parse_notation(self.scorer, self.hidden_units)
         evaluation.parse_metric(self.validation_metric)
-
-    @property
-    def is_irgan(self) -> bool:
-        """Whether the run trains an IRGAN (``loss="irgan_<mode>"``) rather than a scorer."""
-        return self.loss.startswith(IRGAN_PREFIX)
 
     @property
     def resolved_output_dir(self) -> str:
@@ -188,14 +174,6 @@ class TrainResult:
     players: Dict[str, ScorerResult] = dataclasses.field(default_factory=dict)
 
 
-def build_loss(name: str, loss_args: Mapping[str, Any], seed: int) -> keras.losses.Loss:
-    """``tfrx.losses.get(name, **loss_args)``; seeded with ``seed`` if it takes one."""
-    loss = tfrx.losses.get(name, **loss_args)
-    if "seed" not in loss_args and "seed" in inspect.signature(type(loss).__init__).parameters:
-        loss = tfrx.losses.get(name, **{**loss_args, "seed": seed})
-    return loss
-
-
 def train_dataset(config: TrainConfig, train) -> tf.data.Dataset:
     """The endless, batched training stream (raw features: the model normalizes):
     epoch after epoch of the training queries, each epoch in its own seeded order,
@@ -227,161 +205,22 @@ def build_scorer(config: TrainConfig, num_features: int,
                          batch_norm=config.batch_norm, l2=config.l2, name=name)
 
 
+def build_trainable(config: TrainConfig, num_features: int) -> trainable.Trainable:
+    """The compiled model of ``config`` (call inside the strategy scope), seen through
+    :class:`pipelines.trainable.Trainable`: the kind ``config.loss`` names, built of
+    :func:`build_scorer` scorers."""
+    return trainable.model_kind(config.loss).build(
+        config, functools.partial(build_scorer, config, num_features))
+
+
 def build_model(config: TrainConfig, num_features: int) -> keras.Model:
-    """The compiled model that ``fit`` trains (call inside the strategy scope): the
-    scorer with ``config.loss``, Adam and a training nDCG@5, or :func:`build_irgan`."""
-    if config.is_irgan:
-        return build_irgan(config, num_features)
-    model = build_scorer(config, num_features)
-    model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
-                  loss=build_loss(config.loss, config.loss_args, config.seed),
-                  metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
-                  jit_compile=config.jit_compile)
-    return model
-
-
-def build_irgan(config: TrainConfig, num_features: int) -> keras.Model:
-    """The compiled :class:`tfr_extensions.adversarial.IRGAN` of ``loss="irgan_<mode>"``:
-    two scorers of ``config``, ``loss_args`` as IRGAN's keyword arguments (seeded with
-    ``seed`` unless they say otherwise), each player with Adam at ``learning_rate``."""
-    from tfr_extensions.adversarial import IRGAN
-
-    model = IRGAN(build_scorer(config, num_features, "generator"),
-                  build_scorer(config, num_features, "discriminator"),
-                  **{"seed": config.seed, **config.loss_args,
-                     "mode": config.loss[len(IRGAN_PREFIX):]})
-    model.compile(d_optimizer=keras.optimizers.Adam(config.learning_rate),
-                  g_optimizer=keras.optimizers.Adam(config.learning_rate),
-                  jit_compile=config.jit_compile)
-    return model
-
-
-def scorers(model: keras.Model) -> Dict[str, keras.Model]:
-    """The scorers of ``model`` that are selected and evaluated, by name: an IRGAN's
-    generator and discriminator (:data:`IRGAN_PLAYERS`); any other model is its own
-    and only scorer, named ``""``."""
-    from tfr_extensions.adversarial import IRGAN
-
-    if isinstance(model, IRGAN):
-        return {player: model.player(player) for player in IRGAN_PLAYERS}
-    return {"": model}
-
-
-def main_scorer(model: keras.Model) -> str:
-    """The name (in :func:`scorers`) of the scorer a run reports first and exports:
-    an IRGAN's served player, else ``""``."""
-    from tfr_extensions.adversarial import IRGAN
-
-    return model.serve if isinstance(model, IRGAN) else ""
-
-
-def player_suffix(player: str) -> str:
-    """``""`` -> ``""``; ``"generator"`` -> ``"_generator"`` (file names, history keys)."""
-    return f"_{player}" if player else ""
-
-
-def history_key(part: str, metric: str, player: str = "") -> str:
-    """The history (and TensorBoard) key of ``metric`` on ``part`` per epoch.
-
-    >>> history_key("val", "ndcg@5"), history_key("test", "ndcg@5", "generator")
-    ('val_ndcg_5', 'test_ndcg_5_generator')
-    """
-    name, topn = evaluation.parse_metric(metric)
-    return f"{part}_{name}_{topn}{player_suffix(player)}"
+    """The compiled Keras model that ``fit`` trains: :func:`build_trainable`'s."""
+    return build_trainable(config, num_features).model
 
 
 def make_strategy(name: str) -> Optional[tf.distribute.Strategy]:
     """TF-Ranking's strategy factory under our short names (None = default)."""
     return compat.get_strategy(STRATEGIES[name])
-
-
-# ----------------------------------------------------------------------------- resuming
-def optimizers(model: keras.Model) -> Dict[str, Tuple[Any, List[Any]]]:
-    """The optimizers of a compiled :func:`build_model` model, by checkpoint name,
-    each with the variables it trains: ``{"optimizer": (model.optimizer,
-    model.trainable_variables)}``, or an IRGAN's ``d_optimizer`` (the
-    discriminator's variables) and ``g_optimizer`` (the generator's)."""
-    from tfr_extensions.adversarial import IRGAN
-
-    if isinstance(model, IRGAN):
-        return {"d_optimizer": (model.d_optimizer, model.discriminator.trainable_variables),
-                "g_optimizer": (model.g_optimizer, model.generator.trainable_variables)}
-    return {"optimizer": (model.optimizer, model.trainable_variables)}
-
-
-def example_inputs(element_spec: Any) -> Any:
-    """Ones shaped like one batch of ``element_spec`` (unknown dimensions: 1)."""
-    return tf.nest.map_structure(
-        lambda spec: tf.ones([1 if d is None else d for d in spec.shape], spec.dtype),
-        element_spec)
-
-
-def training_state(model: keras.Model, element_spec: Any,
-                   best: Mapping[str, evaluation.BestEpochCallback],
-                   epochs: int) -> Dict[str, Any]:
-    """Builds all the state a resumed run needs and returns it by checkpoint name,
-    for :class:`pipelines.resume.TrainingBackup` (call inside the strategy scope):
-
-    * ``model``: every weight of the model (called once on ``example_inputs`` of the
-      training stream's ``(x, labels)`` ``element_spec``, so that it is built);
-    * the :func:`optimizers`, built for their variables (Adam's moments, the
-      iteration count), so a restore is not deferred into the first training step;
-    * ``loss``: the loss's variables (a seeded loss's step counter);
-    * ``best_epoch<_player>``: each best-epoch callback's state, for ``epochs`` epochs.
-    """
-    model(example_inputs(element_spec[0]), training=False)
-    state: Dict[str, Any] = {"model": resume.variables_state(model.weights, "model_weights")}
-    for name, (optimizer, variables) in optimizers(model).items():
-        backend.build_optimizer(optimizer, variables)
-        state[name] = optimizer
-    state["loss"] = resume.loss_state(getattr(model, "loss", None))
-    for player, callback in best.items():
-        callback.set_model(model)
-        state[f"best_epoch{player_suffix(player)}"] = callback.state(epochs)
-    return state
-
-
-# ----------------------------------------------------------------------------- callbacks
-class StopOnNonFiniteLoss(keras.callbacks.Callback):
-    """Raises :class:`NonFiniteLossError` at the end of the first batch whose loss (every
-    log whose name ends in ``loss``: Keras's running mean of the epoch) is NaN or
-    infinite, naming the epoch and the batch. Put it first: nothing after that batch
-    runs (no evaluation of NaN weights, no backup of them)."""
-
-    def __init__(self):
-        super().__init__()
-        self._epoch = 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        for key, value in (logs or {}).items():
-            if key.endswith("loss") and not math.isfinite(float(value)):
-                steps = (getattr(self, "params", None) or {}).get("steps")
-                raise NonFiniteLossError(
-                    f"The training {key} is {float(value)} in epoch {self._epoch + 1} (batch "
-                    f"{batch + 1}{f' of {steps}' if steps else ''}): training stopped. Lower "
-                    "the learning rate, or look for NaN/inf in the features or labels.")
-
-
-class CurveLogger(keras.callbacks.Callback):
-    """Adds the exact ``metric`` of ``scorer`` on ``data`` (a ``LibSVMData``, e.g. the
-    test set) to every epoch's logs as ``log_key``: a learning curve in the history,
-    ``history.json`` (so a resumed run keeps it) and TensorBoard (put it before them).
-    A mean over no query is NaN (None in the JSON files)."""
-
-    def __init__(self, data, metric: str, no_relevant: str, scorer: keras.Model,
-                 log_key: str):
-        super().__init__()
-        self._name, self._topn = evaluation.parse_metric(metric)
-        self.data, self.no_relevant, self.scorer, self.log_key = data, no_relevant, scorer, log_key
-
-    def on_epoch_end(self, epoch, logs=None):
-        result = evaluation.evaluate_model(self.scorer, self.data, no_relevant=self.no_relevant,
-                                           topns=(self._topn,), metrics=(self._name,))
-        if logs is not None:
-            logs[self.log_key] = float(result.summary[f"{self._name}@{self._topn}"])
 
 
 # ----------------------------------------------------------------------------- run
@@ -395,20 +234,36 @@ def check_splits(splits: common.Splits, no_relevant: str) -> None:
     evaluation.check_evaluable(splits.vali, no_relevant, what="validation")
 
 
-def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
-        overwrite: bool = False, marker: Optional[Mapping[str, Any]] = None) -> TrainResult:
-    """Trains (resuming from a backup of the same config), restores each scorer's best
-    validation epoch, evaluates, writes outputs and then the completion marker
-    ``done.json`` (its finish time, the config, and the JSON fields of ``marker``).
+@dataclasses.dataclass
+class Setup:
+    """What :func:`prepare` hands to :func:`fit` and :func:`finish`."""
 
-    Raises:
-      FinishedRunError, OutputDirError: see :func:`pipelines.resume.check_output_dir` (not with
-        ``overwrite``, which deletes the old outputs first).
-      NonFiniteLossError: the training loss became NaN or infinite.
-      ValueError: bad data (:func:`check_splits`) or config.
-    """
-    strategy = make_strategy(config.strategy)  # first: collectives need a fresh context
-    config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
+    config: TrainConfig                # its output_dir resolved
+    splits: common.Splits
+    strategy: Optional[tf.distribute.Strategy]
+    chief: bool
+    output_dir: str                    # this worker's (a non-chief's: its scratch folder)
+    backup_dir: str                    # the chief's, for every worker
+
+
+@dataclasses.dataclass
+class Fitted:
+    """What :func:`fit` hands to :func:`finish`: the trained model, each scorer's
+    best-epoch callback (its best weights restored) and the run's backup."""
+
+    model: trainable.Trainable
+    best: Dict[str, evaluation.BestEpochCallback]
+    backup: resume.TrainingBackup
+    resumed_from_epoch: int            # epochs restored from the backup (0: a fresh start)
+
+
+def prepare(config: TrainConfig, splits: Optional[common.Splits] = None, *,
+            overwrite: bool = False) -> Setup:
+    """The strategy (first: collectives need a fresh context), the resolved config,
+    the global seed, the checked splits (loaded unless given) and the output folder,
+    checked (:func:`pipelines.resume.prepare_output_dir`) with its ``config.json``."""
+    strategy = make_strategy(config.strategy)
+    config = dataclasses.replace(config, output_dir=config.resolved_output_dir)
     keras.utils.set_random_seed(config.seed)
     splits = splits or common.load_splits(config.data, config.fold, config.seed)
     check_splits(splits, config.no_relevant)
@@ -417,64 +272,99 @@ def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
     if not chief:  # TF-Ranking's per-worker scratch directory
         output_dir = compat.get_output_filepath(output_dir, strategy)
     resume.prepare_output_dir(config, output_dir, strategy, overwrite)
-    backup_dir = os.path.join(config.resolved_output_dir, resume.BACKUP_DIR)  # the chief's, for all
+    return Setup(config, splits, strategy, chief, output_dir,
+                 backup_dir=os.path.join(config.resolved_output_dir, resume.BACKUP_DIR))
 
+
+def fit(setup: Setup) -> Fitted:
+    """Builds the model inside the strategy scope (under ``mixed_float16`` if asked),
+    restores the backup, if any, and trains the remaining epochs with Keras ``fit``;
+    each scorer ends with the weights of its best validation epoch."""
+    config, splits, strategy = setup.config, setup.splits, setup.strategy
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         with compat.strategy_scope(strategy):
-            model = build_model(config, splits.num_features)
-            players = scorers(model)
+            model = build_trainable(config, splits.num_features)
             dataset = train_dataset(config, splits.train)
             steps = steps_per_epoch(config, splits.train)
             best = {player: evaluation.BestEpochCallback(
                 splits.vali, config.validation_metric, config.no_relevant,
-                scorer=None if scorer is model else scorer,
+                scorer=None if scorer is model.model else scorer,
                 log_key=history_key("val", config.validation_metric, player))
-                for player, scorer in players.items()}
+                for player, scorer in model.scorers().items()}
             curves = [CurveLogger(splits.test, config.validation_metric, config.no_relevant,
                                   scorer, history_key("test", config.validation_metric, player))
-                      for player, scorer in players.items()] if config.test_curve else []
+                      for player, scorer in model.scorers().items()] if config.test_curve else []
             backup = resume.TrainingBackup(
-                backup_dir, training_state(model, dataset.element_spec, best, config.epochs),
+                setup.backup_dir,
+                resume.training_state(model, dataset.element_spec, best, config.epochs),
                 strategy)
             done = backup.restore()  # after the model: workers are in step here
             # first at epoch end: the replicas' copies of a weight made one, then read
-            callbacks = [StopOnNonFiniteLoss(), distributed.SyncReplicaCopies(strategy),
-                         *best.values(), *curves]
+            fit_callbacks = [StopOnNonFiniteLoss(), distributed.SyncReplicaCopies(strategy),
+                             *best.values(), *curves]
             if config.tensorboard:
-                callbacks.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs")))
-            callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
+                fit_callbacks.append(
+                    keras.callbacks.TensorBoard(os.path.join(setup.output_dir, "logs")))
+            fit_callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
             # the stream of an uninterrupted run, past the epochs restored from the backup
-            distributed.fit(model, dataset.skip(done * steps), strategy,
+            distributed.fit(model.model, dataset.skip(done * steps), strategy,
                             epochs=config.epochs, initial_epoch=done, steps_per_epoch=steps,
-                            callbacks=callbacks, verbose=config.verbose)
+                            callbacks=fit_callbacks, verbose=config.verbose)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+    return Fitted(model, best, backup, resumed_from_epoch=done)
 
+
+def finish(setup: Setup, fitted: Fitted,
+           marker: Optional[Mapping[str, Any]] = None) -> TrainResult:
+    """Evaluates every scorer on validation and test, exports the served one (the
+    chief, with ``export_dir``), writes the outputs (:func:`write_outputs`) and then
+    ``done.json``; the chief deletes the backup last."""
+    config = setup.config
+    players = fitted.model.scorers()
     results = {player: ScorerResult(
-        best[player].best_epoch,
-        evaluation.evaluate_model(scorer, splits.vali, no_relevant=config.no_relevant),
-        evaluation.evaluate_model(scorer, splits.test, no_relevant=config.no_relevant))
+        fitted.best[player].best_epoch,
+        evaluation.evaluate_model(scorer, setup.splits.vali, no_relevant=config.no_relevant),
+        evaluation.evaluate_model(scorer, setup.splits.test, no_relevant=config.no_relevant))
         for player, scorer in players.items()}
-    main = main_scorer(model)
+    served = fitted.model.served
     export_dir = None
-    if config.export_dir and chief:
-        export_dir = serving.export(players[main], config.export_dir, overwrite=True,
+    if config.export_dir and setup.chief:
+        export_dir = serving.export(players[served], config.export_dir, overwrite=True,
                                     metadata={"train_config": config.to_json()})
-    result = TrainResult(config=config, model=model, history=backup.history_by_key(),
-                         best_epoch=results[main].best_epoch, validation=results[main].validation,
-                         test=results[main].test, output_dir=output_dir, export_dir=export_dir,
-                         train_seconds=sum(entry["seconds"] for entry in backup.history),
-                         resumed_from_epoch=done, players=results)
+    result = TrainResult(
+        config=config, model=fitted.model.model, history=fitted.backup.history_by_key(),
+        best_epoch=results[served].best_epoch, validation=results[served].validation,
+        test=results[served].test, output_dir=setup.output_dir, export_dir=export_dir,
+        train_seconds=sum(entry["seconds"] for entry in fitted.backup.history),
+        resumed_from_epoch=fitted.resumed_from_epoch, players=results)
     write_outputs(result)
-    common.write_json(os.path.join(output_dir, resume.DONE_FILE), {
+    common.write_json(os.path.join(setup.output_dir, resume.DONE_FILE), {
         **dict(marker or {}), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config": config.to_json()})
-    if chief:
-        shutil.rmtree(backup_dir, ignore_errors=True)
+    if setup.chief:
+        shutil.rmtree(setup.backup_dir, ignore_errors=True)
     return result
+
+
+def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
+        overwrite: bool = False, marker: Optional[Mapping[str, Any]] = None) -> TrainResult:
+    """Trains (resuming from a backup of the same config), restores each scorer's best
+    validation epoch, evaluates, writes outputs and then the completion marker
+    ``done.json`` (its finish time, the config, and the JSON fields of ``marker``):
+    :func:`prepare`, :func:`fit`, :func:`finish`.
+
+    Raises:
+      FinishedRunError, OutputDirError: see :func:`pipelines.resume.check_output_dir` (not with
+        ``overwrite``, which deletes the old outputs first).
+      NonFiniteLossError: the training loss became NaN or infinite.
+      ValueError: bad data (:func:`check_splits`) or config.
+    """
+    setup = prepare(config, splits, overwrite=overwrite)
+    return finish(setup, fit(setup), marker)
 
 
 def write_outputs(result: TrainResult) -> None:

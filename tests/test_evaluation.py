@@ -184,15 +184,12 @@ def test_best_epoch_callback_restores_best_weights():
         evaluation.BestEpochCallback(data, "ndcg5")
 
 
-def test_best_epoch_callback_for_a_player_records_curves_and_restores_that_player():
+def test_best_epoch_callback_for_a_player_evaluates_and_restores_that_player():
     data = grouped_lists([8, 9, 10], seed=8, num_features=2)
     data = LibSVMData(data.features, np.where(data.features[:, 0] > 0, 2.0, 0.0).astype(np.float32),
                       data.qids, data.query_offsets)
-    flipped = LibSVMData(data.features, np.where(data.features[:, 0] > 0, 0.0, 2.0)
-                         .astype(np.float32), data.qids, data.query_offsets)
     player, fitted = LinearScorer(2), LinearScorer(2)
-    callback = evaluation.BestEpochCallback(data, "ndcg@5", scorer=player,
-                                            curve_data={"test": flipped}, log_key="val_g")
+    callback = evaluation.BestEpochCallback(data, "ndcg@5", scorer=player, log_key="val_g")
     callback.set_model(fitted)  # the model being fit is not the one evaluated
     for epoch, w in enumerate([[-1.0], [1.0], [-1.0]]):
         player.dense.kernel.assign([w, [0.0]])
@@ -200,9 +197,7 @@ def test_best_epoch_callback_for_a_player_records_curves_and_restores_that_playe
         callback.on_epoch_end(epoch, logs)
         assert logs["val_g"] == callback.values[-1]
     callback.on_train_end()
-    assert callback.values[1] == pytest.approx(1.0) and callback.curves["test"][1] < 1.0
-    # the flipped labels make the worst validation epochs the best test epochs
-    assert callback.curves["test"][0] > callback.curves["test"][1]
+    assert callback.values[1] == pytest.approx(1.0) and callback.values[0] < 1.0
     assert callback.best_epoch == 2
     np.testing.assert_array_equal(player.dense.kernel.numpy(), [[1.0], [0.0]])
 
@@ -235,7 +230,7 @@ def run_epochs(callback, model, kernels, first_epoch=0):
 def test_best_epoch_state_survives_a_checkpoint_restore(tmp_path):
     data = relevance_by_sign(grouped_lists([8, 9, 10], seed=8, num_features=2))
     model = LinearScorer(2)
-    callback = evaluation.BestEpochCallback(data, "ndcg@5", curve_data={"test": data})
+    callback = evaluation.BestEpochCallback(data, "ndcg@5")
     callback.set_model(model)
     callback.set_params({"epochs": 4})
     checkpoint = tf.train.Checkpoint(model=model, best=callback.state())
@@ -247,7 +242,7 @@ def test_best_epoch_state_survives_a_checkpoint_restore(tmp_path):
     # a new process: fresh model and callback, the checkpoint restored, then epochs 3-4
     model = LinearScorer(2)
     model.dense.kernel.assign([[5.0], [5.0]])
-    resumed = evaluation.BestEpochCallback(data, "ndcg@5", curve_data={"test": data})
+    resumed = evaluation.BestEpochCallback(data, "ndcg@5")
     resumed.set_model(model)
     resumed.set_params({"epochs": 4})
     resumed.on_train_begin()
@@ -255,7 +250,6 @@ def test_best_epoch_state_survives_a_checkpoint_restore(tmp_path):
     run_epochs(resumed, model, [[-1.0], [-0.5]], first_epoch=2)   # both worse
     resumed.on_train_end()
     assert resumed.values[:2] == want_values and len(resumed.values) == 4
-    assert resumed.curves["test"][:2] == want_values
     assert resumed.best_epoch == 2 and resumed.best_value == pytest.approx(1.0)
     # the best weights come from the checkpoint: epoch 2's, not any epoch of this process
     np.testing.assert_array_equal(model.dense.kernel.numpy(), [[1.0], [0.0]])

@@ -278,13 +278,13 @@ def parse_metric(metric: str) -> Tuple[str, int]:
 class BestEpochState(tf.Module):
     """A :class:`BestEpochCallback`'s state as variables, so that a checkpoint can hold it.
 
-    ``num_epochs`` values are recorded, in ``values[:num_epochs]`` (NaN beyond), and
-    as many per curve in ``curves``; ``best_epoch`` is 1-based (0: none yet);
+    ``num_epochs`` values are recorded, in ``values[:num_epochs]`` (NaN beyond);
+    ``best_epoch`` is 1-based (0: none yet);
     ``best_weights`` are the scorer's weights of that epoch. ``capacity`` bounds
     the number of epochs.
     """
 
-    def __init__(self, weights: Sequence[np.ndarray], capacity: int, num_curves: int):
+    def __init__(self, weights: Sequence[np.ndarray], capacity: int):
         super().__init__(name="best_epoch_state")
         self.capacity = int(capacity)
         self.num_epochs = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_epochs")
@@ -293,10 +293,6 @@ class BestEpochState(tf.Module):
                                       name="best_value")
         self.values = tf.Variable(np.full([self.capacity], np.nan), dtype=tf.float64,
                                   trainable=False, name="values")
-        # one variable per curve: a zero-sized variable crashes MultiWorkerMirroredStrategy
-        self.curves = [tf.Variable(np.full([self.capacity], np.nan), dtype=tf.float64,
-                                   trainable=False, name=f"curve_{i}")
-                       for i in range(num_curves)]
         self.best_weights = [tf.Variable(w, trainable=False, name=f"best_weight_{i}")
                              for i, w in enumerate(weights)]
 
@@ -309,8 +305,7 @@ class BestEpochCallback(keras.callbacks.Callback):
     logs as ``log_key`` (default ``val_<name>_<k>``, e.g. ``val_ndcg_5``:
     TensorBoard tags cannot hold ``@``), so TensorBoard and the history see it
     (put this callback before ``TensorBoard``), and kept per epoch in
-    ``values``. ``curve_data`` (name -> ``LibSVMData``) is evaluated with the
-    same metric after each epoch too, into ``curves[name]`` (e.g. a test curve).
+    ``values`` (a curve on other data, e.g. the test set: ``pipelines.callbacks.CurveLogger``).
     ``scorer`` is the model evaluated and restored when it is not the model being
     fit (one player of an adversarial model). At the end of training the weights
     of the best epoch (first of equals) are restored. A validation set whose
@@ -327,7 +322,6 @@ class BestEpochCallback(keras.callbacks.Callback):
 
     def __init__(self, data, metric: str = "ndcg@5", no_relevant: str = "exclude", *,
                  scorer: Optional[keras.Model] = None,
-                 curve_data: Optional[Dict[str, Any]] = None,
                  log_key: Optional[str] = None):
         super().__init__()
         name, topn = parse_metric(metric)
@@ -335,10 +329,8 @@ class BestEpochCallback(keras.callbacks.Callback):
         self.data, self.metric, self.no_relevant = data, metric, no_relevant
         self._name, self._topn = name, int(topn)
         self._scorer = scorer
-        self._curve_data = dict(curve_data or {})
         self.log_key = log_key or f"val_{name}_{int(topn)}"
         self.values: List[float] = []
-        self.curves: Dict[str, List[float]] = {part: [] for part in self._curve_data}
         self.best_value, self.best_epoch, self._best_weights = -np.inf, None, None
         self._state: Optional[BestEpochState] = None
         self._state_read = True
@@ -358,7 +350,7 @@ class BestEpochCallback(keras.callbacks.Callback):
                 raise ValueError(f"`capacity` ({capacity}) must hold the {len(self.values)} "
                                  "epochs recorded already.")
             weights = self._best_weights or self.scorer.get_weights()
-            self._state = BestEpochState(weights, capacity, len(self._curve_data))
+            self._state = BestEpochState(weights, capacity)
             self._write_state(weights_changed=True)
             self._state_read = False
         return self._state
@@ -372,8 +364,6 @@ class BestEpochCallback(keras.callbacks.Callback):
         padding = [np.nan] * (state.capacity - count)
         state.num_epochs.assign(count)
         state.values.assign(np.asarray(self.values + padding, np.float64))
-        for variable, part in zip(state.curves, self._curve_data):
-            variable.assign(np.asarray(self.curves[part] + padding, np.float64))
         state.best_epoch.assign(self.best_epoch or 0)
         state.best_value.assign(self.best_value)
         if weights_changed and self._best_weights is not None:
@@ -387,8 +377,6 @@ class BestEpochCallback(keras.callbacks.Callback):
         state, self._state_read = self._state, True
         count = int(state.num_epochs.numpy())
         self.values = [float(v) for v in state.values.numpy()[:count]]
-        self.curves = {part: [float(v) for v in variable.numpy()[:count]]
-                       for variable, part in zip(state.curves, self._curve_data)}
         self.best_epoch = int(state.best_epoch.numpy()) or None
         self.best_value = float(state.best_value.numpy())
         self._best_weights = ([v.numpy() for v in state.best_weights]
@@ -409,8 +397,6 @@ class BestEpochCallback(keras.callbacks.Callback):
         self._read_state()
         value = self._evaluate(self.data)
         self.values.append(value)
-        for part, data in self._curve_data.items():
-            self.curves[part].append(self._evaluate(data))
         if logs is not None:
             logs[self.log_key] = value
         improved = value > self.best_value

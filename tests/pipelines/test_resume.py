@@ -1,6 +1,6 @@
 """pipelines.resume's checkpoint: what a restore brings back, on every stack.
 
-A run builds its training state (:func:`pipelines.train.training_state`), trains
+A run builds its training state (:func:`pipelines.resume.training_state`), trains
 one epoch with :class:`pipelines.resume.TrainingBackup` writing the checkpoint,
 and a second, freshly built state (other initial weights) restores it: every
 variable must come back bitwise, the optimizers' slots (Adam's moments and
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from pipelines import callbacks
 from pipelines import common
 from pipelines import resume
 from pipelines import train
@@ -20,16 +21,16 @@ STEPS = 3
 
 
 def build(config, splits, init_seed):
-    """The model, its best-epoch callbacks and backup of ``config``, with the initial
-    weights of ``init_seed``; the training stream."""
+    """The model (a :class:`pipelines.trainable.Trainable`), its best-epoch callbacks and
+    backup of ``config``, with the initial weights of ``init_seed``; the training stream."""
     keras.utils.set_random_seed(init_seed)
-    model = train.build_model(config, splits.num_features)
+    model = train.build_trainable(config, splits.num_features)
     best = {player: evaluation.BestEpochCallback(
-        splits.vali, scorer=None if scorer is model else scorer,
-        log_key=train.history_key("val", "ndcg@5", player))
-        for player, scorer in train.scorers(model).items()}
+        splits.vali, scorer=None if scorer is model.model else scorer,
+        log_key=callbacks.history_key("val", "ndcg@5", player))
+        for player, scorer in model.scorers().items()}
     dataset = train.train_dataset(config, splits.train)
-    state = train.training_state(model, dataset.element_spec, best, config.epochs)
+    state = resume.training_state(model, dataset.element_spec, best, config.epochs)
     backup = resume.TrainingBackup(str(config.output_dir), state)
     return model, best, backup, dataset
 
@@ -37,10 +38,10 @@ def build(config, splits, init_seed):
 def snapshot(model, best, backup):
     """Every variable of the training state, by name: weights, each optimizer's
     variables, the loss's, the best-epoch states' and the epoch."""
-    values = {f"weight_{i}": w for i, w in enumerate(model.get_weights())}
-    for name, (optimizer, _) in train.optimizers(model).items():
+    values = {f"weight_{i}": w for i, w in enumerate(model.model.get_weights())}
+    for name, (optimizer, _) in model.optimizers().items():
         values.update({f"{name}_{i}": np.asarray(v) for i, v in enumerate(optimizer.variables)})
-    loss = resume.loss_state(getattr(model, "loss", None))
+    loss = resume.loss_state(getattr(model.model, "loss", None))
     values.update({f"loss_{k}": v.numpy() for k, v in loss.loss_variables.items()})
     for player, callback in best.items():
         state = callback.state()
@@ -58,11 +59,11 @@ def test_a_restore_brings_back_every_variable_and_the_optimizer_slots(tiny_fold,
     splits = common.load_splits(str(tiny_fold))
     model, best, backup, dataset = build(config, splits, init_seed=1)
     assert backup.restore() == 0  # nothing to restore yet
-    model.fit(dataset, epochs=1, steps_per_epoch=STEPS, verbose=0, shuffle=False,
+    model.model.fit(dataset, epochs=1, steps_per_epoch=STEPS, verbose=0, shuffle=False,
               callbacks=[*best.values(), backup])
     saved = snapshot(model, best, backup)
     assert resume.backed_up_epochs(str(tmp_path / "backup")) == 1 and saved["epoch"] == 1
-    for name, (optimizer, _) in train.optimizers(model).items():
+    for name, (optimizer, _) in model.optimizers().items():
         assert int(optimizer.iterations.numpy()) == STEPS, name  # stepped: slots hold values
     if loss == "expected_utility":  # the seeded loss's step counter
         assert saved["loss__calls"] == STEPS
@@ -87,8 +88,8 @@ def test_the_checkpoint_holds_every_weight_batch_norm_statistics_included(tiny_f
     path = backup.save(1)
     names = [name for name, _ in tf.train.list_variables(path)]
     weights = [n for n in names if n.startswith("model/weights/")]
-    assert len(weights) == len(model.weights)  # Keras 3: Checkpoint(model=...) holds fewer
-    moving = [w for w in model.non_trainable_weights if "moving" in w.name]
+    assert len(weights) == len(model.model.weights)  # Keras 3: Checkpoint(model=...): fewer
+    moving = [w for w in model.model.non_trainable_weights if "moving" in w.name]
     assert len(moving) == 4  # two batch normalizations, each a moving mean and variance
     assert resume.EPOCH_KEY in names
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 from pipelines import common
 from pipelines import resume
 from pipelines import train
+from pipelines import trainable
 from stack import needs_tf_ranking
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
@@ -45,13 +46,13 @@ def test_config_validation():
 
 
 def test_build_loss_ours_with_arguments():
-    ours = train.build_loss("twin_ndcg_type3", {"topn": 10}, seed=7)
+    ours = trainable.build_loss("twin_ndcg_type3", {"topn": 10}, seed=7)
     assert ours.get_config()["topn"] == 10 and ours.get_config()["seed"] == 7
 
 
 @needs_tf_ranking
 def test_build_loss_tf_ranking_with_arguments():
-    theirs = train.build_loss("approx_ndcg_loss", {"temperature": 0.5}, seed=7)
+    theirs = trainable.build_loss("approx_ndcg_loss", {"temperature": 0.5}, seed=7)
     assert theirs.get_config()["temperature"] == 0.5
 
 
@@ -157,7 +158,7 @@ class NaNFromCall(keras.losses.Loss):
 def test_a_nan_loss_stops_naming_the_epoch_without_completion(tiny_fold, tmp_path,
                                                               monkeypatch):
     # 3 steps per epoch: call 5 is epoch 2, batch 2
-    monkeypatch.setattr(train, "build_loss", lambda *args: NaNFromCall(first_nan=5))
+    monkeypatch.setattr(trainable, "build_loss", lambda *args: NaNFromCall(first_nan=5))
     out = tmp_path / "run"
     argv = ["--data", str(tiny_fold), "--scorer", "R2.L", "--hidden-units", "8", "--epochs",
             "3", "--batch-size", "8", "--steps-per-epoch", "3", "--output-dir", str(out),

@@ -75,7 +75,8 @@ from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
 
 MODES = ("point", "pair", "list")
-PLAYERS = ("discriminator", "generator")
+#: the two scorers, in the one order every caller (e.g. a pipeline's report) uses
+PLAYERS = ("generator", "discriminator")
 # Section 5.2: 5 or 10 sampled documents / pairs, 1 or 5 sampled rankings.
 DEFAULT_NUM_SAMPLES = {"point": 5, "pair": 5, "list": 1}
 # The largest log D(pi) used in log(1 - D): a certain discriminator costs
@@ -113,6 +114,147 @@ def _log_softmax_at(logits, valid, index):
 def _weighted_mean(values, weights):
     """sum(w * v) / sum(w), 0 without weight."""
     return numerics.safe_divide(tf.reduce_sum(values * weights), tf.reduce_sum(weights))
+
+
+def _weighted_mean_per_list(values, weights):
+    """Per-list weighted mean ``[B]`` of ``[B, L]`` values (0 for empty lists)."""
+    return numerics.safe_divide(tf.reduce_sum(values * weights, axis=-1),
+                                tf.reduce_sum(weights, axis=-1))
+
+
+def _pair_candidates(labels, valid, positives):
+    """Bool [B, K, L]: documents less relevant than each sampled positive."""
+    positive_labels = tf.gather(labels, positives, batch_dims=1)  # [B, K]
+    return tf.logical_and(valid[:, None, :], labels[:, None, :] < positive_labels[..., None])
+
+
+def _ideal_rankings(labels, valid, seed, topn):
+    """[B, 1, n]: labels sorted descending, ties broken uniformly at random."""
+    tie_keys = pl.uniform_noise(tf.shape(labels), seed, labels.dtype)
+    order = sorting.sort_order(labels, valid, tie_keys=tie_keys)
+    return order[:, None, :topn]
+
+
+def _d_log_likelihoods(d_scores, rankings, valid):
+    """log D(pi) of Eq. 14 (PL likelihood of each top-n ranking), capped."""
+    log_d = pl.plackett_luce_log_prob(d_scores, rankings, valid)
+    return tf.minimum(log_d, _MAX_LOG_LIKELIHOOD)
+
+
+class _Objective:
+    """One mode's game, on float32 scores ``[B, L]`` of the generator (``g_scores``)
+    and the discriminator (``d_scores``), labels and ``valid`` ``[B, L]``, and the
+    per-list weights ``[B]`` of the lists that take part:
+
+    * :meth:`draw`: the generator's samples (no gradient);
+    * :meth:`d_loss`: the discriminator's scalar loss on them;
+    * :meth:`g_terms`: per sample, the generator's log-probability, its reward
+      (held constant by the caller) and its weight, for the REINFORCE surrogate
+      ``mean(-reward * log_prob)``.
+
+    ``min_valid``: lists with fewer valid documents take no part.
+    """
+
+    min_valid = 1
+
+    def __init__(self, num_samples: int, temperature: float, topn: int):
+        self.num_samples, self.temperature, self.topn = num_samples, temperature, topn
+
+    def draw(self, g_scores, labels, valid, seed):
+        raise NotImplementedError
+
+    def d_loss(self, d_scores, samples, labels, valid, weights, seed):
+        raise NotImplementedError
+
+    def g_terms(self, g_scores, d_scores, samples, labels, valid, weights):
+        raise NotImplementedError
+
+
+class _PointObjective(_Objective):
+    """Sampled documents ``[B, K]``; D(d) = sigma(f_phi(d)) separates relevant documents
+    from them; reward -log(1 - D(d)) = softplus(f_phi(d))."""
+
+    def draw(self, g_scores, labels, valid, seed):
+        return _sample_categorical(
+            _masked_logits(g_scores, valid, self.temperature), valid, self.num_samples, seed)
+
+    def d_loss(self, d_scores, samples, labels, valid, weights, seed):
+        relevant = tf.cast(tf.logical_and(valid, labels > 0), tf.float32)
+        positive = _weighted_mean_per_list(tf.math.softplus(-d_scores), relevant)
+        sampled = lists.batch_gather(d_scores, samples)
+        negative = tf.reduce_mean(tf.math.softplus(sampled), axis=-1)
+        return _weighted_mean(positive + negative, weights)
+
+    def g_terms(self, g_scores, d_scores, samples, labels, valid, weights):
+        logits = _masked_logits(g_scores, valid, self.temperature)
+        num = tf.shape(samples)[1]
+        tiled = tf.broadcast_to(logits[:, None, :], tf.stack([tf.shape(logits)[0], num,
+                                                              tf.shape(logits)[1]]))
+        log_probs = _log_softmax_at(tiled, tf.broadcast_to(valid[:, None, :], tf.shape(tiled)),
+                                    samples)
+        reward = tf.math.softplus(lists.batch_gather(d_scores, samples))
+        return log_probs, reward, tf.broadcast_to(weights[:, None], tf.shape(reward))
+
+
+class _PairObjective(_Objective):
+    """Sampled pairs ``(positives, negatives, pair_valid)`` ``[B, K]``; D(i, k) =
+    sigma(f_phi(i) - f_phi(k)) orders them (RankNet); reward -log D(i, k)."""
+
+    def draw(self, g_scores, labels, valid, seed):
+        relevant = tf.logical_and(valid, labels > 0)
+        positives = _sample_categorical(
+            tf.zeros_like(g_scores), relevant, self.num_samples, lists.fold_in(seed, 0))
+        candidates = _pair_candidates(labels, valid, positives)
+        logits = _masked_logits(g_scores, valid, self.temperature)[:, None, :]
+        negatives = _sample_categorical(
+            tf.broadcast_to(logits, tf.shape(candidates)), candidates, self.num_samples,
+            lists.fold_in(seed, 1))
+        return positives, negatives, tf.reduce_any(candidates, axis=-1)
+
+    def d_loss(self, d_scores, samples, labels, valid, weights, seed):
+        positives, negatives, pair_valid = samples
+        diffs = lists.batch_gather(d_scores, positives) - lists.batch_gather(d_scores, negatives)
+        pair_weights = tf.cast(pair_valid, tf.float32) * weights[:, None]
+        return _weighted_mean(tf.math.softplus(-diffs), pair_weights)
+
+    def g_terms(self, g_scores, d_scores, samples, labels, valid, weights):
+        positives, negatives, pair_valid = samples
+        logits = _masked_logits(g_scores, valid, self.temperature)
+        candidates = _pair_candidates(labels, valid, positives)
+        tiled = tf.broadcast_to(logits[:, None, :], tf.shape(candidates))
+        log_probs = _log_softmax_at(tiled, candidates, negatives)
+        reward = tf.math.softplus(lists.batch_gather(d_scores, negatives)
+                                  - lists.batch_gather(d_scores, positives))
+        return log_probs, reward, tf.cast(pair_valid, tf.float32) * weights[:, None]
+
+
+class _ListObjective(_Objective):
+    """Sampled top-n rankings ``[B, K, n]`` (PL, Eq. 12); the discriminator's Eq. 13
+    against ideal rankings; reward D(pi) - 1 (Eq. 10-11)."""
+
+    min_valid = 2
+
+    def draw(self, g_scores, labels, valid, seed):
+        return pl.sample_rankings(g_scores, valid, self.num_samples, seed=seed,
+                                  temperature=self.temperature, topn=self.topn)
+
+    def d_loss(self, d_scores, samples, labels, valid, weights, seed):
+        ideal = _ideal_rankings(labels, valid, seed, self.topn)
+        log_d_ideal = _d_log_likelihoods(d_scores, ideal, valid)[:, 0]
+        log_d_sampled = _d_log_likelihoods(d_scores, samples, valid)
+        per_list = -(log_d_ideal + tf.reduce_mean(numerics.log1mexp(log_d_sampled), axis=-1))
+        return _weighted_mean(per_list, weights)
+
+    def g_terms(self, g_scores, d_scores, samples, labels, valid, weights):
+        log_probs = pl.plackett_luce_log_prob(g_scores, samples, valid,
+                                              temperature=self.temperature)
+        # Eq. 10-11: minimizing E[1 - D] = maximizing the reward D - 1 (<= 0).
+        reward = tf.math.expm1(_d_log_likelihoods(d_scores, samples, valid))
+        return log_probs, reward, tf.broadcast_to(weights[:, None], tf.shape(reward))
+
+
+#: the game of each mode
+OBJECTIVES = {"point": _PointObjective, "pair": _PairObjective, "list": _ListObjective}
 
 
 class IRGAN(StepSeeded, keras.Model):
@@ -156,6 +298,7 @@ class IRGAN(StepSeeded, keras.Model):
         self.d_steps = validation.validate_int(d_steps, "d_steps", minimum=1)
         self.g_steps = validation.validate_int(g_steps, "g_steps", minimum=1)
         self._serve = validation.validate_choice(serve, PLAYERS, "serve")
+        self._objective = OBJECTIVES[self.mode](self.num_samples, self.temperature, self.topn)
         self.generator = generator
         self.discriminator = discriminator
         self._init_seed(seed)
@@ -253,105 +396,32 @@ class IRGAN(StepSeeded, keras.Model):
         return tf.cast(self.player(which)(x, training=training), tf.float32)
 
     def _list_weights(self, labels, valid):
+        """1.0 for the lists that take part (a relevant document and at least
+        the objective's ``min_valid`` valid documents), else 0.0; ``[B]``."""
         weights = lists.has_relevant(labels, valid)
-        if self.mode == "list":
+        if self._objective.min_valid > 1:
             num_valid = tf.reduce_sum(tf.cast(valid, tf.int32), axis=-1)
-            weights = tf.logical_and(weights, num_valid >= 2)
+            weights = tf.logical_and(weights, num_valid >= self._objective.min_valid)
         return tf.cast(weights, tf.float32)
-
-    # -- sampling from the generator (no gradient)
-    def _generator_samples(self, x, labels, valid, seed):
-        g_scores = tf.stop_gradient(self._scores("generator", x, training=False))
-        return self._draw(g_scores, labels, valid, seed)
-
-    def _draw(self, g_scores, labels, valid, seed):
-        """The mode's samples from generator scores: indices [B, K] (point),
-        (positives, negatives, pair_valid) [B, K] (pair), or rankings [B, K, n]."""
-        if self.mode == "point":
-            return _sample_categorical(
-                _masked_logits(g_scores, valid, self.temperature), valid, self.num_samples, seed)
-        if self.mode == "pair":
-            relevant = tf.logical_and(valid, labels > 0)
-            positives = _sample_categorical(
-                tf.zeros_like(g_scores), relevant, self.num_samples, lists.fold_in(seed, 0))
-            candidates = self._pair_candidates(labels, valid, positives)
-            logits = _masked_logits(g_scores, valid, self.temperature)[:, None, :]
-            negatives = _sample_categorical(
-                tf.broadcast_to(logits, tf.shape(candidates)), candidates, self.num_samples,
-                lists.fold_in(seed, 1))
-            return positives, negatives, tf.reduce_any(candidates, axis=-1)
-        return pl.sample_rankings(g_scores, valid, self.num_samples, seed=seed,
-                                  temperature=self.temperature, topn=self.topn)
-
-    @staticmethod
-    def _pair_candidates(labels, valid, positives):
-        """Bool [B, K, L]: documents less relevant than each sampled positive."""
-        positive_labels = tf.gather(labels, positives, batch_dims=1)  # [B, K]
-        return tf.logical_and(valid[:, None, :], labels[:, None, :] < positive_labels[..., None])
-
-    def _ideal_rankings(self, labels, valid, seed):
-        """[B, 1, n]: labels sorted descending, ties broken uniformly at random."""
-        tie_keys = pl.uniform_noise(tf.shape(labels), seed, labels.dtype)
-        order = sorting.sort_order(labels, valid, tie_keys=tie_keys)
-        return order[:, None, :self.topn]
-
-    def _d_log_likelihoods(self, d_scores, rankings, valid):
-        """log D(pi) of Eq. 14 (PL likelihood of each top-n ranking), capped."""
-        log_d = pl.plackett_luce_log_prob(d_scores, rankings, valid)
-        return tf.minimum(log_d, _MAX_LOG_LIKELIHOOD)
 
     # -- the discriminator's loss (Eq. 13 and IRGAN's point / pair objectives)
     def _d_loss(self, x, labels, valid, seed):
-        samples = self._generator_samples(x, labels, valid, lists.fold_in(seed, 0))
+        g_scores = tf.stop_gradient(self._scores("generator", x, training=False))
+        samples = self._objective.draw(g_scores, labels, valid, lists.fold_in(seed, 0))
         d_scores = self._scores("discriminator", x, training=True)
         weights = self._list_weights(labels, valid)
-        if self.mode == "point":
-            relevant = tf.cast(tf.logical_and(valid, labels > 0), tf.float32)
-            positive = _weighted_mean_per_list(tf.math.softplus(-d_scores), relevant)
-            sampled = lists.batch_gather(d_scores, samples)
-            negative = tf.reduce_mean(tf.math.softplus(sampled), axis=-1)
-            return _weighted_mean(positive + negative, weights)
-        if self.mode == "pair":
-            positives, negatives, pair_valid = samples
-            diffs = (lists.batch_gather(d_scores, positives)
-                     - lists.batch_gather(d_scores, negatives))
-            pair_weights = tf.cast(pair_valid, tf.float32) * weights[:, None]
-            return _weighted_mean(tf.math.softplus(-diffs), pair_weights)
-        ideal = self._ideal_rankings(labels, valid, lists.fold_in(seed, 1))
-        log_d_ideal = self._d_log_likelihoods(d_scores, ideal, valid)[:, 0]
-        log_d_sampled = self._d_log_likelihoods(d_scores, samples, valid)
-        per_list = -(log_d_ideal + tf.reduce_mean(numerics.log1mexp(log_d_sampled), axis=-1))
-        return _weighted_mean(per_list, weights)
+        return self._objective.d_loss(d_scores, samples, labels, valid, weights,
+                                      lists.fold_in(seed, 1))
 
     # -- the generator's REINFORCE surrogate (Eq. 11 and IRGAN's)
     def _g_loss(self, x, labels, valid, seed):
         g_scores = self._scores("generator", x, training=True)
-        samples = self._draw(tf.stop_gradient(g_scores), labels, valid, lists.fold_in(seed, 0))
+        samples = self._objective.draw(tf.stop_gradient(g_scores), labels, valid,
+                                       lists.fold_in(seed, 0))
         d_scores = tf.stop_gradient(self._scores("discriminator", x, training=False))
         weights = self._list_weights(labels, valid)
-        logits = _masked_logits(g_scores, valid, self.temperature)
-        if self.mode == "point":
-            num = tf.shape(samples)[1]
-            tiled = tf.broadcast_to(logits[:, None, :], tf.stack([tf.shape(logits)[0], num,
-                                                                  tf.shape(logits)[1]]))
-            log_probs = _log_softmax_at(tiled, tf.broadcast_to(valid[:, None, :], tf.shape(tiled)),
-                                        samples)
-            reward = tf.math.softplus(lists.batch_gather(d_scores, samples))
-            sample_weights = tf.broadcast_to(weights[:, None], tf.shape(reward))
-        elif self.mode == "pair":
-            positives, negatives, pair_valid = samples
-            candidates = self._pair_candidates(labels, valid, positives)
-            tiled = tf.broadcast_to(logits[:, None, :], tf.shape(candidates))
-            log_probs = _log_softmax_at(tiled, candidates, negatives)
-            reward = tf.math.softplus(lists.batch_gather(d_scores, negatives)
-                                      - lists.batch_gather(d_scores, positives))
-            sample_weights = tf.cast(pair_valid, tf.float32) * weights[:, None]
-        else:
-            log_probs = pl.plackett_luce_log_prob(g_scores, samples, valid,
-                                                  temperature=self.temperature)
-            # Eq. 10-11: minimizing E[1 - D] = maximizing the reward D - 1 (<= 0).
-            reward = tf.math.expm1(self._d_log_likelihoods(d_scores, samples, valid))
-            sample_weights = tf.broadcast_to(weights[:, None], tf.shape(reward))
+        log_probs, reward, sample_weights = self._objective.g_terms(
+            g_scores, d_scores, samples, labels, valid, weights)
         reward = tf.stop_gradient(reward)
         surrogate = -reward * log_probs
         return (_weighted_mean(surrogate, sample_weights),
@@ -368,7 +438,7 @@ class IRGAN(StepSeeded, keras.Model):
         d_scores = self._scores("discriminator", x, training=False)
         sampled = pl.sample_rankings(g_scores, valid, num_samples, seed=seed_t,
                                      temperature=self.temperature, topn=self.topn)
-        ideal = self._ideal_rankings(labels, valid, lists.fold_in(seed_t, 1))
+        ideal = _ideal_rankings(labels, valid, lists.fold_in(seed_t, 1), self.topn)
         gap = (pl.plackett_luce_log_prob(d_scores, ideal, valid)[:, 0]
                - tf.reduce_mean(pl.plackett_luce_log_prob(d_scores, sampled, valid), axis=-1))
         weights = tf.cast(tf.logical_and(
@@ -376,8 +446,3 @@ class IRGAN(StepSeeded, keras.Model):
             tf.reduce_sum(tf.cast(valid, tf.int32), axis=-1) >= 2), tf.float32)
         return _weighted_mean(gap, weights)
 
-
-def _weighted_mean_per_list(values, weights):
-    """Per-list weighted mean ``[B]`` of ``[B, L]`` values (0 for empty lists)."""
-    return numerics.safe_divide(tf.reduce_sum(values * weights, axis=-1),
-                                tf.reduce_sum(weights, axis=-1))

@@ -20,7 +20,8 @@ class Method:
     """A named method preset: what to train and how to label it.
 
     ``kind`` is ``"loss"`` (a scorer trained with ``loss``), ``"irgan"`` (an
-    IRGAN: ``loss`` ``irgan_<mode>``, ``irgan_mode`` its mode) or ``"lambdamart"`` (LightGBM trees).
+    IRGAN's players trained with ``loss`` ``irgan_<mode>``) or ``"lambdamart"``
+    (LightGBM trees).
     ``overrides`` are fixed settings applied before any grid point, with the
     names of ``--grid`` parameters (e.g. ``learning_rate``, ``loss.topn``,
     ``objective``).
@@ -33,7 +34,6 @@ class Method:
     loss: Optional[str] = None
     loss_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     scorer: str = "R4.L"
-    irgan_mode: Optional[str] = None
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -88,12 +88,9 @@ METHODS: Dict[str, Method] = {m.key: m for m in [
       for gradient in _GRADIENTS for metric, label in _TWIN_METRICS],
     Method("expected_utility", "ExptUtility", "policy gradient", loss="expected_utility"),
     Method("mdprank", "MDPRank", "policy gradient", loss="mdprank"),
-    Method("irgan_point", "IRGAN-point", "adversarial", kind="irgan",
-           loss="irgan_point", irgan_mode="point"),
-    Method("irgan_pair", "IRGAN-pair", "adversarial", kind="irgan",
-           loss="irgan_pair", irgan_mode="pair"),
-    Method("irgan_list", "IRGAN-list", "adversarial", kind="irgan",
-           loss="irgan_list", irgan_mode="list"),
+    Method("irgan_point", "IRGAN-point", "adversarial", kind="irgan", loss="irgan_point"),
+    Method("irgan_pair", "IRGAN-pair", "adversarial", kind="irgan", loss="irgan_pair"),
+    Method("irgan_list", "IRGAN-list", "adversarial", kind="irgan", loss="irgan_list"),
     Method("lambdamart", "LambdaMART(L)", "gradient boosted trees", kind="lambdamart"),
     # the papers' parameters as given (min_sum_hessian_in_leaf 200: one constant tree on
     # LETOR 4.0 sizes, see pipelines.lambdamart)

@@ -276,7 +276,7 @@ def neural_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: 
     if unknown:
         raise ValueError(f"`grid` parameters of {method.key} must be in {NEURAL_GRID_FIELDS} or "
                          f"'loss.<arg>'; got {unknown}.")
-    loss = method.loss if method.kind == "loss" else f"{train.IRGAN_PREFIX}{method.irgan_mode}"
+    loss = method.loss
     return dataclasses.replace(cv.train, **{
         "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
         "loss": loss, "loss_args": loss_args, "scorer": method.scorer, "seed": cv.seed,

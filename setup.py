@@ -1,4 +1,7 @@
-"""Installs `tfr_extensions` (the library) and `pipelines` (its command-line jobs).
+"""Installs `tfr_extensions`, the only top-level package: the library, and the
+repository's `pipelines/` folder as `tfr_extensions.pipelines` (its command-line
+jobs, also installed as the console scripts of :data:`CONSOLE_SCRIPTS`). From a
+checkout `python -m pipelines.<job>` runs the same code.
 
 TensorFlow comes from one of three stack extras (pick exactly one):
 
@@ -59,6 +62,16 @@ BACKENDS = {
     "torch": ["keras>=3", "torch"],
 }
 
+#: console script -> job (a module of pipelines/, run by pipelines/console.py)
+CONSOLE_SCRIPTS = {
+    "tfrx-train": "train",
+    "tfrx-lambdamart": "lambdamart",
+    "tfrx-cv": "cross_validate",
+    "tfrx-demo": "demo",
+    "tfrx-rank-accuracy": "rank_accuracy",
+    "tfrx-sampled-ranking-quality": "sampled_ranking_quality",
+}
+
 setup(
     name="tfr_extensions",
     version="0.1.0",
@@ -67,7 +80,12 @@ setup(
         "WassRank, policy-gradient ranking, LETOR data and TF Serving export."
     ),
     python_requires=">=3.10,<3.14",
-    packages=find_packages(include=["tfr_extensions", "tfr_extensions.*", "pipelines", "pipelines.*"]),
+    packages=find_packages(include=["tfr_extensions", "tfr_extensions.*"])
+    + ["tfr_extensions.pipelines"],
+    package_dir={"tfr_extensions.pipelines": "pipelines"},
+    entry_points={"console_scripts": [
+        f"{script} = tfr_extensions.pipelines.console:{job}"
+        for script, job in CONSOLE_SCRIPTS.items()]},
     install_requires=[  # TensorFlow comes with a stack extra (absent with `jax`/`torch` alone)
         "numpy",
         "pandas",

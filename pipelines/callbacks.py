@@ -12,7 +12,7 @@ own jobs.)
 """
 import math
 
-from pipelines import trainable
+from . import trainable
 from tfr_extensions import evaluation
 from tfr_extensions.backend import keras
 

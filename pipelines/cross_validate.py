@@ -30,9 +30,9 @@ import sys
 import time
 from typing import Any, Dict, Tuple
 
-from pipelines import cv_report
-from pipelines import cv_runner
-from pipelines import flags
+from . import cv_report
+from . import cv_runner
+from . import flags
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,7 +47,7 @@ class Method:
     def players(self) -> Tuple[str, ...]:
         """Scorers evaluated from one training ("" = the only one): those the ``loss``
         trains (:func:`pipelines.trainable.scorer_names`; trees: one)."""
-        from pipelines import trainable
+        from . import trainable
         return trainable.scorer_names(self.loss or "")
 
 
@@ -170,6 +170,6 @@ def __getattr__(name: str) -> Any:
     """``NEURAL_GRID_FIELDS`` and ``LAMBDAMART_GRID_FIELDS``, once defined here by hand: now
     derived from the config dataclasses in :mod:`pipelines.cv_runner`."""
     if name in ("NEURAL_GRID_FIELDS", "LAMBDAMART_GRID_FIELDS"):
-        from pipelines import cv_runner
+        from . import cv_runner
         return getattr(cv_runner, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,15 +42,15 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pipelines import common
-from pipelines import flags
-from pipelines import lambdamart
-from pipelines import resume
-from pipelines import train
-from pipelines.cv_presets import (Method, canonical_spec, default_methods, parse_value,
+from . import common
+from . import flags
+from . import lambdamart
+from . import resume
+from . import train
+from .cv_presets import (Method, canonical_spec, default_methods, parse_value,
                                   resolve_method)
-from pipelines.lambdamart import LambdaMARTConfig
-from pipelines.train import TrainConfig
+from .lambdamart import LambdaMARTConfig
+from .train import TrainConfig
 from tfr_extensions import evaluation
 from tfr_extensions.ops import validation
 

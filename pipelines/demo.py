@@ -24,10 +24,10 @@ from typing import Dict
 
 import pandas as pd
 
-from pipelines import common
-from pipelines import flags
-from pipelines import lambdamart
-from pipelines import train
+from . import common
+from . import flags
+from . import lambdamart
+from . import train
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models

@@ -62,9 +62,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 import lightgbm as lgb
 import numpy as np
 
-from pipelines import common
-from pipelines import flags
-from pipelines import resume
+from . import common
+from . import flags
+from . import resume
 from tfr_extensions import evaluation, gbdt
 from tfr_extensions.ops import validation
 

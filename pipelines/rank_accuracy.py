@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from pipelines import flags
+from . import flags
 from tfr_extensions import compat
 from tfr_extensions import ops
 from tfr_extensions.ops import validation

@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
-from pipelines import common
-from pipelines import trainable
+from . import common
+from . import trainable
 from tfr_extensions import backend
 from tfr_extensions import compat
 from tfr_extensions import evaluation

@@ -35,8 +35,8 @@ from typing import Dict, List, Sequence
 import numpy as np
 import tensorflow as tf
 
-from pipelines import common
-from pipelines import flags
+from . import common
+from . import flags
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation

@@ -35,16 +35,16 @@ from typing import Any, Dict, Mapping, Optional
 
 import tensorflow as tf
 
-from pipelines import common
-from pipelines import distributed
-from pipelines import flags
-from pipelines import resume
-from pipelines import trainable
+from . import common
+from . import distributed
+from . import flags
+from . import resume
+from . import trainable
 # raised by run; the callbacks and the model kinds' names, also at their old home here
-from pipelines.callbacks import (CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss,
+from .callbacks import (CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss,
                                  history_key)
-from pipelines.resume import FinishedRunError, OutputDirError
-from pipelines.trainable import IRGAN_MODES, IRGAN_PREFIX, build_loss, player_suffix
+from .resume import FinishedRunError, OutputDirError
+from .trainable import IRGAN_MODES, IRGAN_PREFIX, build_loss, player_suffix
 from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models

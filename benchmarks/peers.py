@@ -15,7 +15,7 @@ so that every benchmark prints a ratio on both stacks:
 * the ELWC input path: ``tfr.data.build_ranking_dataset_with_parsing_fn`` as
   ``SimpleDatasetBuilder.build_train_dataset`` calls it (TFRecord reader,
   repeat, shuffle buffer 1000, batch, parse, prefetch), parsing with
-  :func:`tfr_extensions.compat.parse_elwc` (TF-Ranking's parser in ``tf.io``
+  :func:`tfr_extensions.data.elwc.parse_elwc` (TF-Ranking's parser in ``tf.io``
   ops, checked against it in ``tests/test_compat.py``).
 """
 from typing import Callable, Dict, Optional
@@ -24,7 +24,8 @@ import tensorflow as tf
 
 from tfr_extensions import compat
 from tfr_extensions.backend import keras
-from tfr_extensions.data import elwc_feature_specs
+from tfr_extensions.data.elwc import elwc_feature_specs, parse_elwc
+from tfr_extensions.ops.approx_ranks import approx_ranks
 
 _EPSILON = 1e-10  # TF-Ranking's losses_impl._EPSILON
 
@@ -51,7 +52,7 @@ class PortedApproxNDCGLoss(keras.losses.Loss):
         nonzero = tf.reduce_sum(labels, axis=1) > 0.0
         labels = tf.where(nonzero[:, None], labels, _EPSILON * tf.ones_like(labels))
         gains = _safe_gains(labels)
-        dcg = tf.reduce_sum(gains / tf.math.log1p(compat.approx_ranks(logits)), axis=-1)
+        dcg = tf.reduce_sum(gains / tf.math.log1p(approx_ranks(logits)), axis=-1)
         ideal_gains = _safe_gains(tf.sort(labels, axis=-1, direction="DESCENDING"))
         ranks = tf.cast(tf.range(tf.shape(labels)[1]) + 1, tf.float32)
         ideal = tf.reduce_sum(ideal_gains / tf.math.log1p(ranks), axis=-1)
@@ -102,9 +103,9 @@ def peer_loss(name: str, ported: bool = False) -> keras.losses.Loss:
 
 
 def peer_elwc_dataset(elwc_path: str, num_features: int, batch_size: int,
-                      list_size: Optional[int], mask_name: str = "mask",
+                      list_size: Optional[int], mask_feature_name: str = "mask",
                       ported: bool = False) -> tf.data.Dataset:
-    """Training batches ``({"features", mask_name}, labels)`` from an ELWC file of
+    """Training batches ``({"features", mask_feature_name}, labels)`` from an ELWC file of
     :func:`tfr_extensions.data.to_elwc`: TF-Ranking's ``SimpleDatasetBuilder``,
     or its port where TF-Ranking does not import (or with ``ported=True``)."""
     context_spec, example_spec = elwc_feature_specs(num_features, qid_name=None)
@@ -116,11 +117,11 @@ def peer_elwc_dataset(elwc_path: str, num_features: int, batch_size: int,
             train_input_pattern=elwc_path, valid_input_pattern=elwc_path,
             train_batch_size=batch_size, valid_batch_size=batch_size, list_size=list_size)
         return tfr.keras.pipeline.SimpleDatasetBuilder(
-            context_spec, example_spec, mask_name, label_spec, hparams).build_train_dataset()
+            context_spec, example_spec, mask_feature_name, label_spec, hparams).build_train_dataset()
 
     def parse(serialized):
-        features = compat.parse_elwc(serialized, context_spec, example_spec,
-                                     mask_feature_name=mask_name, list_size=list_size)
+        features = parse_elwc(serialized, context_spec, example_spec,
+                              mask_feature_name=mask_feature_name, list_size=list_size)
         labels = tf.squeeze(features.pop(label_name), axis=-1)
         return features, labels
 

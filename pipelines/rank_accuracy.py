@@ -26,9 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from . import flags
-from tfr_extensions import compat
 from tfr_extensions import ops
 from tfr_extensions.ops import validation
+from tfr_extensions.ops.approx_ranks import approx_ranks
 
 ALPHAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 SHAPES = ((100, 123), (100, 1000))
@@ -80,9 +80,9 @@ def l1_rank_error(ranks: np.ndarray, scores: np.ndarray) -> float:
 
 def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.ndarray:
     """pi^- of Qin et al. through TF-Ranking's ``approx_ranks`` (sigmoid of alpha
-    times score differences; :func:`tfr_extensions.compat.approx_ranks`), in
+    times score differences; :func:`tfr_extensions.ops.approx_ranks.approx_ranks`), in
     chunks of lists to bound memory."""
-    parts = [compat.approx_ranks(tf.constant(scores[i:i + chunk]) * alpha).numpy()
+    parts = [approx_ranks(tf.constant(scores[i:i + chunk]) * alpha).numpy()
              for i in range(0, len(scores), chunk)]
     return np.concatenate(parts)
 

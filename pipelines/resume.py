@@ -27,8 +27,8 @@ import tensorflow as tf
 from . import common
 from . import trainable
 from tfr_extensions import backend
-from tfr_extensions import compat
 from tfr_extensions import evaluation
+from tfr_extensions import strategies
 from tfr_extensions.backend import keras
 
 CONFIG_FILE = "config.json"
@@ -333,7 +333,7 @@ class TrainingBackup(keras.callbacks.Callback):
                 self._manager = tf.train.CheckpointManager(
                     self.checkpoint, self.checkpoint_dir, max_to_keep=1)
             return self._manager.save(checkpoint_number=epochs)
-        scratch = compat.get_output_filepath(self.backup_dir, self._strategy)
+        scratch = strategies.get_output_filepath(self.backup_dir, self._strategy)
         path = tf.train.CheckpointManager(self.checkpoint, scratch, max_to_keep=1).save(
             checkpoint_number=epochs)
         tf.io.gfile.rmtree(scratch)

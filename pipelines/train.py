@@ -45,16 +45,16 @@ from .callbacks import (CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss,
                                  history_key)
 from .resume import FinishedRunError, OutputDirError
 from .trainable import IRGAN_MODES, IRGAN_PREFIX, build_loss, player_suffix
-from tfr_extensions import compat
 from tfr_extensions import evaluation
 from tfr_extensions import models
 from tfr_extensions import serving
+from tfr_extensions import strategies
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation
 
-STRATEGIES = {"default": None, "mirrored": compat.MIRRORED_STRATEGY,
-              "multi_worker": compat.MWMS_STRATEGY}
+STRATEGIES = {"default": None, "mirrored": strategies.MIRRORED_STRATEGY,
+              "multi_worker": strategies.MWMS_STRATEGY}
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -220,7 +220,7 @@ def build_model(config: TrainConfig, num_features: int) -> keras.Model:
 
 def make_strategy(name: str) -> Optional[tf.distribute.Strategy]:
     """TF-Ranking's strategy factory under our short names (None = default)."""
-    return compat.get_strategy(STRATEGIES[name])
+    return strategies.get_strategy(STRATEGIES[name])
 
 
 # ----------------------------------------------------------------------------- run
@@ -270,7 +270,7 @@ def prepare(config: TrainConfig, splits: Optional[common.Splits] = None, *,
     chief = resume.is_chief(strategy)
     output_dir = config.resolved_output_dir
     if not chief:  # TF-Ranking's per-worker scratch directory
-        output_dir = compat.get_output_filepath(output_dir, strategy)
+        output_dir = strategies.get_output_filepath(output_dir, strategy)
     resume.prepare_output_dir(config, output_dir, strategy, overwrite)
     return Setup(config, splits, strategy, chief, output_dir,
                  backup_dir=os.path.join(config.resolved_output_dir, resume.BACKUP_DIR))
@@ -285,7 +285,7 @@ def fit(setup: Setup) -> Fitted:
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        with compat.strategy_scope(strategy):
+        with strategies.strategy_scope(strategy):
             model = build_trainable(config, splits.num_features)
             dataset = train_dataset(config, splits.train)
             steps = steps_per_epoch(config, splits.train)

@@ -1,5 +1,7 @@
 """`tfr_extensions.compat`: the package without TF-Ranking, which Keras is active, and
-our versions of TF-Ranking's pieces checked against TF-Ranking where it imports."""
+our versions of TF-Ranking's pieces (ragged padding, approx ranks, ELWC parsing and
+its predict signature, the strategy helpers) checked against TF-Ranking where it
+imports."""
 import os
 import pathlib
 import subprocess
@@ -14,6 +16,10 @@ from tensorflow_serving.apis import input_pb2
 from stack import THIS_STACK, needs_tf_ranking, tfr
 from tfr_extensions import backend
 from tfr_extensions import compat
+from tfr_extensions import serving
+from tfr_extensions import strategies
+from tfr_extensions.data import elwc
+from tfr_extensions.ops import approx_ranks, lists
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -128,7 +134,7 @@ def test_ragged_to_dense_equals_tf_ranking():
     scores = tf.ragged.constant([[0.1, 0.2, 0.3], [0.4], [0.5, 0.6]])
     for weights in (None, tf.constant([[1.0], [2.0], [3.0]]),
                     tf.ragged.constant([[1.0, 2.0, 3.0], [4.0], [5.0, 6.0]])):
-        ours = compat.ragged_to_dense(labels, scores, weights)
+        ours = lists.ragged_to_dense(labels, scores, weights)
         theirs = tfr_utils.ragged_to_dense(labels, scores, weights)
         for a, b in zip(ours, theirs):
             if a is None:
@@ -136,14 +142,14 @@ def test_ragged_to_dense_equals_tf_ranking():
             else:
                 np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(TypeError, match="`labels` must be a tf.RaggedTensor"):
-        compat.ragged_to_dense(tf.zeros([2, 2]), None)
+        lists.ragged_to_dense(tf.zeros([2, 2]), None)
 
 
 @needs_tf_ranking
 def test_approx_ranks_equal_tf_ranking():
     from tensorflow_ranking.python import losses_impl
     logits = tf.random.stateless_normal([4, 9], seed=[1, 2]) * 5
-    np.testing.assert_allclose(compat.approx_ranks(logits).numpy(),
+    np.testing.assert_allclose(approx_ranks.approx_ranks(logits).numpy(),
                                losses_impl.approx_ranks(logits).numpy(), rtol=1e-6)
 
 
@@ -192,11 +198,11 @@ def test_parse_elwc_equals_tf_ranking(list_size):
     with_context = tf.gather(serialized, [0, 2])
     theirs = tfr.data.parse_from_example_list(with_context, context_feature_spec=CONTEXT_SPEC,
                                               **kwargs)
-    ours = compat.parse_elwc(with_context, CONTEXT_SPEC, **kwargs)
+    ours = elwc.parse_elwc(with_context, CONTEXT_SPEC, **kwargs)
     assert sorted(ours) == sorted(theirs)
     for name in theirs:
         np.testing.assert_array_equal(_dense(ours[name]), _dense(theirs[name]), err_msg=name)
-    all_three = compat.parse_elwc(serialized, CONTEXT_SPEC, **kwargs)
+    all_three = elwc.parse_elwc(serialized, CONTEXT_SPEC, **kwargs)
     assert all_three["query_length"].numpy()[:, 0].tolist() == [2, 0, 4]
     assert all_three["size"].numpy().tolist() == [3, 1, 4]
 
@@ -212,7 +218,7 @@ def test_elwc_predict_function_equals_tf_ranking_signature():
             return tf.where(inputs["mask"], scores, 0.0)
 
     model = Model()
-    ours = compat.elwc_predict_function(model, {}, spec, "mask")
+    ours = serving.elwc_predict_function(model, {}, spec, "mask")
     theirs = tfr.keras.saved_model.Signatures(
         model, context_feature_spec={}, example_feature_spec=spec,
         mask_feature_name="mask").predict_tf_function()
@@ -224,13 +230,14 @@ def test_elwc_predict_function_equals_tf_ranking_signature():
 @needs_tf_ranking
 def test_strategy_helpers_equal_tf_ranking():
     from tensorflow_ranking.python.keras import strategy_utils
-    assert (compat.MIRRORED_STRATEGY, compat.MWMS_STRATEGY) == (
+    assert (strategies.MIRRORED_STRATEGY, strategies.MWMS_STRATEGY) == (
         strategy_utils.MIRRORED_STRATEGY, strategy_utils.MWMS_STRATEGY)
-    assert compat.get_strategy(None) is None
-    assert isinstance(compat.get_strategy("MirroredStrategy"), tf.distribute.MirroredStrategy)
+    assert strategies.get_strategy(None) is None
+    assert isinstance(strategies.get_strategy("MirroredStrategy"), tf.distribute.MirroredStrategy)
     with pytest.raises(ValueError, match="`strategy` must be None or one of"):
-        compat.get_strategy("TPUStrategy")
-    assert compat.get_output_filepath("out", None) == strategy_utils.get_output_filepath("out", None)
+        strategies.get_strategy("TPUStrategy")
+    assert (strategies.get_output_filepath("out", None)
+            == strategy_utils.get_output_filepath("out", None))
 
 
 @needs_tf_ranking
@@ -241,5 +248,23 @@ def test_output_filepath_per_worker_equals_tf_ranking(tmp_path, task_type, task_
     strategy = mock.Mock(spec=tf.distribute.MultiWorkerMirroredStrategy)
     strategy.cluster_resolver.task_type = task_type
     strategy.cluster_resolver.task_id = task_id
-    assert (compat.get_output_filepath(str(tmp_path), strategy)
+    assert (strategies.get_output_filepath(str(tmp_path), strategy)
             == strategy_utils.get_output_filepath(str(tmp_path), strategy))
+
+
+# --------------------------------------------------------------------------- old names
+
+
+def test_the_moved_names_still_import_from_compat():
+    """Each piece lives with what it belongs to; its old name here is the same object."""
+    moved = {"ragged_to_dense": lists, "PADDING_PREDICTION": lists, "PADDING_WEIGHT": lists,
+             "approx_ranks": approx_ranks, "parse_elwc": elwc, "split_elwc": elwc,
+             "elwc_predict_function": serving, "get_strategy": strategies,
+             "strategy_scope": strategies, "get_output_filepath": strategies,
+             "MIRRORED_STRATEGY": strategies, "MWMS_STRATEGY": strategies}
+    for name, module in moved.items():
+        assert getattr(compat, name) is getattr(module, name), name
+        assert name in dir(compat), name
+    from tfr_extensions.compat import parse_elwc  # noqa: F401 (the old import path)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        compat.nothing_here  # noqa: B018

@@ -170,10 +170,12 @@ class LibSVMDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
         documents. ``valid_list_size`` defaults to None: validation sees whole lists.
       shuffle: shuffle the training queries (a new order every epoch).
       normalization: ``"none"`` (default: the features as in the file, as
-        TF-Ranking's builders give them) or ``"query_zscore"`` (per-query
-        z-score, :func:`tfr_extensions.data.query_zscore_rows`). With
-        ``"query_zscore"`` the serving signatures z-score each served list the
-        same way before the model, so an exported model takes raw features.
+        TF-Ranking's builders give them) or ``"query_zscore"`` (each query's
+        features z-scored over all its documents, as
+        :func:`tfr_extensions.data.ranking_dataset` does with that
+        normalization). With ``"query_zscore"`` the serving signatures z-score
+        each served list the same way (:func:`tfr_extensions.data.query_zscore`)
+        before the model, so an exported model takes raw features.
         (Or keep ``"none"`` and put :class:`QueryZScorePreprocessor` in the model.)
       drop_no_relevant: drop training queries without a relevant document.
       seed: seed of the shuffling.
@@ -222,10 +224,7 @@ class LibSVMDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     def feature_specs(self) -> Tuple[Dict[str, Any], Dict[str, tf.io.FixedLenFeature]]:
         """``(context_feature_spec, example_feature_spec)`` of this data as ELWC,
         for ``tfr.keras.model.FeatureSpecInputCreator`` and the signatures."""
-        _, example = tfrx_elwc.elwc_feature_specs(
-            self.num_features, feature_name=self.feature_name, qid_name=None)
-        example.pop("relevance")
-        return {}, example
+        return {}, tfrx_elwc.feature_spec(self.num_features, self.feature_name)
 
     def _dataset(self, data: LibSVMData, batch_size: int, list_size: Optional[int],
                  training: bool) -> tf.data.Dataset:
@@ -234,7 +233,7 @@ class LibSVMDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
             data, list_size=list_size, batch_size=batch_size,
             shuffle=training and options["shuffle"], normalization=self.normalization,
             drop_no_relevant=training and options["drop_no_relevant"], seed=options["seed"],
-            feature_key=self.feature_name, mask_key=self.mask_feature_name)
+            feature_key=self.feature_name, mask_feature_name=self.mask_feature_name)
         return dataset.repeat() if training else dataset
 
     def build_train_dataset(self) -> tf.data.Dataset:

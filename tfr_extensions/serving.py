@@ -12,9 +12,9 @@ normalization is a layer of the model:
   longest list of the batch (entries beyond a list's length are meaningless).
   This is TF-Ranking's ``Signatures.predict_tf_function``
   (``tensorflow_ranking/python/keras/saved_model.py``) as
-  :func:`tfr_extensions.compat.elwc_predict_function` (so export needs no
-  TF-Ranking): it parses ELWC into ``{"features": [B, L, F], "mask": [B, L]}``
-  and calls the model.
+  :func:`elwc_predict_function` (so export needs no TF-Ranking): it parses
+  ELWC (:func:`tfr_extensions.data.elwc.parse_elwc`) into ``{"features":
+  [B, L, F], "mask": [B, L]}`` and calls the model.
 * ``tensorflow/serving/regress``: a batch of serialized ``tf.Example``
   (input ``inputs``, string ``[N]``), each a document with ``features``.
   Output ``outputs``: float32 ``[N]``. Unlike TF-Ranking's regress signature,
@@ -53,13 +53,14 @@ lists of 3 and 2 documents with F = 2 features (padding rows are ignored)::
 """
 import json
 import os
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
 from tfr_extensions import backend
-from tfr_extensions import compat
 from tfr_extensions.backend import keras
+from tfr_extensions.data import elwc
+from tfr_extensions.data.elwc import FeatureSpec, feature_spec
 from tfr_extensions.ops import validation
 
 PREDICT = tf.saved_model.PREDICT_METHOD_NAME      # "tensorflow/serving/predict"
@@ -69,18 +70,38 @@ PREDICT_DENSE = "predict_dense"
 SIGNATURE_KEYS = (DEFAULT, PREDICT, REGRESS, PREDICT_DENSE)
 
 
-def feature_spec(num_features: int,
-                 feature_name: str = "features") -> Dict[str, tf.io.FixedLenFeature]:
-    """The per-document ``tf.Example`` feature spec: one float list of length F."""
-    return {feature_name: tf.io.FixedLenFeature([num_features], tf.float32,
-                                                default_value=[0.0] * num_features)}
+def elwc_predict_function(model: Callable, context_feature_spec: Optional[FeatureSpec],
+                          example_feature_spec: FeatureSpec,
+                          mask_feature_name: str) -> tf.types.experimental.GenericFunction:
+    """A TF Serving predict function over serialized ELWCs.
+
+    TF-Ranking's ``tfr.keras.saved_model.Signatures(...).predict_tf_function()``:
+    input ``inputs``, string ``[B]``; the features of
+    :func:`tfr_extensions.data.elwc.parse_elwc` (with the mask under
+    ``mask_feature_name``) go to ``model(features, training=False)``; a tensor
+    output is returned as ``{"outputs": ...}``, a dict output as it is.
+    """
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
+                                                name=tf.saved_model.PREDICT_INPUTS)])
+    def predict(serialized_elwcs):
+        features = elwc.parse_elwc(serialized_elwcs, context_feature_spec,
+                                   example_feature_spec, mask_feature_name=mask_feature_name)
+        outputs = model(features, training=False)
+        if isinstance(outputs, dict):
+            return outputs
+        if isinstance(outputs, tf.Tensor):
+            return {tf.saved_model.PREDICT_OUTPUTS: outputs}
+        raise TypeError("The model's outputs must be a tensor or a dict of tensors; got "
+                        f"{type(outputs).__name__}.")
+
+    return predict
 
 
 class _ServingModule(tf.Module):
     """The model and its serving functions, as one trackable object."""
 
     def __init__(self, model: keras.Model, num_features: int, feature_name: str,
-                 mask_name: str):
+                 mask_feature_name: str):
         super().__init__()
         # Only the variables are saved (tracked); the Keras model itself stays an
         # untracked Python reference, so saving traces just the signatures
@@ -89,7 +110,7 @@ class _ServingModule(tf.Module):
         self.model_variables = list(model.variables)
         self._num_features = num_features
         self._feature_name = feature_name
-        self._mask_name = mask_name
+        self._mask_feature_name = mask_feature_name
 
     def _score(self, features, mask):
         scores = self._model({"features": features, "mask": mask}, training=False)
@@ -98,10 +119,11 @@ class _ServingModule(tf.Module):
     def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
         num_features = self._num_features
         spec = feature_spec(num_features, self._feature_name)
-        elwc_model = _RenamedInputs(self._score, self._feature_name, self._mask_name)
-        predict = compat.elwc_predict_function(
+        elwc_model = _RenamedInputs(self._score, self._feature_name,
+                                    self._mask_feature_name)
+        predict = elwc_predict_function(
             elwc_model, context_feature_spec={}, example_feature_spec=spec,
-            mask_feature_name=self._mask_name)
+            mask_feature_name=self._mask_feature_name)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
         def regress(serialized_examples):
@@ -161,11 +183,12 @@ def check_dense_inputs(features: tf.Tensor, list_lengths: tf.Tensor,
 class _RenamedInputs:
     """Calls ``score(features, mask)`` on TF-Ranking's parsed feature dict."""
 
-    def __init__(self, score, feature_name: str, mask_name: str):
-        self._score, self._feature_name, self._mask_name = score, feature_name, mask_name
+    def __init__(self, score, feature_name: str, mask_feature_name: str):
+        self._score, self._feature_name = score, feature_name
+        self._mask_feature_name = mask_feature_name
 
     def __call__(self, inputs, training=False):
-        return self._score(inputs[self._feature_name], inputs[self._mask_name])
+        return self._score(inputs[self._feature_name], inputs[self._mask_feature_name])
 
 
 def _set_regress_method_name(export_dir: str) -> None:
@@ -183,7 +206,7 @@ def _set_regress_method_name(export_dir: str) -> None:
 
 
 def export(model: keras.Model, export_dir: str, num_features: Optional[int] = None,
-           feature_name: str = "features", mask_name: str = "mask",
+           feature_name: str = "features", mask_feature_name: str = "mask",
            overwrite: bool = False, metadata: Optional[dict] = None) -> str:
     """Writes a TF Serving SavedModel of a dict-input scorer.
 
@@ -193,7 +216,9 @@ def export(model: keras.Model, export_dir: str, num_features: Optional[int] = No
       export_dir: the version directory, e.g. ``saved_models/demo/1``.
       num_features: F; default the model's ``num_features`` config entry.
       feature_name: the float-list feature name in ELWC / ``tf.Example`` inputs.
-      mask_name: the mask key of the model's input dict.
+      mask_feature_name: the key of the list mask among the features that the
+        ELWC signature parses (TF-Ranking's ``mask_feature_name``); the model
+        itself is called on ``{"features", "mask"}`` whatever the names.
       overwrite: replace an existing non-empty ``export_dir`` (else ValueError).
       metadata: extra JSON-able facts written to ``assets.extra/tfrx.json``.
 
@@ -209,7 +234,7 @@ def export(model: keras.Model, export_dir: str, num_features: Optional[int] = No
             raise ValueError(f"`export_dir` {export_dir!r} exists and is not empty; pass "
                              "overwrite=True or a new version number.")
         tf.io.gfile.rmtree(export_dir)
-    module = _ServingModule(model, num_features, feature_name, mask_name)
+    module = _ServingModule(model, num_features, feature_name, mask_feature_name)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     _set_regress_method_name(export_dir)
     facts = {"num_features": num_features, "feature_name": feature_name,

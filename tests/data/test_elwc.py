@@ -1,5 +1,5 @@
 """to_elwc: the records parse back through TF-Ranking's own ELWC readers
-unchanged (tf215), and through ours (:func:`tfr_extensions.compat.parse_elwc`,
+unchanged (tf215), and through ours (:func:`tfr_extensions.data.elwc.parse_elwc`,
 both stacks)."""
 import numpy as np
 import pytest
@@ -7,8 +7,8 @@ import tensorflow as tf
 
 from oracles_data import pad_lists
 from stack import needs_tf_ranking, tfr
-from tfr_extensions import compat
 from tfr_extensions.data import elwc_feature_specs, synthetic, to_elwc
+from tfr_extensions.data.elwc import parse_elwc
 
 
 def _expected(data):
@@ -48,7 +48,7 @@ def test_round_trip_through_make_parsing_fn_with_custom_names(tmp_path, data, pa
     assert context_spec == {}
     if parser == "ours":
         def parse(serialized):
-            return compat.parse_elwc(serialized, context_spec, example_spec)
+            return parse_elwc(serialized, context_spec, example_spec)
     else:
         parse = tfr.data.make_parsing_fn(tfr.data.ELWC, context_feature_spec=context_spec,
                                          example_feature_spec=example_spec)

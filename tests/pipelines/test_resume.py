@@ -116,7 +116,7 @@ def test_a_non_chief_worker_saves_to_a_scratch_folder_it_deletes(tiny_fold, tmp_
                                hidden_units=8, epochs=1, output_dir=str(tmp_path), verbose=0)
     _, _, backup, _ = build(config, common.load_splits(str(tiny_fold)), init_seed=1)
     scratch = tmp_path / "workertemp_1"
-    monkeypatch.setattr(resume.compat, "get_output_filepath",
+    monkeypatch.setattr(resume.strategies, "get_output_filepath",
                         lambda path, strategy: str(tmp_path / "workertemp_1"))
     backup.chief = False
     path = backup.save(1)

@@ -48,7 +48,7 @@ def ranking_dataset(
     *,
     drop_remainder: bool = False,
     feature_key: str = "features",
-    mask_key: str = "mask",
+    mask_feature_name: str = "mask",
     repeat: bool = False,
 ) -> tf.data.Dataset:
     """Batches of padded lists for Keras ranking models.
@@ -71,8 +71,8 @@ def ranking_dataset(
       seed: the seed of query shuffling and of the shuffle before truncation.
       prefetch: ``prefetch(tf.data.AUTOTUNE)`` at the end.
       drop_remainder: drop the last, smaller batch.
-      feature_key, mask_key: the keys of the features and the mask in the
-        input dict (TF-Ranking pipelines name the mask ``"list_mask"``).
+      feature_key, mask_feature_name: the keys of the features and the mask in
+        the input dict (TF-Ranking pipelines name the mask ``"list_mask"``).
       repeat: an endless stream of epochs (each ends with its smaller last batch,
         as ``.repeat()`` gives), that every iterator of the dataset yields alike:
         epoch ``k`` is shuffled with the stateless seed ``(seed, k)``, and the
@@ -97,8 +97,9 @@ def ranking_dataset(
     ([4, 10, 3], [4, 10])
     """
     list_size, batch_size, seed = check_options(list_size, batch_size, seed, normalization)
-    if feature_key == mask_key:
-        raise ValueError(f"`feature_key` and `mask_key` must differ; both are {feature_key!r}.")
+    if feature_key == mask_feature_name:
+        raise ValueError(f"`feature_key` and `mask_feature_name` must differ; both are "
+                         f"{feature_key!r}.")
     queries = select_queries(data, drop_no_relevant, min_list_size)
     if queries.size == 0:
         raise ValueError(
@@ -137,7 +138,7 @@ def ranking_dataset(
             offset = tf.ensure_shape(order, [None, list_size])
             valid = tf.range(list_size, dtype=length.dtype)[None, :] < length
         rows = tf.where(valid, start + offset, padding_row)  # [B, L]
-        return ({feature_key: tf.gather(table, rows), mask_key: valid},
+        return ({feature_key: tf.gather(table, rows), mask_feature_name: valid},
                 tf.gather(label_table, rows))
 
     if repeat and drop_remainder and queries.size < batch_size:

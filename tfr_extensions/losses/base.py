@@ -70,7 +70,6 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 import tensorflow as tf
 
 from tfr_extensions import backend
-from tfr_extensions import compat
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
@@ -162,7 +161,7 @@ def _nan_where(broken: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
 def _dense(labels, scores, mask):
     """Ragged inputs padded as TF-Ranking does; dense ones pass through."""
     if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
-        labels, scores, _, _ = compat.ragged_to_dense(labels, scores)
+        labels, scores, _, _ = lists.ragged_to_dense(labels, scores)
         if isinstance(mask, tf.RaggedTensor):
             mask = mask.to_tensor(False)
     return labels, scores, mask
@@ -430,7 +429,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
 
     def _to_dense(self, y_true, y_pred, sample_weight):
         if self._ragged or isinstance(y_true, tf.RaggedTensor):
-            y_true, y_pred, sample_weight, _ = compat.ragged_to_dense(
+            y_true, y_pred, sample_weight, _ = lists.ragged_to_dense(
                 y_true, y_pred, sample_weight)
         return y_true, y_pred, sample_weight
 

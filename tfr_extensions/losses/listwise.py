@@ -37,7 +37,7 @@ def approx_ranks(scores, mask, temperature: float = 1.0):
     \sigma\big((s_j - s_i)/T\big)` over the valid documents j (:math:`\alpha = 1/T`
     in Eq. 6). ``[B, L]``; 1/2 at padded documents (whose gain is 0).
 
-    The same ranks as :func:`tfr_extensions.compat.approx_ranks` (TF-Ranking's,
+    The same ranks as :func:`tfr_extensions.ops.approx_ranks.approx_ranks` (TF-Ranking's,
     which pushes padded logits 1000/T below the others instead of masking them).
     The difference is taken before the division, so two finite scores never
     give ``inf - inf``.

@@ -13,6 +13,9 @@ Conventions (TF-Ranking's, see DESIGN.md):
 * Labels are graded relevance in ``[0, MAX_LABEL]``, fractional ones too
   (gain ``2^2.5 - 1`` for 2.5); NaN and negative labels are padding.
 
+Ragged inputs (``tf.RaggedTensor`` ``[batch, (list_size)]``) are padded as
+TF-Ranking pads them (:func:`ragged_to_dense`).
+
 Argument checks live in :mod:`tfr_extensions.ops.validation`, numerical
 tricks (``safe_divide``, ``log1mexp``) in :mod:`tfr_extensions.ops.numerics`.
 """
@@ -35,6 +38,12 @@ Seed = Union[None, int, Sequence[int], tf.Tensor]
 #: different stream from the graph kernel's); Philox is what the TF kernels
 #: use on CPU and GPU, so a seed gives one stream in graph mode and under XLA.
 RNG_ALG = "philox"
+
+#: TF-Ranking's paddings of ragged scores and per-document weights
+#: (``tensorflow_ranking/python/utils.py``); labels are padded with
+#: :data:`PADDING_LABEL`.
+PADDING_PREDICTION = -1e6
+PADDING_WEIGHT = 0.0
 
 
 def compiling_with_xla() -> bool:
@@ -186,3 +195,41 @@ def labels_with_mask(y_true):
         mask = mask.to_tensor(False)
     labels = tf.convert_to_tensor(labels)
     return tf.where(tf.cast(mask, tf.bool), labels, tf.constant(PADDING_LABEL, labels.dtype))
+
+
+def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
+                    weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
+    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking does.
+
+    ``tensorflow_ranking.python.utils.ragged_to_dense``: labels are padded with
+    ``PADDING_LABEL`` (-1, which marks padding for every loss and metric),
+    predictions with ``PADDING_PREDICTION`` (-1e6), ragged per-item weights
+    with ``PADDING_WEIGHT`` (0); dense weights (per list, ``[batch, 1]``) and
+    None pass through.
+
+    Args:
+      labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
+      predictions: ``tf.RaggedTensor`` of the same row lengths, or None.
+      weights: None, a ``tf.RaggedTensor`` like ``labels``, or a dense tensor.
+
+    Returns:
+      ``(labels, predictions, weights, mask)``, dense ``[batch, list_size]``,
+      ``mask`` bool, True for the entries that were present.
+
+    >>> labels = tf.ragged.constant([[1.0, 0.0], [2.0]])
+    >>> dense, scores, _, mask = ragged_to_dense(labels, tf.ragged.constant([[0.5, 0.25], [0.75]]))
+    >>> dense.numpy().tolist(), scores.numpy().tolist(), mask.numpy().tolist()
+    ([[1.0, 0.0], [2.0, -1.0]], [[0.5, 0.25], [0.75, -1000000.0]], [[True, True], [True, False]])
+    """
+    if not isinstance(labels, tf.RaggedTensor):
+        raise TypeError(f"`labels` must be a tf.RaggedTensor; got {type(labels).__name__}.")
+    if predictions is not None and not isinstance(predictions, tf.RaggedTensor):
+        raise TypeError("`predictions` must be a tf.RaggedTensor like `labels`; got "
+                        f"{type(predictions).__name__}.")
+    mask = tf.cast(tf.ones_like(labels).to_tensor(0.0), tf.bool)
+    labels = labels.to_tensor(PADDING_LABEL)
+    if predictions is not None:
+        predictions = predictions.to_tensor(PADDING_PREDICTION)
+    if isinstance(weights, tf.RaggedTensor):
+        weights = weights.to_tensor(PADDING_WEIGHT)
+    return labels, predictions, weights, mask

@@ -27,7 +27,7 @@ def mq2008_dir() -> pathlib.Path:
 def _tf_ops_suites_ignored():
     """``tests/ops`` where :data:`stack.TF_OPS_SUITES_ON` says another stack runs the
     same TensorFlow's op suites (tf221: keras3 runs TF 2.21's)."""
-    import stack  # pylint: disable=import-outside-toplevel
+    from support import stack  # pylint: disable=import-outside-toplevel
     return [] if stack.TF_OPS_SUITES_ON[stack.THIS_STACK] else ["ops"]
 
 
@@ -38,4 +38,4 @@ def pytest_terminal_summary(terminalreporter):
     if collect_ignore:
         terminalreporter.write_line(
             "tests/ops not collected on this stack: the keras3 stack runs the same "
-            "TensorFlow's op suites (tests/stack.py, TF_OPS_SUITES_ON).")
+            "TensorFlow's op suites (tests/support/stack.py, TF_OPS_SUITES_ON).")

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from benchmarks import peers
-from stack import needs_tf_ranking
+from support.stack import needs_tf_ranking
 
 
 def batch(seed):

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import input_pb2
 
-from stack import THIS_STACK, needs_tf_ranking, tfr
+from support.stack import THIS_STACK, needs_tf_ranking, tfr
 from tfr_extensions import backend
 from tfr_extensions import compat
 from tfr_extensions import serving

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from tfr_extensions.backend import keras
 
-from oracles_evaluation import ORACLES
-from stack import needs_tf_ranking, tfr
+from support.oracles_evaluation import ORACLES
+from support.stack import needs_tf_ranking, tfr
 from tfr_extensions import evaluation
 from tfr_extensions.data import LibSVMData
 from tfr_extensions.ops import vocabulary

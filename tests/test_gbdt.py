@@ -1,5 +1,5 @@
 """tfrx.gbdt: the twin-sigmoid LightGBM objective against the Keras loss, the
-paper's closed form (tests/oracles.py), finite differences, LambdaMART's
+paper's closed form (tests/support/oracles.py), finite differences, LambdaMART's
 Hessian, and both LightGBM APIs."""
 import itertools
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import oracles
+from support import oracles
 import tfr_extensions as tfrx
 from tfr_extensions import gbdt
 

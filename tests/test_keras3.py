@@ -30,7 +30,7 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
-from stack import REPO, THIS_STACK
+from support.stack import REPO, THIS_STACK
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import oracles
+from support import oracles
 import tfr_extensions as tfrx
 from tfr_extensions import backend
 from tfr_extensions.backend import keras

@@ -4,7 +4,7 @@
 tf221 stack (TF 2.21, Keras 2 as tf-keras) and on the keras3 stack (TF 2.21, Keras 3):
 the same TensorFlow, so any difference would be the Keras layer's.
 
-A cross-stack test (``TFRX_CROSS_STACK=1``, see ``tests/stack.py``): it runs on the
+A cross-stack test (``TFRX_CROSS_STACK=1``, see ``tests/support/stack.py``): it runs on the
 keras3 stack and on tf221, each computing its own numbers in a subprocess of the other.
 """
 import json
@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from stack import REPO, THIS_STACK, stack_python
+from support.stack import REPO, THIS_STACK, stack_python
 
 #: measured: bitwise equal (the same TensorFlow ops on the same inputs); the bound
 #: leaves room for a different summation order only

@@ -7,9 +7,9 @@ import tensorflow as tf
 
 from tfr_extensions.backend import keras
 
-import oracles
+from support import oracles
 import tfr_extensions as tfrx
-from stack import needs_tf_ranking, tfr
+from support.stack import needs_tf_ranking, tfr
 
 FUNCTIONS = {
     "ndcg": tfrx.metrics.ndcg,

@@ -20,8 +20,8 @@ from tfr_extensions.backend import keras
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
-from local_cluster import assert_equal_weights, run_cluster
-from stack import skip_module_without_tf_ranking, tfr
+from support.local_cluster import assert_equal_weights, run_cluster
+from support.stack import skip_module_without_tf_ranking, tfr
 
 skip_module_without_tf_ranking()
 
@@ -30,7 +30,7 @@ from tfr_extensions import evaluation  # noqa: E402
 from tfr_extensions import pipeline as tfrx_pipeline  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-MULTI_WORKER_JOB = pathlib.Path(__file__).with_name("pipeline_worker_job.py")
+MULTI_WORKER_JOB = pathlib.Path(__file__).parent / "support" / "pipeline_worker_job.py"
 
 # Runs in a fresh interpreter that imports TensorFlow only: serves the inputs of
 # a PredictRequest (TensorProtos, as TF Serving receives them) through the

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
-from stack import REPO
+from support.stack import REPO
 from tfr_extensions import backend
 
 pytestmark = pytest.mark.skipif(not backend.IS_KERAS_3,

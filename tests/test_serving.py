@@ -16,7 +16,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
-from stack import OTHER_STACKS, stack_python
+from support.stack import OTHER_STACKS, stack_python
 from tfr_extensions import models
 from tfr_extensions import serving
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
-from stack import REPO
+from support.stack import REPO
 from tfr_extensions.adversarial import IRGAN
 from tfr_extensions.backend import keras
 

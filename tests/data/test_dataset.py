@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from oracles_data import pad_lists, zscore_list
+from support.oracles_data import pad_lists, zscore_list
 from tfr_extensions.data import LibSVMData, query_zscore, ranking_dataset, select_queries, synthetic
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from oracles_data import pad_lists
-from stack import needs_tf_ranking, tfr
+from support.oracles_data import pad_lists
+from support.stack import needs_tf_ranking, tfr
 from tfr_extensions.data import elwc_feature_specs, synthetic, to_elwc
 from tfr_extensions.data.elwc import parse_elwc
 

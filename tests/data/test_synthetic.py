@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from oracles_data import zscore_list
+from support.oracles_data import zscore_list
 from tfr_extensions.data import synthetic
 from tfr_extensions.data.synthetic import MSLR_LABEL_PROBS
 

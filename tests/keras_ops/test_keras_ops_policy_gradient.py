@@ -15,7 +15,7 @@ import keras
 from keras import ops
 
 import harness
-from oracles_pl import expected_ndcg_gradient, pl_log_prob, softmax
+from support.oracles_pl import expected_ndcg_gradient, pl_log_prob, softmax
 import tfr_extensions as tfrx
 from tfr_extensions.keras_ops import plackett_luce as kpl
 from tfr_extensions.keras_ops import random as keras_random

@@ -2,7 +2,7 @@
 
 The TF op (:mod:`tfr_extensions.ops.rank_distributions`) and the TF body
 (:func:`tfr_extensions.losses.soft_rank.softndcg_loss`) are the reference, with
-the NumPy recursion of Eq. 11-12 (``tests/oracles_softrank.py``) as a second one.
+the NumPy recursion of Eq. 11-12 (``tests/support/oracles_softrank.py``) as a second one.
 """
 import contextlib
 import importlib
@@ -16,7 +16,7 @@ from keras import ops
 
 import harness
 import tfr_extensions as tfrx
-from oracles_softrank import rank_binomial
+from support.oracles_softrank import rank_binomial
 from tfr_extensions.losses import soft_rank as tf_soft_rank
 
 tf_rd = importlib.import_module("tfr_extensions.ops.rank_distributions")

@@ -15,7 +15,7 @@ import pytest
 import keras
 
 import harness
-import oracles
+from support import oracles
 import tfr_extensions as tfrx
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -28,11 +28,11 @@ import tensorflow as tf
 from tfr_extensions.backend import keras
 from scipy.special import expit, logsumexp
 
-import oracles
-import oracles_listwise
+from support import oracles
+from support import oracles_listwise
 import tfr_extensions as tfrx
-from loss_modes import value_and_grad
-from oracles_softrank import soft_ndcg_and_gradient
+from support.loss_modes import value_and_grad
+from support.oracles_softrank import soft_ndcg_and_gradient
 from tfr_extensions.ops import lists
 
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")

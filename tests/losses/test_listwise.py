@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import oracles_listwise
+from support import oracles_listwise
 import tfr_extensions as tfrx
-from stack import needs_tf_ranking, tfr
+from support.stack import needs_tf_ranking, tfr
 
 PAD = -1.0
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tfr_extensions.backend import keras
 
-import oracles
+from support import oracles
 import tfr_extensions as tfrx
 from tfr_extensions.losses import pairwise
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_prob, softmax
-from stack import needs_tf_ranking
+from support.oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_prob, softmax
+from support.stack import needs_tf_ranking
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
 from tfr_extensions.losses import policy_gradient

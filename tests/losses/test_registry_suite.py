@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from loss_modes import value_and_grad
-from stack import needs_tf_ranking, tfr
+from support.loss_modes import value_and_grad
+from support.stack import needs_tf_ranking, tfr
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
 from tfr_extensions.losses import base, registry

@@ -5,8 +5,8 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from tfr_extensions.losses.soft_rank import SoftNDCGLoss, training_discount
-from loss_modes import graph_xla_and_half
-from oracles_softrank import soft_ndcg_and_gradient, train_and_validate
+from support.loss_modes import graph_xla_and_half
+from support.oracles_softrank import soft_ndcg_and_gradient, train_and_validate
 
 
 def _batch(batch, size, seed, pad=True):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tfr_extensions.backend import keras
 
-import oracles
+from support import oracles
 import tfr_extensions as tfrx
 
 METRICS = ("precision", "ap", "ap_min", "ndcg", "nerr")

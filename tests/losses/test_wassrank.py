@@ -7,7 +7,7 @@ from scipy.special import softmax
 
 from tfr_extensions.losses import wassrank
 from tfr_extensions.losses.wassrank import WassRankLoss
-from oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
+from support.oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
 
 
 def exact_transport(a, b, cost):

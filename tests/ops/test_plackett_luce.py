@@ -6,7 +6,7 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-from oracles_pl import pl_log_prob, softmax
+from support.oracles_pl import pl_log_prob, softmax
 from tfr_extensions.ops import plackett_luce as pl
 
 SCORES = [0.5, -0.3, 1.2, 0.0, -1.0]

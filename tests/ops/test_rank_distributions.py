@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
-from oracles_softrank import (monte_carlo_ranks, rank_binomial,
+from support.oracles_softrank import (monte_carlo_ranks, rank_binomial,
                               rank_binomial_by_enumeration)
 
 import importlib

@@ -1,12 +1,12 @@
 """rank_metrics.value_and_rank_gradient: the metric and d metric / d ranks
-against Eq. 13-16 and Eq. 29, 31-33 computed in NumPy (tests/oracles.py)."""
+against Eq. 13-16 and Eq. 29, 31-33 computed in NumPy (tests/support/oracles.py)."""
 import itertools
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import oracles
+from support import oracles
 from tfr_extensions.ops import rank_metrics, sorting, vocabulary
 
 

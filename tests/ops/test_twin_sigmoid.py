@@ -7,7 +7,7 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-import oracles
+from support import oracles
 from tfr_extensions import ops
 from tfr_extensions.ops import sorting
 

@@ -4,8 +4,8 @@ interruption and a resume from the chief's backup (Keras 2: ``fit``; Keras 3:
 import json
 import pathlib
 
-from local_cluster import assert_equal_weights, run_cluster
-import stack
+from support.local_cluster import assert_equal_weights, run_cluster
+from support import stack
 
 JOB = pathlib.Path(__file__).with_name("multi_worker_job.py")
 WORKERS = ({"type": "worker", "index": 0}, {"type": "worker", "index": 1})

@@ -12,7 +12,7 @@ from pipelines import common
 from pipelines import resume
 from pipelines import train
 from pipelines import trainable
-from stack import needs_tf_ranking
+from support.stack import needs_tf_ranking
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
 

@@ -17,7 +17,7 @@ from pipelines import common
 from pipelines import resume
 from pipelines import train
 
-import stack
+from support import stack
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EPOCHS = 3

@@ -33,7 +33,7 @@ def skip_module_without_tf_ranking() -> None:
         pytest.skip(NO_TF_RANKING, allow_module_level=True)
 
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 #: stack -> (its virtualenv in the repository, its environment); see the Makefile
 STACKS = {"tf215": (".venv", {"TF_USE_LEGACY_KERAS": None}),
           "tf221": (".venv-tf221", {"TF_USE_LEGACY_KERAS": "1"}),

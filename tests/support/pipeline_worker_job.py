@@ -1,6 +1,6 @@
 """One worker of the TF-Ranking pipeline's multi-worker test (run with TF_CONFIG set).
 
-    python tests/pipeline_worker_job.py <fold_dir> <model_dir> <weights.npz> <seed>
+    python tests/support/pipeline_worker_job.py <fold_dir> <model_dir> <weights.npz> <seed>
 
 Trains ``tfrx.pipeline.SimplePipeline`` over ``LibSVMDatasetBuilder`` with
 TF-Ranking's ``strategy="MultiWorkerMirroredStrategy"`` hparam and saves the

@@ -8,29 +8,18 @@ to ``tfr_extensions.pipelines``, so an installed wheel has one top-level package
 import importlib
 
 
-def _run(job: str) -> None:
-    importlib.import_module(f"{__package__}.{job}").main()
+def _script(job: str):
+    """The console script of ``job``: its ``main`` on the command line, exit status 0."""
+    def script() -> None:
+        importlib.import_module(f"{__package__}.{job}").main()
+
+    script.__name__ = script.__qualname__ = job
+    return script
 
 
-def train() -> None:
-    _run("train")
-
-
-def lambdamart() -> None:
-    _run("lambdamart")
-
-
-def cross_validate() -> None:
-    _run("cross_validate")
-
-
-def demo() -> None:
-    _run("demo")
-
-
-def rank_accuracy() -> None:
-    _run("rank_accuracy")
-
-
-def sampled_ranking_quality() -> None:
-    _run("sampled_ranking_quality")
+train = _script("train")
+lambdamart = _script("lambdamart")
+cross_validate = _script("cross_validate")
+demo = _script("demo")
+rank_accuracy = _script("rank_accuracy")
+sampled_ranking_quality = _script("sampled_ranking_quality")

@@ -14,6 +14,7 @@ from support.stack import needs_tf_ranking, tfr
 from tfr_extensions import evaluation
 from tfr_extensions.data import LibSVMData
 from tfr_extensions.ops import vocabulary
+from support.scorers import LinearScorer
 
 TOPNS = (1, 3, 5, 10, 20, 50)
 
@@ -139,18 +140,6 @@ def test_validation_errors():
         evaluation.evaluate([1.0], [0.0], [0, 1], metrics=("mrr",))
     with pytest.raises(ValueError, match="query_offsets"):
         evaluation.evaluate([1.0, 0.0], [0.0, 1.0], [0, 1])
-
-
-class LinearScorer(keras.Model):
-    """score = features @ w, over the {"features", "mask"} dict (masking unused)."""
-
-    def __init__(self, num_features):
-        super().__init__()
-        self.dense = keras.layers.Dense(1, use_bias=False)
-        self.dense.build([None, None, num_features])
-
-    def call(self, inputs, training=None):
-        return self.dense(inputs["features"])[..., 0]
 
 
 def test_predict_scores_long_lists_and_batching():

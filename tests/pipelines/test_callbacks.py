@@ -4,20 +4,8 @@ import pytest
 
 from pipelines import callbacks
 from pipelines import resume
-from tfr_extensions.backend import keras
 from tfr_extensions.data import LibSVMData
-
-
-class LinearScorer(keras.Model):
-    """score = features @ w, over the {"features", "mask"} dict (masking unused)."""
-
-    def __init__(self, num_features):
-        super().__init__()
-        self.dense = keras.layers.Dense(1, use_bias=False)
-        self.dense.build([None, None, num_features])
-
-    def call(self, inputs, training=None):
-        return self.dense(inputs["features"])[..., 0]
+from support.scorers import LinearScorer
 
 
 def by_sign(sizes, positive_label, negative_label, seed=8):

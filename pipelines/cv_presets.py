@@ -165,11 +165,3 @@ def default_methods() -> Tuple[str, ...]:
     return tuple(key for key, method in METHODS.items() if not _not_default(key)
                  and (compat.has_tf_ranking() or not method.needs_tf_ranking))
 
-
-def __getattr__(name: str) -> Any:
-    """``NEURAL_GRID_FIELDS`` and ``LAMBDAMART_GRID_FIELDS``, once defined here by hand: now
-    derived from the config dataclasses in :mod:`pipelines.cv_runner`."""
-    if name in ("NEURAL_GRID_FIELDS", "LAMBDAMART_GRID_FIELDS"):
-        from . import cv_runner
-        return getattr(cv_runner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -172,8 +172,6 @@ def test_presets_aliases_and_defaults():
     assert config.methods == ("lambdamart_paper",) and config.lambdamart.preset == "paper"
     trees = cv_runner.lambdamart_config(cv_presets.METHODS["lambdamart_paper"], {}, 1, "", config)
     assert trees.preset == "paper"
-    # the old home of the grid fields still answers
-    assert cv_presets.NEURAL_GRID_FIELDS == cv_runner.NEURAL_GRID_FIELDS
 
 
 def test_grid_fields_and_run_fields_come_from_the_config_dataclasses():

@@ -10,7 +10,7 @@ from typing import Callable, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def free_ports(count: int) -> List[int]:

@@ -117,7 +117,8 @@ def peer_elwc_dataset(elwc_path: str, num_features: int, batch_size: int,
             train_input_pattern=elwc_path, valid_input_pattern=elwc_path,
             train_batch_size=batch_size, valid_batch_size=batch_size, list_size=list_size)
         return tfr.keras.pipeline.SimpleDatasetBuilder(
-            context_spec, example_spec, mask_feature_name, label_spec, hparams).build_train_dataset()
+            context_spec, example_spec, mask_feature_name, label_spec,
+            hparams).build_train_dataset()
 
     def parse(serialized):
         features = parse_elwc(serialized, context_spec, example_spec,

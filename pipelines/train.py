@@ -21,8 +21,9 @@ finished run of the same config is not trained again; a run of another config
 in the folder is refused unless ``--overwrite``. The ``loss`` names the kind of
 model (:mod:`pipelines.trainable`): ``--loss irgan_<mode>`` trains an IRGAN, whose
 generator and discriminator are selected and evaluated each at its own best epoch.
-``--strategy multi_worker`` trains on several machines (``TF_CONFIG``). Why ``fit`` rather than TF-Ranking's pipeline
-classes, and how resuming works: ``docs/notes/train_pipeline.md``.
+``--strategy multi_worker`` trains on several machines (``TF_CONFIG``). Why ``fit``
+rather than TF-Ranking's pipeline classes, and how resuming works:
+``docs/notes/train_pipeline.md``.
 """
 import argparse
 import dataclasses

@@ -35,7 +35,8 @@ def random_lists(batch=16, size=12, seed=0):
 def test_exact_metrics_equal_the_numpy_oracle(metric, topn):
     labels, scores = random_lists(seed=topn or 0)
     got = FUNCTIONS[metric](labels, scores, topn=topn).numpy()
-    expected = [oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn) for b in range(len(labels))]
+    expected = [oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn)
+                for b in range(len(labels))]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
 
 

@@ -61,7 +61,8 @@ def get_output_filepath(filepath: str, strategy: Optional[tf.distribute.Strategy
         task_type = strategy.cluster_resolver.task_type
         task_id = strategy.cluster_resolver.task_id
         if task_type is not None and task_type != "chief":
-            temp_dir = os.path.join(filepath, f"workertemp_{task_id}" if task_id is not None else "")
+            temp_dir = os.path.join(filepath,
+                                    f"workertemp_{task_id}" if task_id is not None else "")
             tf.io.gfile.makedirs(temp_dir)
             return temp_dir
     return filepath

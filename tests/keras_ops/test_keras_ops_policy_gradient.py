@@ -271,7 +271,8 @@ def test_bodies_match_tensorflow_on_the_rankings_they_sample(key, monkeypatch):
         results = _body_outputs(function, option_sets, labels, scores)
         for options, (value, grad, sampled["rankings"]) in zip(option_sets, results):
             want = harness.tf_value_and_grad(
-                lambda y, s: tf.stack(function.spec.compute(y, s, None, options)[:2]), labels, scores)
+                lambda y, s: tf.stack(function.spec.compute(y, s, None, options)[:2]),
+                labels, scores)
             what = f"{key} {options} {name}"
             _close(value, want[0], what)
             # TF leaves rounding residues of ~1e-7 times the reward in the gradient of

@@ -211,7 +211,8 @@ def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
     for scale in (1.0, 1e160):
         with context:
             value, grad = _value_and_grad(
-                lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels, scores * scale)
+                lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels,
+                scores * scale)
         tf_value, tf_grad = harness.tf_value_and_grad(
             lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores * scale)
         assert value.dtype == np.float64 and np.all(np.isfinite(grad))

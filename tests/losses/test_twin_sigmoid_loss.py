@@ -32,7 +32,8 @@ def test_forward_value_is_minus_the_exact_metric(metric, topn):
     loss = tfrx.losses.TwinSigmoidLoss(metric, topn=topn, seed=0,
                                        reduction="none")
     per_list = loss(labels, scores).numpy()[:, 0]  # [batch, 1], as in TF-Ranking
-    expected = [-oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn) for b in range(len(labels))]
+    expected = [-oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn)
+                for b in range(len(labels))]
     np.testing.assert_allclose(per_list, expected, rtol=1e-12, atol=1e-12)
 
 

@@ -32,7 +32,8 @@ def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
     for b in range(len(labels)):
         keep = labels[b] >= 0
         np.testing.assert_allclose(
-            value[b].numpy(), oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn), rtol=1e-12)
+            value[b].numpy(), oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn),
+            rtol=1e-12)
         expected = np.zeros(len(labels[b]))
         if (labels[b][keep] > 0).any():
             expected[keep] = oracles.metric_rank_gradient(labels[b][keep], scores[b][keep],

@@ -35,7 +35,7 @@ import pandas as pd
 from . import common
 from .cv_presets import resolve_method
 from .cv_runner import SELECTION_METRIC, CVConfig, config_name, finished_run, grid_points
-from .train import player_suffix
+from .trainable import player_suffix
 
 REPORT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "ndcg@20",
                   "map@1", "map@3", "map@5", "map@10", "map@20", "nerr@10")

@@ -42,11 +42,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import callbacks
 from . import common
 from . import flags
 from . import lambdamart
 from . import resume
 from . import train
+from . import trainable
 from .cv_presets import (Method, canonical_spec, default_methods, parse_value,
                                   resolve_method)
 from .lambdamart import LambdaMARTConfig
@@ -428,10 +430,10 @@ def load_run(path: str, method: Method) -> Dict[str, Any]:
                 "test": scores["test"],
                 "curves": {
                     f"vali_{SELECTION_METRIC}": history[
-                        train.history_key("val", SELECTION_METRIC, player)],
+                        callbacks.history_key("val", SELECTION_METRIC, player)],
                     f"test_{SELECTION_METRIC}": history[
-                        train.history_key("test", SELECTION_METRIC, player)]},
-                "test_per_query": common.per_query_paths(path, train.player_suffix(player))[1]}
+                        callbacks.history_key("test", SELECTION_METRIC, player)]},
+                "test_per_query": common.per_query_paths(path, trainable.player_suffix(player))[1]}
                 for player, scores in players.items()}}
 
 

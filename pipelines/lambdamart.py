@@ -317,7 +317,8 @@ def main(argv=None) -> None:
         result = run(config, overwrite=args.overwrite)
     except resume.FinishedRunError as finished:
         print(finished)
-        print("\n".join(common.stored_summary_lines(config.resolved_output_dir)))
+        for line in common.stored_summary_lines(config.resolved_output_dir):
+            print(line)
         return
     except resume.OutputDirError as error:
         raise SystemExit(f"pipelines.lambdamart: error: {error}") from error

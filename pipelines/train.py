@@ -31,7 +31,6 @@ import functools
 import math
 import os
 import shutil
-import time
 from typing import Any, Dict, Mapping, Optional
 
 import tensorflow as tf
@@ -41,11 +40,9 @@ from . import distributed
 from . import flags
 from . import resume
 from . import trainable
-# raised by run; the callbacks and the model kinds' names, also at their old home here
-from .callbacks import (CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss,
-                                 history_key)
+from .callbacks import CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss, history_key
 from .resume import FinishedRunError, OutputDirError
-from .trainable import IRGAN_MODES, IRGAN_PREFIX, build_loss, player_suffix
+from .trainable import player_suffix
 from tfr_extensions import evaluation
 from tfr_extensions import models
 from tfr_extensions import serving
@@ -56,6 +53,7 @@ from tfr_extensions.ops import validation
 
 STRATEGIES = {"default": None, "mirrored": strategies.MIRRORED_STRATEGY,
               "multi_worker": strategies.MWMS_STRATEGY}
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -343,9 +341,7 @@ def finish(setup: Setup, fitted: Fitted,
         train_seconds=sum(entry["seconds"] for entry in fitted.backup.history),
         resumed_from_epoch=fitted.resumed_from_epoch, players=results)
     write_outputs(result)
-    common.write_json(os.path.join(setup.output_dir, resume.DONE_FILE), {
-        **dict(marker or {}), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "config": config.to_json()})
+    common.write_done(os.path.join(setup.output_dir, resume.DONE_FILE), config.to_json(), marker)
     if setup.chief:
         shutil.rmtree(setup.backup_dir, ignore_errors=True)
     return result
@@ -419,11 +415,8 @@ def main(argv=None) -> None:
         result = run(config, overwrite=args.overwrite)
     except FinishedRunError as finished:
         print(finished)
-        stored = resume.read_json(os.path.join(config.resolved_output_dir,
-                                               common.RESULTS_FILE)) or {}
-        for part in ("validation", "test"):
-            if part in stored:
-                print(f"{part + ':':<11} {common.format_summary(stored[part])}")
+        for line in common.stored_summary_lines(config.resolved_output_dir):
+            print(line)
         return
     except (OutputDirError, NonFiniteLossError) as error:
         raise SystemExit(f"pipelines.train: error: {error}") from error

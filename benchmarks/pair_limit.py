@@ -21,8 +21,9 @@ import tensorflow as tf
 
 from benchmarks import loss_throughput
 from benchmarks import twin_profile
+from tfr_extensions.ops import lists
 
-_BLOCK = twin_profile.twin_sigmoid._BLOCK  # our backward pass's column blocks
+_BLOCK = lists.PAIR_BLOCK  # our backward pass's column blocks
 
 
 def _plain_limit(scores, weights):

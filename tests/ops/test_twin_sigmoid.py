@@ -213,16 +213,19 @@ def test_xla_matches_graph_mode(gradient):
     np.testing.assert_allclose(graph[1].numpy(), xla[1].numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("size", [17, 100])  # one block of columns; blocks with a filled last
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
-def test_counting_positions_under_xla_equal_sorting(dtype):
+def test_counting_positions_under_xla_equal_sorting(dtype, size):
     rng = np.random.default_rng(10)
-    scores = tf.constant(rng.integers(-2, 3, size=(5, 17)), dtype)  # many ties
-    mask = tf.constant(rng.random((5, 17)) > 0.25)
-    keys = sorting.random_tie_keys([5, 17], tf.constant([3, 4]))
+    scores = tf.constant(rng.integers(-2, 3, size=(5, size)), dtype)  # many ties
+    mask = tf.constant(rng.random((5, size)) > 0.25)
+    keys = sorting.random_tie_keys([5, size], tf.constant([3, 4]))
+    keys = tf.where(tf.range(size) % 7 == 0, keys[:, :1], keys)  # tied keys: the index decides
 
     def positions(s):
         return (sorting.exact_ranks(s, mask, keys), sorting.exact_ranks(s, mask),
-                sorting.sort_descending(tf.abs(s), mask), sorting.sort_descending(tf.abs(s), mask, 4))
+                sorting.sort_descending(tf.abs(s), mask), sorting.sort_descending(tf.abs(s), mask, 4),
+                sorting.midranks(s, mask))
 
     by_sort = tf.function(positions)(scores)
     by_count = tf.function(positions, jit_compile=True)(scores)

@@ -46,6 +46,32 @@ PADDING_PREDICTION = -1e6
 PADDING_WEIGHT = 0.0
 
 
+#: Columns per block of every pairwise pass that XLA compiles (the twin-sigmoid
+#: backward pass, the counted ranks): each row's sum over the pairs runs over
+#: blocks of this many columns, then over the blocks. XLA's CPU compiler splits a
+#: reduction over more than 32 elements into a ``reduce-window`` that it does not
+#: fuse with the ops before it, so the ``[B, L, L]`` pair values would be stored
+#: and read back (on TF 2.21 a count of 128 columns took 44 µs per list that
+#: way, 7 in blocks: ``docs/notes/twin_sigmoid_speed.md``); a reduction of 32
+#: fuses with the chain that builds the pairs, which are then never stored.
+PAIR_BLOCK = 32
+
+
+def column_blocks(values: tf.Tensor, fill) -> tf.Tensor:
+    """``[B, L]`` -> ``[B, 1, C, PAIR_BLOCK]``: the columns in blocks of
+    :data:`PAIR_BLOCK` (``C = ceil(L / PAIR_BLOCK)``), the last block filled
+    with ``fill``. Against ``values[:, :, None, None]`` (the rows) it forms
+    the pairs ``[B, L, C, PAIR_BLOCK]``, summed over both trailing axes.
+
+    >>> column_blocks(tf.reshape(tf.range(40), [1, 40]), -1).shape
+    TensorShape([1, 1, 2, 32])
+    """
+    batch, size = (tf.shape(values)[axis] if n is None else n  # static sizes for XLA
+                   for axis, n in enumerate(values.shape))
+    padded = tf.pad(values, [[0, 0], [0, -size % PAIR_BLOCK]], constant_values=fill)
+    return tf.reshape(padded, [batch, 1, -1, PAIR_BLOCK])
+
+
 def compiling_with_xla() -> bool:
     """True while tracing a function that XLA compiles (``jit_compile=True``),
     where every shape must be static; ops then pick their XLA-friendly path."""

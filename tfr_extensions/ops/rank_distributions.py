@@ -97,7 +97,7 @@ METHODS = ("exact", "normal", "auto")
 #: documents per step of the exact recursion's while loop (a power of 2);
 #: XLA_CHUNK_SIZE under XLA
 CHUNK_SIZE = 32
-XLA_CHUNK_SIZE = 16
+XLA_CHUNK_SIZE = 8
 
 #: with a static list size of at most MAX_TREE_LIST_SIZE documents
 #: (XLA_MAX_TREE_LIST_SIZE under XLA) and at most MAX_TREE_RANKS ranks, the

@@ -94,23 +94,42 @@ def order_from_positions(positions: tf.Tensor) -> tf.Tensor:
     return _invert_rows(positions - 1)
 
 
+def _rows_and_columns(values: tf.Tensor, fill):
+    """``values`` as the rows ``[B, L, 1(, 1)]`` and the columns ``[B, 1, L]``
+    of a pairwise comparison; past :data:`lists.PAIR_BLOCK` documents the
+    columns come in blocks, ``[B, 1, C, PAIR_BLOCK]`` (the last filled with
+    ``fill``), so that XLA sums each row in one fused loop without storing the
+    ``[B, L, L]`` comparisons (see :data:`lists.PAIR_BLOCK`)."""
+    if values.shape[1] <= lists.PAIR_BLOCK:
+        return values[:, :, None], values[:, None, :]
+    return values[:, :, None, None], lists.column_blocks(values, fill)
+
+
+def _sum_over_columns(pairs: tf.Tensor) -> tf.Tensor:
+    """Each row's sum over the columns of :func:`_rows_and_columns`: ``[B, L]``."""
+    return tf.reduce_sum(pairs, axis=list(range(2, pairs.shape.rank)))
+
+
 def _count_positions(scores, mask, tie_keys):
     """Positions by counting who comes first: higher score, then higher tie key,
-    then lower index. ``[B, L, L]`` compares, fused into one loop by XLA."""
+    then lower index. ``[B, L, L]`` compares, fused into one loop by XLA
+    (a static list length: only XLA counts)."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
-    other, this = keys[:, None, :], keys[:, :, None]  # [B, 1, L], [B, L, 1]
-    size = tf.shape(scores)[1]
-    earlier_index = tf.range(size)[None, :] < tf.range(size)[:, None]  # j < i
+    this, other = _rows_and_columns(keys, -float("inf"))
+    # Filled columns come after every document: index L, tie key -1 (keys are >= 0).
+    indices = tf.range(scores.shape[1])[None, :]
+    this_index, other_index = _rows_and_columns(indices, scores.shape[1])
+    earlier_index = other_index < this_index  # j < i, [1, L, 1(, 1)] vs [1, 1, ...]
     tied = tf.equal(other, this)
     if tie_keys is not None:
-        other_key, this_key = tie_keys[:, None, :], tie_keys[:, :, None]
+        this_key, other_key = _rows_and_columns(tie_keys, -1)
         before_in_tie = tf.logical_or(
             other_key > this_key,
-            tf.logical_and(tf.equal(other_key, this_key), earlier_index[None]))
+            tf.logical_and(tf.equal(other_key, this_key), earlier_index))
     else:
-        before_in_tie = earlier_index[None]
+        before_in_tie = earlier_index
     before = tf.logical_or(other > this, tf.logical_and(tied, before_in_tie))
-    return 1 + tf.reduce_sum(tf.cast(before, tf.int32), axis=-1)
+    return 1 + _sum_over_columns(tf.cast(before, tf.int32))
 
 
 def _counting_is_faster(scores: tf.Tensor) -> bool:
@@ -169,11 +188,11 @@ def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     documents get 0.
     """
     if _counting_is_faster(scores):  # one fused compare-and-sum under XLA
-        other, this = scores[:, None, :], scores[:, :, None]  # [B, 1, L], [B, L, 1]
-        counted = mask[:, None, :]
-        greater = tf.reduce_sum(tf.cast(tf.logical_and(counted, other > this), scores.dtype), -1)
-        equal = tf.reduce_sum(tf.cast(tf.logical_and(counted, tf.equal(other, this)),
-                                      scores.dtype), -1)  # j = i included
+        this, other = _rows_and_columns(scores, tf.constant(0, scores.dtype))
+        _, counted = _rows_and_columns(mask, False)
+        greater = _sum_over_columns(tf.cast(tf.logical_and(counted, other > this), scores.dtype))
+        equal = _sum_over_columns(tf.cast(tf.logical_and(counted, tf.equal(other, this)),
+                                          scores.dtype))  # j = i included
         return tf.where(mask, 1.0 + greater + 0.5 * (equal - 1.0), tf.constant(0, scores.dtype))
     inf = tf.constant(float("inf"), scores.dtype)
     ascending = tf.sort(tf.where(mask, scores, inf), axis=-1)

@@ -125,12 +125,6 @@ _TINY = {tf.float32: 1e-37, tf.float64: 1e-300}
 #: measures both forms).
 XLA_TANH_MAX_LIST_SIZE = 32
 
-#: The backward pass sums each row of G in blocks of this many columns, then
-#: sums the blocks: XLA's CPU compiler splits longer reductions into a
-#: ``reduce-window`` that it does not fuse, which would store the pairs;
-#: reductions of 32 fuse with the chain that builds G, which is never stored.
-_BLOCK = 32
-
 
 def _far_below(values: tf.Tensor, gap: float) -> tf.Tensor:
     """``values - gap - |values|`` (at least ``dtype.min``): at least ``gap``
@@ -221,15 +215,6 @@ def _exp_is_exact(scores, mask, alpha_b) -> tf.Tensor:
     return tf.reduce_all(spread <= _EXP_SPREAD_LIMIT[x.dtype])
 
 
-def _column_blocks(values: tf.Tensor, fill) -> tf.Tensor:
-    """``[B, L]`` -> ``[B, 1, C, _BLOCK]``: the columns in blocks, the last one
-    filled with ``fill``."""
-    batch, size = (tf.shape(values)[axis] if n is None else n  # static sizes for XLA
-                   for axis, n in enumerate(values.shape))
-    padded = tf.pad(values, [[0, 0], [0, -size % _BLOCK]], constant_values=fill)
-    return tf.reshape(padded, [batch, 1, -1, _BLOCK])
-
-
 def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logistics):
     r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
 
@@ -245,8 +230,8 @@ def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logi
 
     One pass over the pairs with one reduction, not the two sums G 1 and G
     delta (``docs/notes/twin_sigmoid_speed.md``). XLA compiles this body (see
-    :func:`_ranks_backward`): G is built in blocks of ``_BLOCK`` columns,
-    ``[B, L, C, _BLOCK]``, and never stored.
+    :func:`_ranks_backward`): G is built in blocks of ``lists.PAIR_BLOCK`` columns,
+    ``[B, L, C, PAIR_BLOCK]``, and never stored.
     """
     dtype = scores.dtype
     upstream = tf.where(mask, upstream, tf.constant(0, dtype))
@@ -254,13 +239,13 @@ def _ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient, logi
     if gradient != "type1":
         labels = _below_valid(labels, mask, 1.0)
         labels_rows = labels[:, :, None, None]
-        labels_columns = _column_blocks(labels, tf.reduce_min(labels) - 1.0)
+        labels_columns = lists.column_blocks(labels, tf.reduce_min(labels) - 1.0)
     values = logistics.per_document(scores * alpha_b, mask)
     pairs = logistics.pairs(values[:, :, None, None],
-                            _column_blocks(values, logistics.padded_value(values)))
+                            lists.column_blocks(values, logistics.padded_value(values)))
     pair_grads = _pair_derivatives(pairs, labels_rows, labels_columns, alpha_b, gradient)
     sign = 1.0 if gradient != "type1" else -1.0
-    terms = pair_grads * (_column_blocks(upstream, 0.0) + sign * upstream[:, :, None, None])
+    terms = pair_grads * (lists.column_blocks(upstream, 0.0) + sign * upstream[:, :, None, None])
     grads = -sign * tf.reduce_sum(tf.reduce_sum(terms, -1), -1)
     return tf.where(mask, grads, tf.constant(0, dtype))
 
@@ -292,12 +277,12 @@ def bucket_size(size):
     1280
     """
     if isinstance(size, int):  # a static size: no graph ops
-        step = max(1 << max(size.bit_length() - 3, 0), _BLOCK)
+        step = max(1 << max(size.bit_length() - 3, 0), lists.PAIR_BLOCK)
         return -(-max(size, 1) // step) * step
     size = tf.maximum(tf.cast(size, tf.int32), 1)
     octave = tf.cast(tf.math.floor(tf.math.log(tf.cast(size, tf.float32)) / math.log(2.0)),
                      tf.int32)
-    step = tf.maximum(tf.bitwise.left_shift(1, tf.maximum(octave - 2, 0)), _BLOCK)
+    step = tf.maximum(tf.bitwise.left_shift(1, tf.maximum(octave - 2, 0)), lists.PAIR_BLOCK)
     return (size + step - 1) // step * step
 
 

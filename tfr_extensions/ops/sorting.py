@@ -17,8 +17,16 @@ import tensorflow as tf
 
 from tfr_extensions.ops import lists
 
-#: Longest static list length for which positions are counted under XLA.
-COUNTING_MAX_LIST_SIZE = 128
+
+def _tensorflow_version() -> tuple:
+    return tuple(int(part) for part in tf.__version__.split(".")[:2] if part.isdigit())
+
+
+#: Longest static list length for which positions are counted under XLA. The
+#: XLA:CPU of TF 2.16 and later sorts slower than it counts up to 512
+#: documents (TF 2.21, 16 lists of 512: the twin loss 26% faster by counting);
+#: TF 2.15's sorts faster than it counts past 128 (``docs/notes/twin_sigmoid_speed.md``).
+COUNTING_MAX_LIST_SIZE = 512 if _tensorflow_version() >= (2, 16) else 128
 
 _INT64_MIN = -(2**63)
 

@@ -23,8 +23,6 @@ from benchmarks import loss_throughput
 from benchmarks import twin_profile
 from tfr_extensions.ops import lists
 
-_BLOCK = lists.PAIR_BLOCK  # our backward pass's column blocks
-
 
 def _plain_limit(scores, weights):
     pairs = tf.sigmoid(scores[:, :, None] - scores[:, None, :])  # [B, k, j]
@@ -33,7 +31,7 @@ def _plain_limit(scores, weights):
 
 def _blocked_limit(scores, weights):
     batch, size = scores.shape
-    blocks = [batch, 1, size // _BLOCK, _BLOCK]
+    blocks = [batch, 1, size // lists.PAIR_BLOCK, lists.PAIR_BLOCK]  # as our backward pass's
     pairs = tf.sigmoid(scores[:, :, None, None] - tf.reshape(scores, blocks))
     return tf.reduce_sum(tf.reduce_sum(pairs * tf.reshape(weights, blocks), -1), -1)
 

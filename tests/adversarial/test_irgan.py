@@ -86,6 +86,23 @@ def test_reproducible_with_a_seed(dataset):
     assert runs[0] == runs[1]
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_ideal_rankings_break_label_ties_uniformly_at_random(dtype):
+    """The discriminator's ideal rankings (Eq. 13): labels sorted descending,
+    each order of tied documents equally likely (float32 labels once kept the
+    index order: float noise passed as integer tie keys)."""
+    from tfr_extensions.adversarial import irgan  # pylint: disable=import-outside-toplevel
+    labels = tf.constant([[1.0, 2.0, 1.0, 1.0, -1.0]], dtype)  # 2 first, then 0/2/3 tied
+    firsts = []
+    for step in range(300):
+        order = irgan._ideal_rankings(labels, labels >= 0, tf.constant([step, 9]), topn=4)
+        order = order.numpy()[0, 0]
+        assert order[0] == 1 and sorted(order[1:]) == [0, 2, 3]
+        firsts.append(order[1])
+    counts = np.bincount(firsts, minlength=4)[[0, 2, 3]]
+    assert counts.min() > 70, counts  # 100 each expected; P(< 71) ~ 1e-3 per document
+
+
 def test_degenerate_lists_are_finite():
     """All-padding lists, lists without relevant documents, one-document lists."""
     features = tf.random.stateless_normal([4, 5, NUM_FEATURES], seed=[1, 2])

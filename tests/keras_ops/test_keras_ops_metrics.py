@@ -100,7 +100,7 @@ def test_every_case_in_its_own_shape(name, metric, topn):
     prepared, ranks, mask, positions = ranks_of(labels, scores, jitter=0.3)
     scores = np.nan_to_num(scores, nan=0.0, posinf=np.inf)  # NaN: no order, in TF neither
     finite = np.nan_to_num(scores, posinf=0.0)
-    keys = np.random.default_rng(1).integers(0, 4, size=scores.shape).astype(np.int32)
+    keys = _distinct_tie_keys(scores.shape)
     gains = np.where(mask, np.abs(finite), 0.0).astype(np.float32)
 
     def ours(prepared, ranks, mask, positions, labels, scores, finite, keys, gains):
@@ -159,11 +159,18 @@ def test_names_and_bad_arguments():
 
 # -- sorting ------------------------------------------------------------------------------
 
+def _distinct_tie_keys(shape):
+    """Tie keys as :func:`random_tie_keys` gives them: distinct within each list
+    (a random permutation of 0..L-1 per list), here from NumPy."""
+    rng = np.random.default_rng(1)
+    return np.argsort(rng.random(shape), axis=-1).astype(np.int32)
+
+
 def test_exact_ranks_midranks_and_sorted_values_equal_tf():
     labels, scores = merged_cases()
     scores = np.nan_to_num(scores, nan=0.0, posinf=0.0)
     mask = labels >= 0
-    keys = np.random.default_rng(1).integers(0, 4, size=scores.shape).astype(np.int32)  # collisions
+    keys = _distinct_tie_keys(scores.shape)
     keep = lambda x: np.where(mask, harness.to_numpy(x), 0)  # padded positions: unspecified
     tf_mask = tf.constant(mask)
     np.testing.assert_array_equal(keep(k_sorting.exact_ranks(scores, mask)),
@@ -185,9 +192,9 @@ def test_orders_positions_and_signed_zeros():
     mask = np.array([[True, True, True, True, False], [True] * 5])
     positions = harness.to_numpy(k_sorting.exact_ranks(scores, mask))
     np.testing.assert_array_equal(positions, [[2, 3, 1, 4, 5], [1, 2, 3, 4, 5]])  # -0 ties +0
-    keys = np.array([[0, 0, 0, 0, 0], [3, 9, 3, 0, 5]], np.int32)
+    keys = np.array([[0, 1, 2, 3, 4], [3, 9, 4, 0, 5]], np.int32)  # distinct in each list
     np.testing.assert_array_equal(harness.to_numpy(k_sorting.exact_ranks(scores, mask, keys)),
-                                  [[2, 3, 1, 4, 5], [3, 1, 4, 5, 2]])
+                                  [[3, 2, 1, 4, 5], [4, 1, 3, 5, 2]])
     order = k_sorting.order_from_positions(ops.convert_to_tensor(positions))
     np.testing.assert_array_equal(harness.to_numpy(k_sorting.inverse_order(order)), positions)
     np.testing.assert_array_equal(harness.to_numpy(k_sorting.midranks(scores, mask)),

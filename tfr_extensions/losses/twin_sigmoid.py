@@ -5,16 +5,22 @@ the loss of a list is minus the metric of Eq. 13-16 evaluated at the ranks of
 Eq. 12 (:func:`tfr_extensions.ops.twin_sigmoid_ranks`). Its value is minus the
 exact metric; its gradient is the paper's type1/2/3 gradient (Section 5).
 """
+import contextlib
 import itertools
+import sys
 
 import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 from tfr_extensions.ops.twin_sigmoid import GRADIENT_TYPES, twin_sigmoid_metric
+
+# the module (tfr_extensions.ops exports a function of that name)
+twin_ops = sys.modules["tfr_extensions.ops.twin_sigmoid"]
 
 
 def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gradient="type1",
@@ -78,9 +84,67 @@ class TwinSigmoidLoss(base.RankingLoss):
     ties with a new draw (a step counter is folded in). Presets
     ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
 
+    In graph mode (``tf.function``, a Keras ``fit`` without ``jit_compile``),
+    lists of a static length of at most
+    :data:`~tfr_extensions.ops.twin_sigmoid.FUSED_MAX_LIST_SIZE` documents run
+    the whole loss (screening, tie keys, metric and its gradient) as one XLA
+    program (:func:`_losses_and_gradient`): the same values and gradients.
+
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG
     -0.5869
     """
 
     spec = TWIN_SIGMOID
+
+    def call(self, y_true, y_pred):
+        size = y_pred.shape[1]
+        if (tf.executing_eagerly() or lists.compiling_with_xla() or size is None
+                or twin_ops.bucket_size(size) > twin_ops.FUSED_MAX_LIST_SIZE
+                or not backend.uses_tensorflow_ops()):
+            return super().call(y_true, y_pred)
+        options = dict(self._options)
+        if options["tie_break"]:
+            options["seed"] = self.next_seed() if self._seed is not None else lists.fresh_seed()
+        return _one_program_losses(y_true, y_pred, options)[:, None]
+
+
+@tf.function(jit_compile=True)
+def _losses_and_gradient(labels, scores, options, by_exp: bool):
+    """``(losses * weights, their gradient with respect to the scores, whether
+    it is exact)`` of :func:`twin_sigmoid_loss` as one XLA program; with
+    ``by_exp`` the backward pass takes the exp form (exact where the flag says
+    so), else the tanh form (the flag True). Lists are independent, so the
+    gradient of the losses' sum is each list's own gradient."""
+    with tf.GradientTape() as tape, (twin_ops.short_lists_by_exp() if by_exp
+                                     else contextlib.nullcontext()):
+        tape.watch(scores)
+        losses, weights, _ = TWIN_SIGMOID.compute(labels, scores, None, options)
+        per_list = losses * weights
+        grads = tape.gradient(per_list, scores)
+    if not by_exp:
+        return per_list, grads, tf.constant(True)
+    _, screened, valid, _ = base.screen_lists(labels, scores, TWIN_SIGMOID.label_limit(options))
+    return per_list, grads, twin_ops.exp_is_exact(screened, valid, options["alpha_b"])
+
+
+def _one_program_losses(labels, scores, options):
+    """Per-list ``losses * weights`` ``[B]`` of :func:`twin_sigmoid_loss` with
+    ``options`` (checked; the seed a tensor), from one XLA program that also
+    computes their gradient (a second one, in the tanh form, where the exp
+    form is not exact); the backward pass only scales that gradient. On short
+    lists outside XLA this spares the dozens of small graph ops around the
+    loss (screening, tie keys, NaN policy), whose fixed costs outweigh the
+    pairwise work (``docs/notes/twin_sigmoid_speed.md``). A forward-only call
+    (evaluation) computes the gradient too."""
+    constant = tf.stop_gradient(scores)  # no gradient flows into the programs
+    per_list, grads, exact = _losses_and_gradient(labels, constant, options, True)
+    grads = tf.cond(exact, lambda: grads,
+                    lambda: _losses_and_gradient(labels, constant, options, False)[1])
+
+    @tf.custom_gradient
+    def _losses(s):
+        del s  # the gradient is already known
+        return tf.identity(per_list), lambda upstream: upstream[:, None] * grads
+
+    return _losses(scores)

@@ -29,6 +29,7 @@ for lists whose scores spread too far for that), and XLA compiles the
 backward pass in every mode (graph and eager too), so the chain that builds
 the pairs runs as one fused loop and is stored once at most.
 """
+import contextlib
 import math
 from typing import Optional
 
@@ -122,8 +123,26 @@ _TINY = {tf.float32: 1e-37, tf.float64: 1e-300}
 #: Inside a caller's XLA program, lists of a static length up to this take
 #: the tanh form unconditionally: on short lists the spread check and XLA's
 #: conditional cost more than the exps save (``benchmarks/loss_throughput.py``
-#: measures both forms).
+#: measures both forms). A program that checks the spread itself and reruns
+#: with the tanh form where the exp form is not exact traces the loss under
+#: :func:`short_lists_by_exp` instead.
 XLA_TANH_MAX_LIST_SIZE = 32
+_short_list_logistics = ["tanh"]  # the form those lists take while tracing (a stack)
+
+
+@contextlib.contextmanager
+def short_lists_by_exp():
+    """While tracing an XLA program in this context, lists up to
+    ``XLA_TANH_MAX_LIST_SIZE`` documents take the exp form with no spread check
+    and no conditional; the program must check :func:`exp_is_exact` on the
+    same scores and mask and recompute the gradient in the tanh form where it
+    is False (as :class:`tfr_extensions.losses.TwinSigmoidLoss` does for short
+    lists in graph mode)."""
+    _short_list_logistics.append("exp")
+    try:
+        yield
+    finally:
+        _short_list_logistics.pop()
 
 
 def _far_below(values: tf.Tensor, gap: float) -> tf.Tensor:
@@ -206,8 +225,9 @@ def _pair_derivatives(logistics, labels_i, labels_j, alpha_b, gradient):
     return tf.where(higher, pair_grads, tf.where(lower, -pair_grads, zero))  # Eq. 20
 
 
-def _exp_is_exact(scores, mask, alpha_b) -> tf.Tensor:
-    """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar)."""
+def exp_is_exact(scores, mask, alpha_b) -> tf.Tensor:
+    """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar):
+    then the exp form of the backward pass is exact to rounding."""
     x = scores * alpha_b
     big = tf.constant(float("inf"), x.dtype)
     spread = (tf.reduce_max(tf.where(mask, x, -big), axis=-1)
@@ -255,7 +275,7 @@ def _compiled_backward_by_exp(upstream, scores, labels, mask, alpha_b, gradient)
     """``(gradient by exp, whether it is exact)``, one XLA program."""
     return (_ranks_backward_body(upstream, scores, labels, mask, alpha_b, gradient,
                                  _LogisticsByExp),
-            _exp_is_exact(scores, mask, alpha_b))
+            exp_is_exact(scores, mask, alpha_b))
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
@@ -318,8 +338,9 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
 
         size = scores.shape[1]
         if size is not None and size <= XLA_TANH_MAX_LIST_SIZE:
-            return body(_LogisticsByTanh)()
-        return tf.cond(_exp_is_exact(scores, mask, alpha_b), body(_LogisticsByExp),
+            by_exp = _short_list_logistics[-1] == "exp"  # (short_lists_by_exp)
+            return body(_LogisticsByExp if by_exp else _LogisticsByTanh)()
+        return tf.cond(exp_is_exact(scores, mask, alpha_b), body(_LogisticsByExp),
                        body(_LogisticsByTanh))
     padded, size, on_bucket = _pad_to_bucket((upstream, scores, labels, mask), scores)
     grads, exact = _compiled_backward_by_exp(*padded, *args)
@@ -426,7 +447,7 @@ def _compiled_metric_and_gradient(labels, scores, valid, tie_keys, metric, topn,
                                            tie_break)
     grads = _ranks_backward_body(rank_gradient, scores, labels, valid, alpha_b, gradient,
                                  _LogisticsByExp)
-    return value, rank_gradient, grads, _exp_is_exact(scores, valid, alpha_b)
+    return value, rank_gradient, grads, exp_is_exact(scores, valid, alpha_b)
 
 
 def _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break, gradient, alpha_b):

@@ -13,6 +13,7 @@ positions, faster there. Everything else sorts.
 """
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
@@ -126,7 +127,8 @@ def _count_positions(scores, mask, tie_keys):
     comparison (a third less time at 128-512 documents)."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
-    # Filled columns come after every document: tie key -1 (keys are >= 0), index L.
+    # Without tie keys, minus the index is the key (the lower index first). Filled
+    # columns come after every document: key -1 (tie keys are >= 0), resp. -L.
     if tie_keys is not None:
         this_key, other_key = _rows_and_columns(tie_keys, -1)
     else:
@@ -199,7 +201,8 @@ def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
     ([5, 5], True)
     """
     static = tf.get_static_value(shape) if tf.is_tensor(shape) else shape
-    shape = [int(n) for n in static] if static is not None else shape  # static: no graph ops
+    if static is not None and all(isinstance(n, (int, np.integer)) for n in static):
+        shape = [int(n) for n in static]  # known sizes: the index bits need no graph ops
     draws = tf.random.stateless_uniform(shape, seed=seed, minval=0, maxval=2**31 - 1,
                                         dtype=tf.int32, alg=lists.RNG_ALG)
     size = shape[-1]

@@ -31,6 +31,7 @@ the pairs runs as one fused loop and is stored once at most.
 """
 import contextlib
 import math
+import threading
 from typing import Optional
 
 import tensorflow as tf
@@ -127,7 +128,9 @@ _TINY = {tf.float32: 1e-37, tf.float64: 1e-300}
 #: with the tanh form where the exp form is not exact traces the loss under
 #: :func:`short_lists_by_exp` instead.
 XLA_TANH_MAX_LIST_SIZE = 32
-_short_list_logistics = ["tanh"]  # the form those lists take while tracing (a stack)
+# Set by short_lists_by_exp, per thread: replicas of a distribution strategy trace
+# their programs in threads of their own.
+_short_list_form = threading.local()
 
 
 @contextlib.contextmanager
@@ -138,11 +141,12 @@ def short_lists_by_exp():
     same scores and mask and recompute the gradient in the tanh form where it
     is False (as :class:`tfr_extensions.losses.TwinSigmoidLoss` does for short
     lists in graph mode)."""
-    _short_list_logistics.append("exp")
+    outer = getattr(_short_list_form, "by_exp", False)
+    _short_list_form.by_exp = True
     try:
         yield
     finally:
-        _short_list_logistics.pop()
+        _short_list_form.by_exp = outer
 
 
 def _far_below(values: tf.Tensor, gap: float) -> tf.Tensor:
@@ -338,7 +342,7 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
 
         size = scores.shape[1]
         if size is not None and size <= XLA_TANH_MAX_LIST_SIZE:
-            by_exp = _short_list_logistics[-1] == "exp"  # (short_lists_by_exp)
+            by_exp = getattr(_short_list_form, "by_exp", False)  # (short_lists_by_exp)
             return body(_LogisticsByExp if by_exp else _LogisticsByTanh)()
         return tf.cond(exp_is_exact(scores, mask, alpha_b), body(_LogisticsByExp),
                        body(_LogisticsByTanh))

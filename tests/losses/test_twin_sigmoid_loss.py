@@ -256,4 +256,3 @@ def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(dty
         assert np.isnan(graph_value[[3, 4], 0]).all() and np.isfinite(graph_value[[0, 1, 5]]).all()
     assert (graph_grads[[2, 3, 4]] == 0).all()  # no relevant document; broken lists
     assert (graph_grads[labels < 0] == 0).all() and np.abs(graph_grads).sum() > 0
-

@@ -76,7 +76,7 @@ def test_tie_breaking_gives_a_seeded_random_permutation():
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])  # sorted; counted under XLA
-def test_tie_breaking_puts_each_tied_document_first_equally_often(jit_compile):
+def test_tie_breaking_puts_each_tied_document_first_among_the_ties_equally_often(jit_compile):
     scores = tf.constant([[1.0, 1.0, 1.0, 1.0, 2.0]] * 400)
     ranks = tf.function(lambda s: ops.twin_sigmoid_ranks(s, seed=3),
                         jit_compile=jit_compile)(scores).numpy()
@@ -166,7 +166,7 @@ def test_both_backward_forms_equal_eq_17_18_on_any_list_length(gradient, dtype, 
         scores = scores / np.ptp(scores) * spread / alpha
         valid = labels >= 0
         assert bool(twin.exp_is_exact(tf.constant(scores), tf.constant(valid),
-                                       alpha)) == (spread < 60)
+                                      alpha)) == (spread < 60)
         upstream = np.random.default_rng(size).normal(size=labels.shape).astype(dtype)
 
         def grads(s):

@@ -104,8 +104,8 @@ class TwinSigmoidLoss(base.RankingLoss):
                 or not backend.uses_tensorflow_ops()):
             return super().call(y_true, y_pred)
         options = dict(self._options)
-        if options["tie_break"]:
-            options["seed"] = self.next_seed() if self._seed is not None else lists.fresh_seed()
+        if self._seed is not None or options["tie_break"]:  # as RankingLoss.call draws it
+            options["seed"] = self.next_seed()  # (seed None: a fresh seed, outside XLA)
         return _one_program_losses(y_true, y_pred, options)[:, None]
 
 
@@ -116,14 +116,15 @@ def _losses_and_gradient(labels, scores, options, by_exp: bool):
     ``by_exp`` the backward pass takes the exp form (exact where the flag says
     so), else the tanh form (the flag True). Lists are independent, so the
     gradient of the losses' sum is each list's own gradient."""
-    with tf.GradientTape() as tape, (twin_ops.short_lists_by_exp() if by_exp
-                                     else contextlib.nullcontext()):
-        tape.watch(scores)
-        losses, weights, _ = TWIN_SIGMOID.compute(labels, scores, None, options)
-        per_list = losses * weights
-        grads = tape.gradient(per_list, scores)
+    with twin_ops.short_lists_by_exp() if by_exp else contextlib.nullcontext():
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            losses, weights, _ = TWIN_SIGMOID.compute(labels, scores, None, options)
+            per_list = losses * weights
+        grads = tape.gradient(per_list, scores)  # the backward pass is traced here
     if not by_exp:
         return per_list, grads, tf.constant(True)
+    # the scores and mask the body saw (XLA computes the screening once)
     _, screened, valid, _ = base.screen_lists(labels, scores, TWIN_SIGMOID.label_limit(options))
     return per_list, grads, twin_ops.exp_is_exact(screened, valid, options["alpha_b"])
 

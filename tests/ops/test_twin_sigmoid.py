@@ -246,6 +246,43 @@ def test_counting_positions_under_xla_equal_sorting(dtype, size):
                                       else b.numpy())
 
 
+@pytest.mark.parametrize("size", [17, 100, 192])  # 192: the keyed count throughout on TF 2.16+
+@pytest.mark.parametrize("ties", ["none", "in one list", "a NaN"])
+def test_counting_with_tie_keys_compares_the_keys_only_where_scores_tie(ties, size):
+    # Under XLA the count compares the scores alone, and draws and compares the tie
+    # keys only for a batch where some list has tied (or NaN) valid scores.
+    rng = np.random.default_rng(11)
+    scores = rng.normal(size=(5, size)).astype(np.float32)
+    mask = rng.random((5, size)) > 0.25
+    mask[:, 0] = True
+    mask[:, 3] = False  # padding in the middle of every list
+    if ties == "in one list":
+        scores[3, 4] = scores[3, 9] = scores[3, 12]
+        mask[3, [4, 9, 12]] = True
+    if ties == "a NaN":
+        scores[2, 5], mask[2, 5] = np.nan, True
+    keys = sorting.random_tie_keys([5, size], tf.constant([3, 4]))
+    counted = tf.function(lambda s, m: (sorting.exact_ranks(s, m, lambda: keys),
+                                        sorting.exact_ranks(s, m, keys),
+                                        sorting._count_positions(s, m, keys)),
+                          jit_compile=True)(scores, mask)
+    lazily, given, keyed = (p.numpy() for p in counted)
+    np.testing.assert_array_equal(lazily, given)
+    counted = size <= sorting.COUNTING_MAX_LIST_SIZE  # (TF 2.15 sorts 192 documents)
+    if ties == "a NaN":  # (NaN compares False: the keyed count, as before)
+        if counted:
+            np.testing.assert_array_equal(lazily, keyed)
+        return
+    by_sort = sorting.exact_ranks(tf.constant(scores), tf.constant(mask), keys).numpy()
+    np.testing.assert_array_equal(np.where(mask, lazily, 0), np.where(mask, by_sort, 0))
+    for row, valid, keyed_row in zip(lazily, mask, keyed):
+        np.testing.assert_array_equal(np.sort(row), np.arange(1, size + 1))
+        if ties == "none" and counted and sorting._tie_check_pays(size):  # padded: index order
+            np.testing.assert_array_equal(row[~valid], np.arange(valid.sum() + 1, size + 1))
+        elif counted:  # the keyed count's order throughout
+            np.testing.assert_array_equal(row, keyed_row)
+
+
 @pytest.mark.parametrize("accelerator", [False, True])
 def test_inverse_permutations_on_cpu_and_accelerator_paths(accelerator, monkeypatch):
     # invert_permutation on CPU, scatter_nd where a GPU/TPU is visible: same result.

@@ -10,8 +10,12 @@ Under XLA, whose CPU sort is slow on short rows, lists of a static length up
 to :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead
 (``1 + #{documents before it}``, one fused O(L^2) compare-and-sum): the same
 positions, faster there. Everything else sorts.
+
+Tie-breaking keys may be given as a function that draws them (:data:`TieKeys`):
+a count then compares the scores alone first, and draws and compares the keys
+only for a batch in which some list has tied scores.
 """
-from typing import Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +34,14 @@ def _tensorflow_version() -> tuple:
 COUNTING_MAX_LIST_SIZE = 512 if _tensorflow_version() >= (2, 16) else 128
 
 _INT64_MIN = -(2**63)
+
+#: Tie-breaking keys: int32 ``[B, L]`` in ``[0, 2^31)``, distinct within each
+#: list (:func:`random_tie_keys`), or a function of no argument that draws
+#: them, which a count calls only where some list has tied scores.
+TieKeys = Union[tf.Tensor, Callable[[], tf.Tensor]]
+
+# One int32 sum carries two counts: #{higher} * 2^16 + #{tied} (lists < 2^15 long).
+_HIGHER_BIT = 16
 
 
 def _float32_sort_key(scores: tf.Tensor) -> tf.Tensor:
@@ -139,18 +151,71 @@ def _count_positions(scores, mask, tie_keys):
     return 1 + _sum_over_columns(tf.cast(before, tf.int32))
 
 
+#: On TF 2.16+ the check for ties (:func:`_count_positions_breaking_ties`) runs
+#: where the pairs come in this many column blocks of ``lists.PAIR_BLOCK``:
+#: there the whole twin loss under XLA ran 1.0-1.5x faster with it; at 3, 5, 6
+#: and 12 blocks (96, 160, 192, 384 documents) XLA:CPU compiled the loss with
+#: it into a program 0.64-0.79x as fast (``docs/notes/twin_sigmoid_speed.md``,
+#: change 10). TF 2.15 gained at every counted length (32-128: 1.05-1.35x).
+TIE_CHECK_BLOCKS = (1, 2, 4, 8)
+
+
+def _tie_check_pays(size: int) -> bool:
+    """Whether counting checks for ties before it draws keys, at this list length."""
+    blocks = -(-size // lists.PAIR_BLOCK)
+    if size >= 2**(_HIGHER_BIT - 1):  # (the packed counts' limit; counting stops far below)
+        return False
+    return _tensorflow_version() < (2, 16) or blocks in TIE_CHECK_BLOCKS
+
+
+def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):
+    r""":func:`_count_positions` with tie keys, which are drawn (a function)
+    and compared only when some list of the batch has tied scores.
+
+    First one pass over the pairs sums :math:`2^{16} h_j + t_j`, :math:`h_j =
+    \#\{i: s_i > s_j\}` and :math:`t_j = \#\{i: s_i = s_j\}` (j itself
+    included; padded documents' key is -inf). Where every valid document has
+    :math:`t_j = 1`, the positions are :math:`1 + h_j`, the keyed count's;
+    padded documents follow in index order (the keyed count orders them by
+    key; no metric reads them). Otherwise (a tie, a NaN, a valid -inf) the
+    keyed count runs, in an XLA conditional: three comparisons per pair and
+    the keys' draw. Lists where this does not pay (:func:`_tie_check_pays`)
+    take the keyed count directly.
+    """
+    if not _tie_check_pays(scores.shape[1]):
+        return _count_positions(scores, mask, tie_keys() if callable(tie_keys) else tie_keys)
+    keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
+    this, other = _rows_and_columns(keys, -float("inf"))
+    counts = _sum_over_columns(tf.where(other > this, 1 << _HIGHER_BIT,
+                                        tf.cast(tf.equal(other, this), tf.int32)))
+    higher = tf.bitwise.right_shift(counts, _HIGHER_BIT)
+    tied = tf.bitwise.bitwise_and(counts, (1 << _HIGHER_BIT) - 1)
+    no_ties = tf.reduce_all(tf.logical_or(tf.equal(tied, 1), tf.logical_not(mask)))
+    valid = tf.cast(mask, tf.int32)
+    padded_before = tf.cumsum(1 - valid, axis=-1, exclusive=True)
+    num_valid = tf.reduce_sum(valid, axis=-1, keepdims=True)
+    untied = tf.where(mask, 1 + higher, 1 + num_valid + padded_before)
+    draw = tie_keys if callable(tie_keys) else lambda: tie_keys
+    return tf.cond(no_ties, lambda: untied, lambda: _count_positions(scores, mask, draw()))
+
+
 def _counting_is_faster(scores: tf.Tensor) -> bool:
     size = scores.shape[-1]
     return size is not None and size <= COUNTING_MAX_LIST_SIZE and lists.compiling_with_xla()
 
 
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
-                tie_keys: Optional[tf.Tensor] = None) -> tf.Tensor:
+                tie_keys: Optional[TieKeys] = None) -> tf.Tensor:
     """1-based int32 ranks by descending score; ties go to the larger of
-    ``tie_keys`` (distinct within each list, :func:`random_tie_keys`), or
-    without them to the lower index; padded documents take the last positions."""
+    ``tie_keys`` (:data:`TieKeys`: distinct within each list, or a function
+    that draws them, called only where needed), or without them to the lower
+    index; padded documents take the last positions."""
     if _counting_is_faster(scores):
-        return _count_positions(scores, mask, tie_keys)
+        if tie_keys is None:
+            return _count_positions(scores, mask, None)
+        return _count_positions_breaking_ties(scores, mask, tie_keys)
+    if callable(tie_keys):
+        tie_keys = tie_keys()
     # XLA's InvertPermutation fails ("Dynamic reshape") on the order of the
     # float64 two-sort path: a scatter inverts that one.
     scatter = scores.dtype == tf.float64 and lists.compiling_with_xla()

@@ -403,10 +403,26 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     return _ranks(scores)
 
 
-def _tie_keys(scores, seed: lists.Seed) -> tf.Tensor:
-    """The tie-breaking keys of ``scores``' lists, drawn from ``seed`` (None: fresh)."""
-    seed_t = lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
-    return sorting.random_tie_keys(tf.shape(scores), seed_t)
+def _tie_seed(seed: lists.Seed) -> tf.Tensor:
+    """The stateless seed of the tie-breaking keys: ``seed``'s, or for None a
+    fresh one, drawn where this is called (not in a conditional's branch)."""
+    return lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
+
+
+def _tie_key_draw(scores, seed_t: tf.Tensor, size: Optional[int] = None):
+    """A function that draws the tie-breaking keys of ``scores``' lists from the
+    seed tensor ``seed_t`` (:data:`sorting.TieKeys`: a count draws them only
+    where a list has tied scores). With ``size``, each list's first ``size``
+    documents get the keys of lists of that length and the rest (the bucket's
+    padding) key 0: the keys the unpadded lists get."""
+    if size is None:
+        return lambda: sorting.random_tie_keys(tf.shape(scores), seed_t)
+
+    def draw():
+        keys = sorting.random_tie_keys([tf.shape(scores)[0], size], seed_t)
+        return tf.pad(keys, [[0, 0], [0, tf.shape(scores)[1] - size]])
+
+    return draw
 
 
 def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed, tie_keys=None):
@@ -414,12 +430,13 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed: lists.Seed, tie_ke
 
     Returns ``(ranks, positions)``: float ranks (0 at padded documents) and
     int32 positions of the sort, equal to the ranks with tie breaking.
-    ``tie_keys`` (int32 ``[B, L]``, from :func:`sorting.random_tie_keys`) may be
+    ``tie_keys`` (:data:`sorting.TieKeys`: int32 ``[B, L]`` from
+    :func:`sorting.random_tie_keys`, or a function that draws them) may be
     given in place of ``seed``.
     """
     if tie_break:
         if tie_keys is None:
-            tie_keys = _tie_keys(scores, seed)
+            tie_keys = _tie_key_draw(scores, _tie_seed(seed))
         positions = sorting.exact_ranks(scores, valid, tie_keys)
         ranks = tf.where(valid, tf.cast(positions, scores.dtype), tf.constant(0, scores.dtype))
     else:
@@ -444,9 +461,12 @@ def _metric_forward(metric, labels, scores, valid, tie_keys, topn, tie_break):
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _compiled_metric_and_gradient(labels, scores, valid, tie_keys, metric, topn, tie_break,
-                                  alpha_b, gradient):
-    """``(value, d value / d ranks, d value / d scores by exp, whether exact)``."""
+def _compiled_metric_and_gradient(labels, scores, valid, tie_seed, size, metric, topn,
+                                  tie_break, alpha_b, gradient):
+    """``(value, d value / d ranks, d value / d scores by exp, whether exact)``
+    of lists padded from ``size`` documents; ties are broken by keys drawn
+    from ``tie_seed`` for lists of ``size`` documents."""
+    tie_keys = _tie_key_draw(scores, tie_seed, size) if tie_break else None
     value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
                                            tie_break)
     grads = _ranks_backward_body(rank_gradient, scores, labels, valid, alpha_b, gradient,
@@ -454,7 +474,7 @@ def _compiled_metric_and_gradient(labels, scores, valid, tie_keys, metric, topn,
     return value, rank_gradient, grads, exp_is_exact(scores, valid, alpha_b)
 
 
-def _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break, gradient, alpha_b):
+def _fused_metric(metric, labels, scores, valid, tie_seed, topn, tie_break, gradient, alpha_b):
     """:func:`twin_sigmoid_metric` for short lists outside XLA: one XLA program
     computes the value and its gradient with respect to the scores (a tanh
     program replaces the gradient where the exp form is not exact); the
@@ -462,11 +482,10 @@ def _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break, grad
     # No gradient flows into the program (the custom gradient below gives it), so
     # that a recording tape does not make TF compile a different program (with the
     # intermediates of a backward pass as outputs), whose rounding may differ.
-    padded, size, on_bucket = _pad_to_bucket(
-        (labels, tf.stop_gradient(scores), valid, tie_keys), scores)
-    labels_p, scores_p, valid_p, keys_p = padded
+    padded, size, on_bucket = _pad_to_bucket((labels, tf.stop_gradient(scores), valid), scores)
+    labels_p, scores_p, valid_p = padded
     value, rank_gradient, grads, exact = _compiled_metric_and_gradient(
-        labels_p, scores_p, valid_p, keys_p, metric, topn, tie_break, alpha_b, gradient)
+        labels_p, scores_p, valid_p, tie_seed, size, metric, topn, tie_break, alpha_b, gradient)
     grads = tf.cond(exact, lambda: grads, lambda: _compiled_backward_by_tanh(
         rank_gradient, scores_p, labels_p, valid_p, alpha_b, gradient))
     if not on_bucket:
@@ -513,12 +532,13 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
     >>> round(float(value[0]), 4)  # nDCG of the reversed order
     0.5869
     """
-    tie_keys = _tie_keys(scores, seed) if tie_break else None
+    tie_seed = _tie_seed(seed) if tie_break else None
     size = scores.shape[1]
     if (not tf.executing_eagerly() and not lists.compiling_with_xla() and size is not None
             and bucket_size(size) <= FUSED_MAX_LIST_SIZE):
-        return _fused_metric(metric, labels, scores, valid, tie_keys, topn, tie_break,
+        return _fused_metric(metric, labels, scores, valid, tie_seed, topn, tie_break,
                              gradient, alpha_b)
+    tie_keys = _tie_key_draw(scores, tie_seed) if tie_break else None
     value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
                                            tie_break)
     return with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid, gradient,

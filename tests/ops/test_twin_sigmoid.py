@@ -283,6 +283,30 @@ def test_counting_with_tie_keys_compares_the_keys_only_where_scores_tie(ties, si
             np.testing.assert_array_equal(row, keyed_row)
 
 
+@pytest.mark.parametrize("metric", ["ndcg", "ap", "nerr", "precision"])
+@pytest.mark.parametrize("size", [33, 45])  # under XLA: padded to 64, two blocks of 32
+def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metric, size):
+    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
+    assert twin._block_padding(size) == 64 - size
+    rng = np.random.default_rng(12)
+    labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
+    scores = rng.integers(-3, 4, size=(6, size)).astype(np.float32)  # many ties
+    scores[0] = rng.normal(size=size)  # and a list without
+
+    def value_and_gradient(s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            value = twin.twin_sigmoid_metric(metric, tf.maximum(labels, 0.0), s, labels >= 0,
+                                             topn=10, gradient="type3", seed=3)
+        return value, tape.gradient(value, s)
+
+    eager = value_and_gradient(tf.constant(scores))
+    xla = tf.function(value_and_gradient, jit_compile=True)(tf.constant(scores))
+    for a, b in zip(eager, xla):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
+    assert np.abs(eager[1].numpy()).sum() > 0
+
+
 @pytest.mark.parametrize("accelerator", [False, True])
 def test_inverse_permutations_on_cpu_and_accelerator_paths(accelerator, monkeypatch):
     # invert_permutation on CPU, scatter_nd where a GPU/TPU is visible: same result.

@@ -538,11 +538,31 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
             and bucket_size(size) <= FUSED_MAX_LIST_SIZE):
         return _fused_metric(metric, labels, scores, valid, tie_seed, topn, tie_break,
                              gradient, alpha_b)
-    tie_keys = _tie_key_draw(scores, tie_seed) if tie_break else None
+    padding = _block_padding(size) if lists.compiling_with_xla() else 0
+    if padding:
+        labels, scores, valid = (tf.pad(t, [[0, 0], [0, padding]])
+                                 for t in (labels, scores, valid))
+    tie_keys = (_tie_key_draw(scores, tie_seed, size if padding else None)
+                if tie_break else None)
     value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
                                            tie_break)
     return with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid, gradient,
                                       alpha_b)
+
+
+#: Under XLA, lists longer than ``lists.PAIR_BLOCK`` documents are padded (with
+#: padded documents, which change no value and get zero gradient) to a multiple of
+#: it: XLA:CPU's pairwise loops over a filled last block of columns ran the whole
+#: loss 2-3x slower per list than at the next multiple (``docs/notes/twin_sigmoid_speed.md``).
+XLA_PAD_TO_BLOCKS = True
+
+
+def _block_padding(size) -> int:
+    """How many documents pad a list of ``size`` to a multiple of ``lists.PAIR_BLOCK``
+    under XLA (0 for a short or unknown length)."""
+    if not XLA_PAD_TO_BLOCKS or size is None or size <= lists.PAIR_BLOCK:
+        return 0
+    return -size % lists.PAIR_BLOCK
 
 
 def with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid,

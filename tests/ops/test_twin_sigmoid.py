@@ -268,30 +268,32 @@ def test_counting_with_tie_keys_compares_the_keys_only_where_scores_tie(ties, si
                           jit_compile=True)(scores, mask)
     lazily, given, keyed = (p.numpy() for p in counted)
     np.testing.assert_array_equal(lazily, given)
-    counted = size <= sorting.COUNTING_MAX_LIST_SIZE  # (TF 2.15 sorts 192 documents)
+    counting = size <= sorting.COUNTING_MAX_LIST_SIZE  # (TF 2.15 sorts 192 documents)
     if ties == "a NaN":  # (NaN compares False: the keyed count, as before)
-        if counted:
+        if counting:
             np.testing.assert_array_equal(lazily, keyed)
         return
     by_sort = sorting.exact_ranks(tf.constant(scores), tf.constant(mask), keys).numpy()
     np.testing.assert_array_equal(np.where(mask, lazily, 0), np.where(mask, by_sort, 0))
     for row, valid, keyed_row in zip(lazily, mask, keyed):
         np.testing.assert_array_equal(np.sort(row), np.arange(1, size + 1))
-        if ties == "none" and counted and sorting._tie_check_pays(size):  # padded: index order
+        if ties == "none" and counting and sorting._tie_check_pays(size):  # padded: index order
             np.testing.assert_array_equal(row[~valid], np.arange(valid.sum() + 1, size + 1))
-        elif counted:  # the keyed count's order throughout
+        elif counting:  # the keyed count's order throughout
             np.testing.assert_array_equal(row, keyed_row)
 
 
 @pytest.mark.parametrize("metric", ["ndcg", "ap", "nerr", "precision"])
 @pytest.mark.parametrize("size", [33, 45])  # under XLA: padded to 64, two blocks of 32
-def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metric, size):
+@pytest.mark.parametrize("ties", [True, False])
+def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metric, size, ties):
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
     assert twin._block_padding(size) == 64 - size
     rng = np.random.default_rng(12)
     labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
-    scores = rng.integers(-3, 4, size=(6, size)).astype(np.float32)  # many ties
-    scores[0] = rng.normal(size=size)  # and a list without
+    scores = rng.normal(size=(6, size)).astype(np.float32)
+    if ties:  # all lists but the first: the keyed count
+        scores[1:] = rng.integers(-3, 4, size=(5, size))
 
     def value_and_gradient(s):
         with tf.GradientTape() as tape:

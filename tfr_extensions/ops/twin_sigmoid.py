@@ -413,8 +413,8 @@ def _tie_key_draw(scores, seed_t: tf.Tensor, size: Optional[int] = None):
     """A function that draws the tie-breaking keys of ``scores``' lists from the
     seed tensor ``seed_t`` (:data:`sorting.TieKeys`: a count draws them only
     where a list has tied scores). With ``size``, each list's first ``size``
-    documents get the keys of lists of that length and the rest (the bucket's
-    padding) key 0: the keys the unpadded lists get."""
+    documents get the keys of lists of that length and the rest (padding added
+    for a bucket or a whole block) key 0: the keys the unpadded lists get."""
     if size is None:
         return lambda: sorting.random_tie_keys(tf.shape(scores), seed_t)
 
@@ -511,7 +511,9 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
     :func:`with_twin_sigmoid_gradient`'s. How it runs:
 
     * inside a caller's XLA program: as ops of that program (XLA drops the
-      backward pass where no gradient is taken);
+      backward pass where no gradient is taken), lists longer than
+      ``lists.PAIR_BLOCK`` documents padded to a multiple of it
+      (:data:`XLA_PAD_TO_BLOCKS`);
     * in graph mode (``tf.function``), lists of a static length whose
       :func:`bucket_size` is at most ``FUSED_MAX_LIST_SIZE``: padded to that
       bucket (padded documents change no value and get zero gradient), value
@@ -553,7 +555,8 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
 #: Under XLA, lists longer than ``lists.PAIR_BLOCK`` documents are padded (with
 #: padded documents, which change no value and get zero gradient) to a multiple of
 #: it: XLA:CPU's pairwise loops over a filled last block of columns ran the whole
-#: loss 2-3x slower per list than at the next multiple (``docs/notes/twin_sigmoid_speed.md``).
+#: loss 1.6-3.6x slower per list than padded (``docs/notes/twin_sigmoid_speed.md``,
+#: change 11).
 XLA_PAD_TO_BLOCKS = True
 
 

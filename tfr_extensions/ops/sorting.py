@@ -162,10 +162,9 @@ TIE_CHECK_BLOCKS = (1, 2, 4, 8)
 
 def _tie_check_pays(size: int) -> bool:
     """Whether counting checks for ties before it draws keys, at this list length."""
-    blocks = -(-size // lists.PAIR_BLOCK)
     if size >= 2**(_HIGHER_BIT - 1):  # (the packed counts' limit; counting stops far below)
         return False
-    return _tensorflow_version() < (2, 16) or blocks in TIE_CHECK_BLOCKS
+    return _tensorflow_version() < (2, 16) or -(-size // lists.PAIR_BLOCK) in TIE_CHECK_BLOCKS
 
 
 def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):

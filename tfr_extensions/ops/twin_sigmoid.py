@@ -310,16 +310,20 @@ def bucket_size(size):
     return (size + step - 1) // step * step
 
 
+def _pad_lists(tensors, padding):
+    """``[B, L]`` tensors padded with ``padding`` documents along the list axis;
+    None entries stay None. Padded entries are 0 (False for masks): padded
+    documents, which change no value and get zero gradient."""
+    return [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in tensors]
+
+
 def _pad_to_bucket(tensors, scores):
     """``(tensors padded along the list axis to bucket_size, list size, whether
-    they already were)``; None entries stay None. Padded entries are 0 (False
-    for masks): padded documents, which change no value and get zero gradient."""
+    they already were)`` (:func:`_pad_lists`)."""
     size = scores.shape[1] if scores.shape[1] is not None else tf.shape(scores)[1]
     padding = bucket_size(size) - size
     on_bucket = isinstance(padding, int) and padding == 0  # (known without graph ops)
-    if not on_bucket:
-        tensors = [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in tensors]
-    return list(tensors), size, on_bucket
+    return (list(tensors) if on_bucket else _pad_lists(tensors, padding)), size, on_bucket
 
 
 def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
@@ -542,8 +546,7 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
                              gradient, alpha_b)
     padding = _block_padding(size) if lists.compiling_with_xla() else 0
     if padding:
-        labels, scores, valid = (tf.pad(t, [[0, 0], [0, padding]])
-                                 for t in (labels, scores, valid))
+        labels, scores, valid = _pad_lists((labels, scores, valid), padding)
     tie_keys = (_tie_key_draw(scores, tie_seed, size if padding else None)
                 if tie_break else None)
     value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,

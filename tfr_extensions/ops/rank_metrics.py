@@ -104,13 +104,15 @@ def _average_precision_weights(labels, ranks, mask, topn, positions):
     """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), and the
     number R of relevant documents of each list."""
     positions = _positions(ranks, mask, positions)
-    order = sorting.order_from_positions(positions)
     relevant = tf.logical_and(_cutoff(positions, mask, topn), labels > 0)
     pos = tf.cast(positions, ranks.dtype)
-    # b_e / p_e in position order, then its suffix sums: S_p = sum_{q >= p}.
-    contrib_by_position = tf.gather(_where(relevant, 1.0 / pos), order, batch_dims=1)
-    suffix = tf.cumsum(contrib_by_position, axis=-1, reverse=True)
-    suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
+    contrib = _where(relevant, 1.0 / pos)  # b_e / p_e
+    # S_d = sum_{e: p_e >= p_d} b_e / p_e
+    suffix_per_doc = sorting.sums_by_position(contrib, positions, later=True)
+    if suffix_per_doc is None:  # suffix sums in position order, gathered back
+        order = sorting.order_from_positions(positions)
+        suffix = tf.cumsum(tf.gather(contrib, order, batch_dims=1), axis=-1, reverse=True)
+        suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
     num_relevant = tf.reduce_sum(
         tf.cast(tf.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
     return _where(relevant, pos * suffix_per_doc), num_relevant
@@ -146,9 +148,14 @@ def _ndcg_form(labels, ranks, mask, topn, positions):
 def _err_weights(stop_prob, ranks, mask, topn, positions):
     """w_d = R_d prod_{e: p_e < p_d} (1 - R_e) for documents within the cutoff."""
     positions = _positions(ranks, mask, positions)
-    order = sorting.order_from_positions(positions)
-    weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
-                        positions - 1, batch_dims=1)
+    # prod_{e: p_e < p_d} (1 - R_e) = exp(sum_{e: p_e < p_d} log(1 - R_e))
+    log_reach = sorting.sums_by_position(tf.math.log1p(-stop_prob), positions, later=False)
+    if log_reach is not None:
+        weights = stop_prob * tf.exp(log_reach)
+    else:
+        order = sorting.order_from_positions(positions)
+        weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
+                            positions - 1, batch_dims=1)
     return _where(_cutoff(positions, mask, topn), weights)
 
 

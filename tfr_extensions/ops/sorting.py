@@ -229,6 +229,33 @@ def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor
     return _count_positions(values, mask, None) if _counting_is_faster(values) else None
 
 
+#: Under XLA, sums over the earlier or later positions of a list (AP's and ERR's
+#: weights, :func:`sums_by_position`) by one fused pairwise pass, where counting
+#: positions pays: instead of an inverse permutation, a cumulative sum and two
+#: gathers. TF 2.15's XLA:CPU runs the twin AP and nERR losses at 128 documents
+#: 1.06-1.17x faster so; TF 2.21's 0.59-0.78x as fast, so there it gathers.
+POSITION_SUMS_BY_PAIRS = _tensorflow_version() < (2, 16)
+
+
+def sums_by_position(values: tf.Tensor, positions: tf.Tensor, later: bool) -> Optional[tf.Tensor]:
+    r"""Each document's sum of ``values`` over the documents at its own or later
+    positions (``later``: :math:`\sum_{e:\, p_e \ge p_d} v_e`) or at earlier
+    ones (:math:`\sum_{e:\, p_e < p_d} v_e`), ``[B, L]``, by one fused
+    compare-and-sum where that pays (:data:`POSITION_SUMS_BY_PAIRS`, and
+    positions counted, not sorted: under XLA, lists up to
+    ``COUNTING_MAX_LIST_SIZE``); else None, and the caller sorts the values
+    by position, sums them cumulatively and gathers the sums back.
+
+    ``positions``: 1-based and distinct within each list, int ``[B, L]``.
+    """
+    if not (POSITION_SUMS_BY_PAIRS and _counting_is_faster(values)):
+        return None
+    this, other = _rows_and_columns(positions, tf.constant(0, positions.dtype))
+    _, other_values = _rows_and_columns(values, tf.constant(0, values.dtype))  # (fill: adds 0)
+    counted = other >= this if later else other < this
+    return _sum_over_columns(tf.where(counted, other_values, tf.zeros_like(other_values)))
+
+
 def sort_descending(values: tf.Tensor, mask: tf.Tensor,
                     topn: Optional[int] = None) -> tf.Tensor:
     """Each list's valid (non-negative) values in descending order, padded

@@ -309,6 +309,34 @@ def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metri
     assert np.abs(eager[1].numpy()).sum() > 0
 
 
+@pytest.mark.parametrize("size", [33, 45, 70])
+def test_keyed_count_gives_the_padding_added_for_blocks_distinct_positions(size):
+    # The padding added for whole blocks gets the keys -2, -3, ...: the count
+    # puts it after each list's own documents (padded ones too), in index order.
+    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
+    padded = size + twin._block_padding(size)
+    rng = np.random.default_rng(4)
+    scores = np.zeros((5, padded), np.float32)
+    scores[:, :size] = rng.integers(-2, 3, size=(5, size))  # ties: the keyed count
+    mask = np.zeros((5, padded), bool)
+    mask[:, :size] = rng.random((5, size)) < 0.8
+
+    @tf.function(jit_compile=True)
+    def positions(scores, mask):
+        return sorting.exact_ranks(scores, mask, twin._tie_key_draw(scores, tf.constant([3, 4]),
+                                                                    size))
+
+    counted = positions(tf.constant(scores), tf.constant(mask)).numpy()
+    for row in counted:
+        np.testing.assert_array_equal(np.sort(row), np.arange(1, padded + 1))
+    np.testing.assert_array_equal(counted[:, size:],
+                                  np.broadcast_to(np.arange(size + 1, padded + 1), (5, padded - size)))
+    for b in range(5):  # the valid documents first, by score
+        valid = counted[b][mask[b]]
+        assert valid.max() == mask[b].sum()
+        assert (np.diff(scores[b][mask[b]][np.argsort(valid)]) <= 0).all()
+
+
 @pytest.mark.parametrize("accelerator", [False, True])
 def test_inverse_permutations_on_cpu_and_accelerator_paths(accelerator, monkeypatch):
     # invert_permutation on CPU, scatter_nd where a GPU/TPU is visible: same result.

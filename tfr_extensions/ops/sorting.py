@@ -35,9 +35,10 @@ COUNTING_MAX_LIST_SIZE = 512 if _tensorflow_version() >= (2, 16) else 128
 
 _INT64_MIN = -(2**63)
 
-#: Tie-breaking keys: int32 ``[B, L]`` in ``[0, 2^31)``, distinct within each
-#: list (:func:`random_tie_keys`), or a function of no argument that draws
-#: them, which a count calls only where some list has tied scores.
+#: Tie-breaking keys: int32 ``[B, L]``, distinct within each list, in ``[0, 2^31)``
+#: (:func:`random_tie_keys`; padded documents' keys may be negative), or a
+#: function of no argument that draws them, which a count calls only where
+#: some list has tied scores.
 TieKeys = Union[tf.Tensor, Callable[[], tf.Tensor]]
 
 # One int32 sum carries two counts: #{higher} * 2^16 + #{tied} (lists < 2^15 long).
@@ -140,9 +141,10 @@ def _count_positions(scores, mask, tie_keys):
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
     # Without tie keys, minus the index is the key (the lower index first). Filled
-    # columns come after every document: key -1 (tie keys are >= 0), resp. -L.
+    # columns come after every document: the smallest int32 key (drawn tie keys
+    # are >= 0, the keys of padding added for a bucket or block -2, -3, ...), resp. -L.
     if tie_keys is not None:
-        this_key, other_key = _rows_and_columns(tie_keys, -1)
+        this_key, other_key = _rows_and_columns(tie_keys, np.iinfo(np.int32).min)
     else:
         this_key, other_key = _rows_and_columns(-tf.range(scores.shape[1])[None, :],
                                                 -scores.shape[1])

@@ -417,14 +417,17 @@ def _tie_key_draw(scores, seed_t: tf.Tensor, size: Optional[int] = None):
     """A function that draws the tie-breaking keys of ``scores``' lists from the
     seed tensor ``seed_t`` (:data:`sorting.TieKeys`: a count draws them only
     where a list has tied scores). With ``size``, each list's first ``size``
-    documents get the keys of lists of that length and the rest (padding added
-    for a bucket or a whole block) key 0: the keys the unpadded lists get."""
+    documents get the keys the unpadded lists get, and the rest (padding added
+    for a bucket or a whole block) the keys -2, -3, ...: below every drawn key
+    and distinct, so that the count gives the added padding distinct positions
+    too (in index order, after the list's own documents)."""
     if size is None:
         return lambda: sorting.random_tie_keys(tf.shape(scores), seed_t)
 
     def draw():
         keys = sorting.random_tie_keys([tf.shape(scores)[0], size], seed_t)
-        return tf.pad(keys, [[0, 0], [0, tf.shape(scores)[1] - size]])
+        added = -2 - tf.range(tf.shape(scores)[1] - size)
+        return tf.concat([keys, tf.tile(added[None, :], [tf.shape(scores)[0], 1])], axis=1)
 
     return draw
 

@@ -309,6 +309,57 @@ def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metri
     assert np.abs(eager[1].numpy()).sum() > 0
 
 
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("size", [20, 45, 150])
+@pytest.mark.parametrize("metric", ["ndcg", "ap"])
+def test_xla_with_an_unknown_list_length_gives_the_same_values_and_gradients(metric, size, ties):
+    # A program traced for lists of any length (Keras's fit on batches padded to
+    # their longest list): XLA compiles each length as its own program, in which
+    # lists are padded to whole blocks and counted (or sorted) as at a static length.
+    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
+    rng = np.random.default_rng(size)
+    labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
+    scores = rng.normal(size=(6, size)).astype(np.float32)
+    if ties:
+        scores[1:] = rng.integers(-3, 4, size=(5, size))
+
+    def value_and_gradient(labels, s):
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            value = twin.twin_sigmoid_metric(metric, tf.maximum(labels, 0.0), s, labels >= 0,
+                                             topn=10, gradient="type3", seed=3)
+        return value, tape.gradient(value, s)
+
+    eager = value_and_gradient(tf.constant(labels), tf.constant(scores))
+    any_length = tf.TensorSpec([None, None], tf.float32)
+    xla = tf.function(value_and_gradient, jit_compile=True,
+                      input_signature=[any_length, any_length])(tf.constant(labels),
+                                                                tf.constant(scores))
+    for a, b in zip(eager, xla):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
+    assert np.abs(eager[1].numpy()).sum() > 0
+
+
+@pytest.mark.parametrize("keys", [False, True])
+@pytest.mark.parametrize("size", [100, 700])
+def test_exact_ranks_under_xla_with_an_unknown_list_length_equal_sorting(size, keys):
+    # Counted up to COUNTING_MAX_LIST_SIZE documents, sorted beyond: a conditional
+    # on the length, a constant of each program XLA compiles.
+    rng = np.random.default_rng(size)
+    scores = tf.constant(rng.integers(-5, 6, size=(4, size)), tf.float32)  # many ties
+    mask = tf.constant(rng.random((4, size)) < 0.9)
+    tie_keys = sorting.random_tie_keys([4, size], tf.constant([5, 6])) if keys else None
+    compiled = tf.function(lambda s, m: sorting.exact_ranks(s, m, tie_keys), jit_compile=True,
+                           input_signature=[tf.TensorSpec([None, None], tf.float32),
+                                            tf.TensorSpec([None, None], tf.bool)])
+    counted, expected = compiled(scores, mask).numpy(), sorting.exact_ranks(scores, mask, tie_keys)
+    # Valid documents as sorted; padded ones after them (the keyed count orders
+    # them by key, the sort by index: no metric reads their positions).
+    np.testing.assert_array_equal(counted[mask.numpy()], expected.numpy()[mask.numpy()])
+    for row in counted:
+        np.testing.assert_array_equal(np.sort(row), np.arange(1, size + 1))
+
+
 @pytest.mark.parametrize("size", [33, 45, 70])
 def test_keyed_count_gives_the_padding_added_for_blocks_distinct_positions(size):
     # The padding added for whole blocks gets the keys -2, -3, ...: the count

@@ -122,7 +122,7 @@ def _rows_and_columns(values: tf.Tensor, fill):
     columns come in blocks, ``[B, 1, C, PAIR_BLOCK]`` (the last filled with
     ``fill``), so that XLA sums each row in one fused loop without storing the
     ``[B, L, L]`` comparisons (see :data:`lists.PAIR_BLOCK`)."""
-    if values.shape[1] <= lists.PAIR_BLOCK:
+    if values.shape[1] is not None and values.shape[1] <= lists.PAIR_BLOCK:
         return values[:, :, None], values[:, None, :]
     return values[:, :, None, None], lists.column_blocks(values, fill)
 
@@ -146,8 +146,8 @@ def _count_positions(scores, mask, tie_keys):
     if tie_keys is not None:
         this_key, other_key = _rows_and_columns(tie_keys, np.iinfo(np.int32).min)
     else:
-        this_key, other_key = _rows_and_columns(-tf.range(scores.shape[1])[None, :],
-                                                -scores.shape[1])
+        size = scores.shape[1] if scores.shape[1] is not None else tf.shape(scores)[1]
+        this_key, other_key = _rows_and_columns(-tf.range(size)[None, :], -size)
     before = tf.logical_or(other > this, tf.logical_and(tf.equal(other, this),
                                                         other_key > this_key))
     return 1 + _sum_over_columns(tf.cast(before, tf.int32))
@@ -162,8 +162,11 @@ def _count_positions(scores, mask, tie_keys):
 TIE_CHECK_BLOCKS = (1, 2, 4, 8)
 
 
-def _tie_check_pays(size: int) -> bool:
-    """Whether counting checks for ties before it draws keys, at this list length."""
+def _tie_check_pays(size: Optional[int]) -> bool:
+    """Whether counting checks for ties before it draws keys, at this list length
+    (None: unknown until XLA compiles it, where TF 2.15's check pays at every length)."""
+    if size is None:
+        return _tensorflow_version() < (2, 16)
     if size >= 2**(_HIGHER_BIT - 1):  # (the packed counts' limit; counting stops far below)
         return False
     return _tensorflow_version() < (2, 16) or -(-size // lists.PAIR_BLOCK) in TIE_CHECK_BLOCKS
@@ -211,16 +214,25 @@ def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
     ``tie_keys`` (:data:`TieKeys`: distinct within each list, or a function
     that draws them, called only where needed), or without them to the lower
     index; padded documents take the last positions."""
-    if _counting_is_faster(scores):
+    def count():
         if tie_keys is None:
             return _count_positions(scores, mask, None)
         return _count_positions_breaking_ties(scores, mask, tie_keys)
-    if callable(tie_keys):
-        tie_keys = tie_keys()
-    # XLA's InvertPermutation fails ("Dynamic reshape") on the order of the
-    # float64 two-sort path: a scatter inverts that one.
-    scatter = scores.dtype == tf.float64 and lists.compiling_with_xla()
-    return inverse_order(sort_order(scores, mask, tie_keys), scatter)
+
+    def sort():
+        keys = tie_keys() if callable(tie_keys) else tie_keys
+        # XLA's InvertPermutation fails ("Dynamic reshape") on the order of the
+        # float64 two-sort path: a scatter inverts that one.
+        scatter = scores.dtype == tf.float64 and lists.compiling_with_xla()
+        return inverse_order(sort_order(scores, mask, keys), scatter)
+
+    if _counting_is_faster(scores):
+        return count()
+    if scores.shape[-1] is None and lists.compiling_with_xla():
+        # XLA compiles each list length as a program of its own, in which this
+        # predicate is a constant: the branch not taken is dropped.
+        return tf.cond(tf.shape(scores)[-1] <= COUNTING_MAX_LIST_SIZE, count, sort)
+    return sort()
 
 
 def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor]:

@@ -547,10 +547,11 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
             and bucket_size(size) <= FUSED_MAX_LIST_SIZE):
         return _fused_metric(metric, labels, scores, valid, tie_seed, topn, tie_break,
                              gradient, alpha_b)
-    padding = _block_padding(size) if lists.compiling_with_xla() else 0
-    if padding:
+    length = size if size is not None else tf.shape(scores)[1]
+    padding = _block_padding(length) if lists.compiling_with_xla() else 0
+    if padding is not 0:  # (an int, or a tensor where the static length is unknown)
         labels, scores, valid = _pad_lists((labels, scores, valid), padding)
-    tie_keys = (_tie_key_draw(scores, tie_seed, size if padding else None)
+    tie_keys = (_tie_key_draw(scores, tie_seed, length if padding is not 0 else None)
                 if tie_break else None)
     value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
                                            tie_break)
@@ -566,12 +567,16 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
 XLA_PAD_TO_BLOCKS = True
 
 
-def _block_padding(size) -> int:
+def _block_padding(size):
     """How many documents pad a list of ``size`` to a multiple of ``lists.PAIR_BLOCK``
-    under XLA (0 for a short or unknown length)."""
-    if not XLA_PAD_TO_BLOCKS or size is None or size <= lists.PAIR_BLOCK:
+    under XLA (0 for a short one). ``size``: an int, or an int32 scalar tensor
+    where the static length is unknown (XLA compiles each length as its own
+    program, so the tensor is a constant of each program)."""
+    if not XLA_PAD_TO_BLOCKS:
         return 0
-    return -size % lists.PAIR_BLOCK
+    if tf.is_tensor(size):
+        return tf.where(size > lists.PAIR_BLOCK, -size % lists.PAIR_BLOCK, 0)
+    return 0 if size <= lists.PAIR_BLOCK else -size % lists.PAIR_BLOCK
 
 
 def with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid,

@@ -6,10 +6,12 @@ Float32 scores with tie-breaking keys are sorted in a single pass on a 64-bit
 composite key (score bits, then key); float64 scores take two stable sorts.
 Both orders are identical: descending score, then descending key, then index.
 
-Under XLA, whose CPU sort is slow on short rows, lists of a static length up
-to :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead
+Under XLA, whose CPU sort is slow on short rows, lists of up to
+:data:`COUNTING_MAX_LIST_SIZE` documents get their positions by counting instead
 (``1 + #{documents before it}``, one fused O(L^2) compare-and-sum): the same
-positions, faster there. Everything else sorts.
+positions, faster there. :func:`exact_ranks` counts also where the static length
+is unknown (a conditional on the length, which XLA, compiling each length as a
+program of its own, folds); everything else sorts.
 
 Tie-breaking keys may be given as a function that draws them (:data:`TieKeys`):
 a count then compares the scores alone first, and draws and compares the keys
@@ -213,7 +215,11 @@ def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
     """1-based int32 ranks by descending score; ties go to the larger of
     ``tie_keys`` (:data:`TieKeys`: distinct within each list, or a function
     that draws them, called only where needed), or without them to the lower
-    index; padded documents take the last positions."""
+    index; padded documents take the last positions (in index order, or by
+    tie key where a count compares the keys).
+
+    Counted under XLA up to ``COUNTING_MAX_LIST_SIZE`` documents, also where the
+    static length is unknown; sorted otherwise."""
     def count():
         if tie_keys is None:
             return _count_positions(scores, mask, None)

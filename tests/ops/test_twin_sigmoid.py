@@ -380,8 +380,8 @@ def test_keyed_count_gives_the_padding_added_for_blocks_distinct_positions(size)
     counted = positions(tf.constant(scores), tf.constant(mask)).numpy()
     for row in counted:
         np.testing.assert_array_equal(np.sort(row), np.arange(1, padded + 1))
-    np.testing.assert_array_equal(counted[:, size:],
-                                  np.broadcast_to(np.arange(size + 1, padded + 1), (5, padded - size)))
+    added = np.arange(size + 1, padded + 1)  # the added padding, in index order
+    np.testing.assert_array_equal(counted[:, size:], np.broadcast_to(added, (5, padded - size)))
     for b in range(5):  # the valid documents first, by score
         valid = counted[b][mask[b]]
         assert valid.max() == mask[b].sum()

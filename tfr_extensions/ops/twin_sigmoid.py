@@ -549,10 +549,10 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
                              gradient, alpha_b)
     length = size if size is not None else tf.shape(scores)[1]
     padding = _block_padding(length) if lists.compiling_with_xla() else 0
-    if padding is not 0:  # (an int, or a tensor where the static length is unknown)
+    padded = tf.is_tensor(padding) or padding > 0  # (a tensor where the length is unknown)
+    if padded:
         labels, scores, valid = _pad_lists((labels, scores, valid), padding)
-    tie_keys = (_tie_key_draw(scores, tie_seed, length if padding is not 0 else None)
-                if tie_break else None)
+    tie_keys = _tie_key_draw(scores, tie_seed, length if padded else None) if tie_break else None
     value, rank_gradient = _metric_forward(metric, labels, scores, valid, tie_keys, topn,
                                            tie_break)
     return with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid, gradient,

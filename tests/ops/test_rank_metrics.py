@@ -20,15 +20,8 @@ def lists_with_padding(batch=6, size=12, seed=0):
     return labels, scores
 
 
-@pytest.mark.parametrize("metric,topn", list(itertools.product(
-    ["precision", "ap", "ap_min", "ndcg", "nerr"], [None, 1, 4])))
-def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
-    labels, scores = lists_with_padding(seed=3)
-    mask = tf.constant(labels >= 0)
-    positions = sorting.exact_ranks(tf.constant(scores), mask)
-    ranks = tf.cast(positions, tf.float64)
-    value, grad = rank_metrics.value_and_rank_gradient(
-        metric, tf.constant(np.maximum(labels, 0.0)), ranks, mask, topn, positions)
+def assert_equal_the_oracles(metric, topn, labels, scores, value, grad):
+    """Each list's value and rank gradient against Eq. 13-16 and 29, 31-33 in NumPy."""
     for b in range(len(labels)):
         keep = labels[b] >= 0
         np.testing.assert_allclose(
@@ -39,6 +32,18 @@ def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
             expected[keep] = oracles.metric_rank_gradient(labels[b][keep], scores[b][keep],
                                                           metric, topn)
         np.testing.assert_allclose(grad[b].numpy(), expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("metric,topn", list(itertools.product(
+    ["precision", "ap", "ap_min", "ndcg", "nerr"], [None, 1, 4])))
+def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
+    labels, scores = lists_with_padding(seed=3)
+    mask = tf.constant(labels >= 0)
+    positions = sorting.exact_ranks(tf.constant(scores), mask)
+    ranks = tf.cast(positions, tf.float64)
+    value, grad = rank_metrics.value_and_rank_gradient(
+        metric, tf.constant(np.maximum(labels, 0.0)), ranks, mask, topn, positions)
+    assert_equal_the_oracles(metric, topn, labels, scores, value, grad)
     assert (grad.numpy()[labels < 0] == 0).all()
     assert (grad.numpy()[2] == 0).all() and value[2].numpy() == 0.0
 
@@ -65,16 +70,7 @@ def test_position_sums_by_pairs_under_xla_equal_the_papers_equations(
             metric, labels, tf.cast(positions, scores.dtype), mask, topn, positions)
 
     value, grad = compiled(tf.constant(np.maximum(labels, 0.0)), tf.constant(scores))
-    for b in range(len(labels)):
-        keep = labels[b] >= 0
-        np.testing.assert_allclose(
-            value[b].numpy(), oracles.METRIC_ORACLES[metric](labels[b], scores[b], topn),
-            rtol=1e-12)
-        expected = np.zeros(len(labels[b]))
-        if (labels[b][keep] > 0).any():
-            expected[keep] = oracles.metric_rank_gradient(labels[b][keep], scores[b][keep],
-                                                          metric, topn)
-        np.testing.assert_allclose(grad[b].numpy(), expected, rtol=1e-12, atol=1e-15)
+    assert_equal_the_oracles(metric, topn, labels, scores, value, grad)
 
 
 def test_err_by_pairs_where_a_stop_probability_is_one(monkeypatch):

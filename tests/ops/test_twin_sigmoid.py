@@ -283,41 +283,12 @@ def test_counting_with_tie_keys_compares_the_keys_only_where_scores_tie(ties, si
             np.testing.assert_array_equal(row, keyed_row)
 
 
-@pytest.mark.parametrize("metric", ["ndcg", "ap", "nerr", "precision"])
-@pytest.mark.parametrize("size", [33, 45])  # under XLA: padded to 64, two blocks of 32
-@pytest.mark.parametrize("ties", [True, False])
-def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metric, size, ties):
+def assert_xla_equals_eager(metric, size, ties, seed, any_length=False):
+    """The twin metric and its gradient under XLA equal eager's, on 6 lists of
+    ``size`` documents (with ``ties``: all lists but the first tied, the keyed
+    count); ``any_length``: the XLA program is traced for lists of any length."""
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
-    assert twin._block_padding(size) == 64 - size
-    rng = np.random.default_rng(12)
-    labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
-    scores = rng.normal(size=(6, size)).astype(np.float32)
-    if ties:  # all lists but the first: the keyed count
-        scores[1:] = rng.integers(-3, 4, size=(5, size))
-
-    def value_and_gradient(s):
-        with tf.GradientTape() as tape:
-            tape.watch(s)
-            value = twin.twin_sigmoid_metric(metric, tf.maximum(labels, 0.0), s, labels >= 0,
-                                             topn=10, gradient="type3", seed=3)
-        return value, tape.gradient(value, s)
-
-    eager = value_and_gradient(tf.constant(scores))
-    xla = tf.function(value_and_gradient, jit_compile=True)(tf.constant(scores))
-    for a, b in zip(eager, xla):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
-    assert np.abs(eager[1].numpy()).sum() > 0
-
-
-@pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("size", [20, 45, 150])
-@pytest.mark.parametrize("metric", ["ndcg", "ap"])
-def test_xla_with_an_unknown_list_length_gives_the_same_values_and_gradients(metric, size, ties):
-    # A program traced for lists of any length (Keras's fit on batches padded to
-    # their longest list): XLA compiles each length as its own program, in which
-    # lists are padded to whole blocks and counted (or sorted) as at a static length.
-    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
-    rng = np.random.default_rng(size)
+    rng = np.random.default_rng(seed)
     labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
     scores = rng.normal(size=(6, size)).astype(np.float32)
     if ties:
@@ -330,14 +301,32 @@ def test_xla_with_an_unknown_list_length_gives_the_same_values_and_gradients(met
                                              topn=10, gradient="type3", seed=3)
         return value, tape.gradient(value, s)
 
+    signature = [tf.TensorSpec([None, None], tf.float32)] * 2 if any_length else None
+    compiled = tf.function(value_and_gradient, jit_compile=True, input_signature=signature)
     eager = value_and_gradient(tf.constant(labels), tf.constant(scores))
-    any_length = tf.TensorSpec([None, None], tf.float32)
-    xla = tf.function(value_and_gradient, jit_compile=True,
-                      input_signature=[any_length, any_length])(tf.constant(labels),
-                                                                tf.constant(scores))
+    xla = compiled(tf.constant(labels), tf.constant(scores))
     for a, b in zip(eager, xla):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
     assert np.abs(eager[1].numpy()).sum() > 0
+
+
+@pytest.mark.parametrize("metric", ["ndcg", "ap", "nerr", "precision"])
+@pytest.mark.parametrize("size", [33, 45])  # under XLA: padded to 64, two blocks of 32
+@pytest.mark.parametrize("ties", [True, False])
+def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metric, size, ties):
+    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
+    assert twin._block_padding(size) == 64 - size
+    assert_xla_equals_eager(metric, size, ties, seed=12)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("size", [20, 45, 150])
+@pytest.mark.parametrize("metric", ["ndcg", "ap"])
+def test_xla_with_an_unknown_list_length_gives_the_same_values_and_gradients(metric, size, ties):
+    # A program traced for lists of any length (Keras's fit on batches padded to
+    # their longest list): XLA compiles each length as its own program, in which
+    # lists are padded to whole blocks and counted (or sorted) as at a static length.
+    assert_xla_equals_eager(metric, size, ties, seed=size, any_length=True)
 
 
 @pytest.mark.parametrize("keys", [False, True])

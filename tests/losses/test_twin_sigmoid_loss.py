@@ -188,13 +188,18 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
                                              ("nerr", "type2"), ("precision", "type3")])
 @pytest.mark.parametrize("dtype,spread", [(np.float32, 5.0), (np.float32, 500.0),
                                           (np.float64, 2000.0)])
+@pytest.mark.parametrize("one_conditional", [True, False])
 def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, dtype, spread,
-                                                             monkeypatch):
+                                                             one_conditional, monkeypatch):
     # In graph mode, lists of up to FUSED_MAX_LIST_SIZE documents compute
     # value and gradient in one XLA program, padded to the bucket (here 13 -> 32);
-    # a spread past the exp form's limit takes the tanh program. Both must equal
-    # the forward graph ops + separate backward program of longer lists.
+    # a spread past the exp form's limit takes the tanh form (a second program, or
+    # the other branch of one conditional: BRANCHES_IN_ONE_PROGRAM, each stack
+    # tests both). Both must equal the forward graph ops + separate backward
+    # program of longer lists.
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # (ops exports a function)
+    monkeypatch.setattr(importlib.import_module("tfr_extensions.losses.twin_sigmoid"),
+                        "BRANCHES_IN_ONE_PROGRAM", one_conditional)
     labels, scores = random_lists(batch=4, size=13, seed=5, dtype=dtype)
     scores = (scores / np.ptp(scores) * spread).astype(dtype)
     scores[0, 4] = scores[0, 5]  # a tie, broken by the seeded keys
@@ -224,11 +229,15 @@ def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, d
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("spread", [4.0, 500.0])  # 500: the tanh program replaces the gradient
 @pytest.mark.parametrize("reduction", ["none", "sum_over_batch_size"])
-def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(dtype, spread,
-                                                                             reduction):
+@pytest.mark.parametrize("one_conditional", [True, False])
+def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(
+        dtype, spread, reduction, one_conditional, monkeypatch):
     # In graph mode the class runs lists of up to FUSED_MAX_LIST_SIZE documents as one XLA
-    # program (screening, tie keys, metric, gradient); eagerly, the separate ops. Both
-    # must give the same losses and gradients, bad input and sample weights included.
+    # program (screening, tie keys, metric, gradient; with BRANCHES_IN_ONE_PROGRAM both
+    # forms in one conditional); eagerly, the separate ops. Both must give the same
+    # losses and gradients, bad input and sample weights included.
+    monkeypatch.setattr(importlib.import_module("tfr_extensions.losses.twin_sigmoid"),
+                        "BRANCHES_IN_ONE_PROGRAM", one_conditional)
     labels, scores = random_lists(batch=6, size=12, seed=9, dtype=dtype)
     scores = scores / np.ptp(scores) * spread
     scores[0, 3] = scores[0, 5]  # a tie, broken by the seeded keys

@@ -88,7 +88,7 @@ class TwinSigmoidLoss(base.RankingLoss):
     lists of a static length of at most
     :data:`~tfr_extensions.ops.twin_sigmoid.FUSED_MAX_LIST_SIZE` documents run
     the whole loss (screening, tie keys, metric and its gradient) as one XLA
-    program (:func:`_losses_and_gradient`): the same values and gradients.
+    program (:func:`_one_program_losses`): the same values and gradients.
 
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG
@@ -109,39 +109,79 @@ class TwinSigmoidLoss(base.RankingLoss):
         return _one_program_losses(y_true, y_pred, options)[:, None]
 
 
-@tf.function(jit_compile=True)
+#: Whether the graph-mode program of short lists chooses between the exp and the
+#: tanh form itself, as one XLA conditional whose branches each compute the
+#: whole loss and gradient (:func:`_one_conditional_program`), rather than
+#: running the exp program and, where that form is not exact, the tanh program
+#: after it. True on TF < 2.16: that XLA:CPU (the classic runtime) splits loops
+#: over the intra-op threads in a program's entry computation, its loops and
+#: calls, but not in a conditional's branches, and this program is too small
+#: for the split to pay: in one thread it runs 1.3-1.6x faster (64 lists of 32,
+#: nDCG type3: 4.17 -> 2.57 µs per list; 1024 lists: 1.26 -> 1.09). TF 2.16+'s
+#: XLA:CPU gains nothing from it (2.28 -> 2.51), so there the exp program runs
+#: alone unless a spread needs the tanh one (``docs/notes/twin_sigmoid_speed.md``).
+BRANCHES_IN_ONE_PROGRAM = lists.tensorflow_version() < (2, 16)
+
+
 def _losses_and_gradient(labels, scores, options, by_exp: bool):
-    """``(losses * weights, their gradient with respect to the scores, whether
-    it is exact)`` of :func:`twin_sigmoid_loss` as one XLA program; with
-    ``by_exp`` the backward pass takes the exp form (exact where the flag says
-    so), else the tanh form (the flag True). Lists are independent, so the
+    """``(losses * weights, their gradient with respect to the scores)`` of
+    :func:`twin_sigmoid_loss`, traced into the caller's XLA program; with
+    ``by_exp`` the backward pass takes the exp form (exact where
+    :func:`_exp_is_exact`), else the tanh form. Lists are independent, so the
     gradient of the losses' sum is each list's own gradient."""
     with twin_ops.short_lists_by_exp() if by_exp else contextlib.nullcontext():
         with tf.GradientTape() as tape:
             tape.watch(scores)
             losses, weights, _ = TWIN_SIGMOID.compute(labels, scores, None, options)
             per_list = losses * weights
-        grads = tape.gradient(per_list, scores)  # the backward pass is traced here
-    if not by_exp:
-        return per_list, grads, tf.constant(True)
-    # the scores and mask the body saw (XLA computes the screening once)
+        return per_list, tape.gradient(per_list, scores)  # the backward pass is traced here
+
+
+def _exp_is_exact(labels, scores, options) -> tf.Tensor:
+    """Whether the exp form is exact on the scores and mask the loss sees
+    (screened: XLA computes the screening once)."""
     _, screened, valid, _ = base.screen_lists(labels, scores, TWIN_SIGMOID.label_limit(options))
-    return per_list, grads, twin_ops.exp_is_exact(screened, valid, options["alpha_b"])
+    return twin_ops.exp_is_exact(screened, valid, options["alpha_b"])
+
+
+@tf.function(jit_compile=True)
+def _exp_program(labels, scores, options):
+    """``(losses * weights, their gradient by exp, whether it is exact)``."""
+    return (*_losses_and_gradient(labels, scores, options, True),
+            _exp_is_exact(labels, scores, options))
+
+
+@tf.function(jit_compile=True)
+def _tanh_program(labels, scores, options):
+    return _losses_and_gradient(labels, scores, options, False)
+
+
+@tf.function(jit_compile=True)
+def _one_conditional_program(labels, scores, options):
+    """:func:`_losses_and_gradient` in the exp form where it is exact, else in
+    the tanh form: one program, both forms the branches of one conditional
+    (``BRANCHES_IN_ONE_PROGRAM``)."""
+    return tf.cond(_exp_is_exact(labels, scores, options),
+                   lambda: _losses_and_gradient(labels, scores, options, True),
+                   lambda: _losses_and_gradient(labels, scores, options, False))
 
 
 def _one_program_losses(labels, scores, options):
     """Per-list ``losses * weights`` ``[B]`` of :func:`twin_sigmoid_loss` with
     ``options`` (checked; the seed a tensor), from one XLA program that also
-    computes their gradient (a second one, in the tanh form, where the exp
-    form is not exact); the backward pass only scales that gradient. On short
+    computes their gradient (the exp program, and the tanh program after it
+    where the exp form is not exact; or both in one program,
+    ``BRANCHES_IN_ONE_PROGRAM``); the backward pass only scales that gradient. On short
     lists outside XLA this spares the dozens of small graph ops around the
     loss (screening, tie keys, NaN policy), whose fixed costs outweigh the
     pairwise work (``docs/notes/twin_sigmoid_speed.md``). A forward-only call
     (evaluation) computes the gradient too."""
     constant = tf.stop_gradient(scores)  # no gradient flows into the programs
-    per_list, grads, exact = _losses_and_gradient(labels, constant, options, True)
-    grads = tf.cond(exact, lambda: grads,
-                    lambda: _losses_and_gradient(labels, constant, options, False)[1])
+    if BRANCHES_IN_ONE_PROGRAM:
+        per_list, grads = _one_conditional_program(labels, constant, options)
+    else:
+        per_list, grads, exact = _exp_program(labels, constant, options)
+        grads = tf.cond(exact, lambda: grads, lambda: _tanh_program(labels, constant, options)[1])
 
     @tf.custom_gradient
     def _losses(s):

@@ -72,6 +72,16 @@ def column_blocks(values: tf.Tensor, fill) -> tf.Tensor:
     return tf.reshape(padded, [batch, 1, -1, PAIR_BLOCK])
 
 
+def tensorflow_version() -> Tuple[int, ...]:
+    """TensorFlow's (major, minor) version, for the XLA:CPU choices that differ
+    between its classic runtime (TF < 2.16) and its thunk runtime.
+
+    >>> tensorflow_version() >= (2, 15)
+    True
+    """
+    return tuple(int(part) for part in tf.__version__.split(".")[:2] if part.isdigit())
+
+
 def compiling_with_xla() -> bool:
     """True while tracing a function that XLA compiles (``jit_compile=True``),
     where every shape must be static; ops then pick their XLA-friendly path."""

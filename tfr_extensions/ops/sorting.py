@@ -25,15 +25,11 @@ import tensorflow as tf
 from tfr_extensions.ops import lists
 
 
-def _tensorflow_version() -> tuple:
-    return tuple(int(part) for part in tf.__version__.split(".")[:2] if part.isdigit())
-
-
 #: Longest static list length for which positions are counted under XLA. The
 #: XLA:CPU of TF 2.16 and later sorts slower than it counts up to 512
 #: documents (TF 2.21, 16 lists of 512: the twin loss 26% faster by counting);
 #: TF 2.15's sorts faster than it counts past 128 (``docs/notes/twin_sigmoid_speed.md``).
-COUNTING_MAX_LIST_SIZE = 512 if _tensorflow_version() >= (2, 16) else 128
+COUNTING_MAX_LIST_SIZE = 512 if lists.tensorflow_version() >= (2, 16) else 128
 
 _INT64_MIN = -(2**63)
 
@@ -168,10 +164,10 @@ def _tie_check_pays(size: Optional[int]) -> bool:
     """Whether counting checks for ties before it draws keys, at this list length
     (None: unknown until XLA compiles it, where TF 2.15's check pays at every length)."""
     if size is None:
-        return _tensorflow_version() < (2, 16)
+        return lists.tensorflow_version() < (2, 16)
     if size >= 2**(_HIGHER_BIT - 1):  # (the packed counts' limit; counting stops far below)
         return False
-    return _tensorflow_version() < (2, 16) or -(-size // lists.PAIR_BLOCK) in TIE_CHECK_BLOCKS
+    return lists.tensorflow_version() < (2, 16) or -(-size // lists.PAIR_BLOCK) in TIE_CHECK_BLOCKS
 
 
 def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):
@@ -254,7 +250,7 @@ def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor
 #: positions pays: instead of an inverse permutation, a cumulative sum and two
 #: gathers. TF 2.15's XLA:CPU runs the twin AP and nERR losses at 128 documents
 #: 1.06-1.17x faster so; TF 2.21's 0.59-0.78x as fast, so there it gathers.
-POSITION_SUMS_BY_PAIRS = _tensorflow_version() < (2, 16)
+POSITION_SUMS_BY_PAIRS = lists.tensorflow_version() < (2, 16)
 
 
 def sums_by_position(values: tf.Tensor, positions: tf.Tensor, later: bool) -> Optional[tf.Tensor]:

@@ -189,18 +189,20 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
 @pytest.mark.parametrize("dtype,spread", [(np.float32, 5.0), (np.float32, 500.0),
                                           (np.float64, 2000.0)])
 @pytest.mark.parametrize("one_conditional", [True, False])
+@pytest.mark.parametrize("size", [13, 45])
 def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, dtype, spread,
-                                                             one_conditional, monkeypatch):
-    # In graph mode, lists of up to FUSED_MAX_LIST_SIZE documents compute
-    # value and gradient in one XLA program, padded to the bucket (here 13 -> 32);
-    # a spread past the exp form's limit takes the tanh form (a second program, or
-    # the other branch of one conditional: BRANCHES_IN_ONE_PROGRAM, each stack
-    # tests both). Both must equal the forward graph ops + separate backward
-    # program of longer lists.
+                                                             one_conditional, size, monkeypatch):
+    # In graph mode, the Keras class computes value and gradient of lists of up to
+    # ONE_PROGRAM_MAX_LIST_SIZE documents in one XLA program. Up to 32 documents
+    # (13) a spread past the exp form's limit takes the tanh form (a second program,
+    # or the other branch of one conditional: BRANCHES_IN_ONE_PROGRAM, each stack
+    # tests both); past 32 (45) the program's backward pass chooses the form itself.
+    # Both must equal the forward graph ops + separate backward program of longer
+    # lists.
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # (ops exports a function)
-    monkeypatch.setattr(importlib.import_module("tfr_extensions.losses.twin_sigmoid"),
-                        "BRANCHES_IN_ONE_PROGRAM", one_conditional)
-    labels, scores = random_lists(batch=4, size=13, seed=5, dtype=dtype)
+    loss_module = importlib.import_module("tfr_extensions.losses.twin_sigmoid")
+    monkeypatch.setattr(loss_module, "BRANCHES_IN_ONE_PROGRAM", one_conditional)
+    labels, scores = random_lists(batch=4, size=size, seed=5, dtype=dtype)
     scores = (scores / np.ptp(scores) * spread).astype(dtype)
     scores[0, 4] = scores[0, 5]  # a tie, broken by the seeded keys
     loss = tfrx.losses.TwinSigmoidLoss(metric, topn=5, gradient=gradient, seed=3,
@@ -213,8 +215,10 @@ def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, d
         return value, tape.gradient(value, s)
 
     results = []
-    for fused_max in (twin.FUSED_MAX_LIST_SIZE, 0):
+    for fused_max in (twin.FUSED_MAX_LIST_SIZE, 0):  # the class's program, then neither
         monkeypatch.setattr(twin, "FUSED_MAX_LIST_SIZE", fused_max)
+        monkeypatch.setattr(loss_module, "ONE_PROGRAM_MAX_LIST_SIZE",
+                            loss_module.ONE_PROGRAM_MAX_LIST_SIZE if fused_max else 0)
         loss._calls.assign(0)  # the same tie-breaking draw in both runs
         value, grads = tf.function(value_and_grads)(tf.constant(scores))  # traced anew
         results.append((value.numpy(), grads.numpy()))

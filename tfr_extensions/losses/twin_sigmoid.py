@@ -85,10 +85,9 @@ class TwinSigmoidLoss(base.RankingLoss):
     ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
 
     In graph mode (``tf.function``, a Keras ``fit`` without ``jit_compile``),
-    lists of a static length of at most
-    :data:`~tfr_extensions.ops.twin_sigmoid.FUSED_MAX_LIST_SIZE` documents run
-    the whole loss (screening, tie keys, metric and its gradient) as one XLA
-    program (:func:`_one_program_losses`): the same values and gradients.
+    lists of a static length of at most ``ONE_PROGRAM_MAX_LIST_SIZE`` documents
+    run the whole loss (screening, tie keys, metric and its gradient) as one
+    XLA program (:func:`_one_program_losses`): the same values and gradients.
 
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG
@@ -100,14 +99,23 @@ class TwinSigmoidLoss(base.RankingLoss):
     def call(self, y_true, y_pred):
         size = y_pred.shape[1]
         if (tf.executing_eagerly() or lists.compiling_with_xla() or size is None
-                or twin_ops.bucket_size(size) > twin_ops.FUSED_MAX_LIST_SIZE
-                or not backend.uses_tensorflow_ops()):
+                or size > ONE_PROGRAM_MAX_LIST_SIZE or not backend.uses_tensorflow_ops()):
             return super().call(y_true, y_pred)
         options = dict(self._options)
         if self._seed is not None or options["tie_break"]:  # as RankingLoss.call draws it
             options["seed"] = self.next_seed()  # (seed None: a fresh seed, outside XLA)
         return _one_program_losses(y_true, y_pred, options)[:, None]
 
+
+#: In graph mode the Keras class runs lists of a static length of at most this
+#: many documents as one XLA program (:func:`_one_program_losses`); longer ones
+#: run the forward pass as graph ops (TF's sort is faster than XLA:CPU's there)
+#: and the backward pass as its own XLA program. At 128 documents (64 lists,
+#: ``twin_ndcg_type3``) the one program takes 12.2 µs per list against 15.5 on TF
+#: 2.15 (11.0 with ``BRANCHES_IN_ONE_PROGRAM``) and 9.4-10.0 against 12.6-14.5
+#: on TF 2.21; nERR 11.7 against 17.4 and 9.2-9.6 against 15.9-16.1
+#: (``docs/notes/twin_sigmoid_speed.md``, change 16).
+ONE_PROGRAM_MAX_LIST_SIZE = 128
 
 #: Whether the graph-mode program of short lists chooses between the exp and the
 #: tanh form itself, as one XLA conditional whose branches each compute the
@@ -116,8 +124,10 @@ class TwinSigmoidLoss(base.RankingLoss):
 #: after it. True on TF < 2.16: that XLA:CPU (the classic runtime) splits loops
 #: over the intra-op threads in a program's entry computation, its loops and
 #: calls, but not in a conditional's branches, and this program is too small
-#: for the split to pay: in one thread it runs 1.3-1.6x faster (64 lists of 32,
-#: nDCG type3: 4.17 -> 2.57 µs per list; 1024 lists: 1.26 -> 1.09). TF 2.16+'s
+#: for the split to pay: in one thread it runs 1.1-1.6x faster (64 lists of 32,
+#: nDCG type3: 4.17 -> 2.57 µs per list; 1024 lists: 1.26 -> 1.09; 64 lists of
+#: 128: 12.2 -> 11.0, where both branches' backward passes also choose their form
+#: inside, so the conditional is there for the thread). TF 2.16+'s
 #: XLA:CPU gains nothing from it (2.28 -> 2.51), so there the exp program runs
 #: alone unless a spread needs the tanh one (``docs/notes/twin_sigmoid_speed.md``).
 BRANCHES_IN_ONE_PROGRAM = lists.tensorflow_version() < (2, 16)
@@ -153,6 +163,10 @@ def _exp_program(labels, scores, options):
 
 @tf.function(jit_compile=True)
 def _tanh_program(labels, scores, options):
+    """``(losses * weights, their gradient)``: lists of at most
+    ``XLA_TANH_MAX_LIST_SIZE`` documents take the tanh form; longer lists the
+    form their backward pass chooses inside the program (an XLA conditional on
+    the spread, :func:`~tfr_extensions.ops.twin_sigmoid._ranks_backward`)."""
     return _losses_and_gradient(labels, scores, options, False)
 
 
@@ -169,16 +183,20 @@ def _one_conditional_program(labels, scores, options):
 def _one_program_losses(labels, scores, options):
     """Per-list ``losses * weights`` ``[B]`` of :func:`twin_sigmoid_loss` with
     ``options`` (checked; the seed a tensor), from one XLA program that also
-    computes their gradient (the exp program, and the tanh program after it
-    where the exp form is not exact; or both in one program,
-    ``BRANCHES_IN_ONE_PROGRAM``); the backward pass only scales that gradient. On short
-    lists outside XLA this spares the dozens of small graph ops around the
-    loss (screening, tie keys, NaN policy), whose fixed costs outweigh the
-    pairwise work (``docs/notes/twin_sigmoid_speed.md``). A forward-only call
-    (evaluation) computes the gradient too."""
+    computes their gradient (up to ``XLA_TANH_MAX_LIST_SIZE`` documents the
+    exp program, and the tanh program after it where the exp form is not
+    exact; past that, one program whose backward pass chooses its form; on TF
+    < 2.16 both forms in one program, ``BRANCHES_IN_ONE_PROGRAM``); the
+    backward pass only scales that gradient. Outside XLA this spares the
+    dozens of small graph ops around the loss (screening, tie keys, NaN
+    policy), whose fixed costs outweigh the pairwise work up to
+    ``ONE_PROGRAM_MAX_LIST_SIZE`` documents (``docs/notes/twin_sigmoid_speed.md``).
+    A forward-only call (evaluation) computes the gradient too."""
     constant = tf.stop_gradient(scores)  # no gradient flows into the programs
     if BRANCHES_IN_ONE_PROGRAM:
         per_list, grads = _one_conditional_program(labels, constant, options)
+    elif scores.shape[1] > twin_ops.XLA_TANH_MAX_LIST_SIZE:  # (the program chooses the form)
+        per_list, grads = _tanh_program(labels, constant, options)
     else:
         per_list, grads, exact = _exp_program(labels, constant, options)
         grads = tf.cond(exact, lambda: grads, lambda: _tanh_program(labels, constant, options)[1])

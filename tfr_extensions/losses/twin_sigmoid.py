@@ -117,19 +117,20 @@ class TwinSigmoidLoss(base.RankingLoss):
 #: (``docs/notes/twin_sigmoid_speed.md``, change 16).
 ONE_PROGRAM_MAX_LIST_SIZE = 128
 
-#: Whether the graph-mode program of short lists chooses between the exp and the
-#: tanh form itself, as one XLA conditional whose branches each compute the
-#: whole loss and gradient (:func:`_one_conditional_program`), rather than
-#: running the exp program and, where that form is not exact, the tanh program
-#: after it. True on TF < 2.16: that XLA:CPU (the classic runtime) splits loops
-#: over the intra-op threads in a program's entry computation, its loops and
-#: calls, but not in a conditional's branches, and this program is too small
-#: for the split to pay: in one thread it runs 1.1-1.6x faster (64 lists of 32,
-#: nDCG type3: 4.17 -> 2.57 µs per list; 1024 lists: 1.26 -> 1.09; 64 lists of
-#: 128: 12.2 -> 11.0, where both branches' backward passes also choose their form
-#: inside, so the conditional is there for the thread). TF 2.16+'s
-#: XLA:CPU gains nothing from it (2.28 -> 2.51), so there the exp program runs
-#: alone unless a spread needs the tanh one (``docs/notes/twin_sigmoid_speed.md``).
+#: Whether the graph-mode program of :func:`_one_program_losses` chooses
+#: between the exp and the tanh form itself, as one XLA conditional whose
+#: branches each compute the whole loss and gradient
+#: (:func:`_one_conditional_program`). True on TF < 2.16: that XLA:CPU (the
+#: classic runtime) splits loops over the intra-op threads in a program's entry
+#: computation, its loops and calls, but not in a conditional's branches, and
+#: on this program the split costs more than it gains: in one thread it runs
+#: 1.1-1.6x faster (nDCG type3, µs per list: 64 lists of 32, 4.17 -> 2.57; 1024
+#: lists of 32, 1.26 -> 1.09; 64 lists of 128, 12.2 -> 11.0). TF 2.16+'s XLA:CPU
+#: gains nothing from it (2.28 -> 2.51 at 32), so there lists of up to
+#: ``XLA_TANH_MAX_LIST_SIZE`` documents run the exp program, and the tanh program
+#: after it only where a spread needs it, and longer lists one program whose
+#: backward pass chooses its form (``docs/notes/twin_sigmoid_speed.md``, changes
+#: 15-16).
 BRANCHES_IN_ONE_PROGRAM = lists.tensorflow_version() < (2, 16)
 
 
@@ -174,7 +175,9 @@ def _tanh_program(labels, scores, options):
 def _one_conditional_program(labels, scores, options):
     """:func:`_losses_and_gradient` in the exp form where it is exact, else in
     the tanh form: one program, both forms the branches of one conditional
-    (``BRANCHES_IN_ONE_PROGRAM``)."""
+    (``BRANCHES_IN_ONE_PROGRAM``). Past ``XLA_TANH_MAX_LIST_SIZE`` documents
+    both branches' backward passes choose their form themselves, and the
+    conditional only keeps the program in one thread."""
     return tf.cond(_exp_is_exact(labels, scores, options),
                    lambda: _losses_and_gradient(labels, scores, options, True),
                    lambda: _losses_and_gradient(labels, scores, options, False))

@@ -234,15 +234,17 @@ def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, d
 @pytest.mark.parametrize("spread", [4.0, 500.0])  # 500: the tanh program replaces the gradient
 @pytest.mark.parametrize("reduction", ["none", "sum_over_batch_size"])
 @pytest.mark.parametrize("one_conditional", [True, False])
+@pytest.mark.parametrize("size", [12, 45])
 def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(
-        dtype, spread, reduction, one_conditional, monkeypatch):
-    # In graph mode the class runs lists of up to FUSED_MAX_LIST_SIZE documents as one XLA
-    # program (screening, tie keys, metric, gradient; with BRANCHES_IN_ONE_PROGRAM both
-    # forms in one conditional); eagerly, the separate ops. Both must give the same
-    # losses and gradients, bad input and sample weights included.
+        dtype, spread, reduction, one_conditional, size, monkeypatch):
+    # In graph mode the class runs lists of up to ONE_PROGRAM_MAX_LIST_SIZE documents as
+    # one XLA program (screening, tie keys, metric, gradient; with BRANCHES_IN_ONE_PROGRAM
+    # both forms in one conditional; past 32 documents the backward pass chooses its
+    # form inside); eagerly, the separate ops. Both must give the same losses and
+    # gradients, bad input and sample weights included.
     monkeypatch.setattr(importlib.import_module("tfr_extensions.losses.twin_sigmoid"),
                         "BRANCHES_IN_ONE_PROGRAM", one_conditional)
-    labels, scores = random_lists(batch=6, size=12, seed=9, dtype=dtype)
+    labels, scores = random_lists(batch=6, size=size, seed=9, dtype=dtype)
     scores = scores / np.ptp(scores) * spread
     scores[0, 3] = scores[0, 5]  # a tie, broken by the seeded keys
     scores[3, 1] = np.nan  # a valid document's NaN score: the list's loss is NaN

@@ -4,6 +4,10 @@
 #   make test STACK=keras3    .venv-keras3: TF 2.21 with its default Keras 3 + keras-rs, numpy 2,
 #                             then the keras.ops suite on Keras's JAX and PyTorch backends
 #                             (make test-backends)
+#   make test STACK=jax       .venv-jax: Keras 3 on JAX (CPU), no TensorFlow (pip install -e '.[jax,test]')
+#   make test STACK=torch     .venv-torch: Keras 3 on PyTorch (CPU wheel), no TensorFlow
+#                             ('.[torch,test]'): the backend-neutral suite (NEUTRAL_SUITE), as
+#                             users install it
 # Tests that cross stacks run with TFRX_CROSS_STACK=1 once every stack is set up (.ci/run).
 # The versions are pinned by stacks/$(STACK).txt (pip constraints) and the setup.py extra $(STACK).
 PYTHON ?= python3.11
@@ -19,8 +23,13 @@ else ifeq ($(STACK),keras3)
 VENV := .venv-keras3
 # tf.keras is Keras 3 as TensorFlow ships it: nothing to set, and nothing inherited.
 unexport TF_USE_LEGACY_KERAS
+else ifneq ($(filter $(STACK),jax torch),)
+# Keras 3 on JAX or PyTorch without TensorFlow, installed as a user installs it.
+VENV := .venv-$(STACK)
+export KERAS_BACKEND := $(STACK)
+unexport TF_USE_LEGACY_KERAS
 else
-$(error Unknown STACK '$(STACK)': use tf215 (default), tf221 or keras3)
+$(error Unknown STACK '$(STACK)': use tf215 (default), tf221, keras3, jax or torch)
 endif
 
 PY := $(VENV)/bin/python
@@ -30,6 +39,17 @@ STAMP := $(VENV)/.installed
 # (the TensorFlow backend runs it inside the whole suite).
 BACKEND_SUITE := tests/keras_ops tfr_extensions/keras_ops tfr_extensions/data/dense.py
 PYTEST := -m pytest -q --doctest-modules -p no:cacheprovider
+# The backend-neutral suite, what the stacks without TensorFlow (jax, torch) run:
+# tests/neutral (every Keras 3 backend, with or without TensorFlow), the test files that
+# import no TensorFlow (their TensorFlow comparisons skip, saying so), and the doctests of
+# the package and the jobs (the root conftest.py leaves out the TensorFlow modules). The
+# TensorFlow stacks run all of it inside their whole suite.
+NEUTRAL_SUITE := tests/neutral \
+    tests/data/test_libsvm.py tests/data/test_cache.py tests/data/test_checksum.py \
+    tests/data/test_synthetic.py tests/ops/test_vocabulary.py tests/test_gbdt.py \
+    tests/pipelines/test_common.py tests/pipelines/test_flags.py \
+    tests/pipelines/test_callbacks.py tests/pipelines/test_rank_accuracy.py \
+    tfr_extensions pipelines
 
 .PHONY: setup demo test test-backends bench clean
 
@@ -45,8 +65,12 @@ demo: setup
 	$(PY) -m pipelines.demo
 
 test: setup
+ifneq ($(filter $(STACK),jax torch),)
+	$(PY) $(PYTEST) $(NEUTRAL_SUITE)
+else
 	$(PY) $(PYTEST) tests tfr_extensions pipelines benchmarks
 	if [ "$(STACK)" = keras3 ]; then $(MAKE) --no-print-directory test-backends; fi
+endif
 
 test-backends: setup
 	test "$(STACK)" = keras3 || { echo "test-backends needs STACK=keras3"; exit 2; }
@@ -59,4 +83,4 @@ bench: setup
 	$(PY) -m benchmarks.loss_throughput
 
 clean:
-	rm -rf .venv .venv-tf221 .venv-keras3 build *.egg-info
+	rm -rf .venv .venv-tf221 .venv-keras3 .venv-jax .venv-torch build *.egg-info

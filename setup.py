@@ -13,9 +13,17 @@ TensorFlow comes from one of three stack extras (pick exactly one):
 * ``keras3``: TensorFlow 2.21 with its default Keras 3 (nothing to set), keras-rs,
   numpy 2, no TF-Ranking; ``pip install -e '.[keras3,test]' -c stacks/keras3.txt``.
 
+Without TensorFlow, one backend extra installs Keras 3 and that backend only (the
+losses, metrics, scorers, evaluation, NumPy data path, ``gbdt`` and the jobs run there;
+``tfr_extensions.keras_ops`` computes):
+
+* ``jax``: Keras 3 on JAX (CPU); ``pip install -e '.[jax,test]' -c stacks/jax.txt``.
+* ``torch``: Keras 3 on PyTorch, the CPU wheel (``torch==2.13.0+cpu`` in
+  ``stacks/torch.txt``, as in ``stacks/keras3.txt``); ``pip install -e '.[torch,test]'
+  -c stacks/torch.txt``.
+
 The ``stacks/*.txt`` constraint files pin the versions CI tests; ``make setup
-STACK=...`` uses them. Without TensorFlow, ``jax`` or ``torch`` installs Keras 3 and
-that backend only (``tfr_extensions.keras_ops`` and the NumPy data path).
+STACK=...`` uses them.
 """
 from setuptools import find_packages, setup
 
@@ -55,11 +63,14 @@ STACKS = {
     ],
 }
 
-#: installs without TensorFlow: Keras 3 on JAX or PyTorch (tfr_extensions.keras_ops,
-#: the NumPy data path); ``pip install 'tfr_extensions[jax]'``
+#: installs without TensorFlow: Keras 3 and one backend (tfr_extensions.keras_ops, the
+#: NumPy data path); ``pip install 'tfr_extensions[jax]'``
 BACKENDS = {
-    "jax": ["keras>=3", "jax"],
-    "torch": ["keras>=3", "torch"],
+    "jax": ["keras==3.*", "jax"],
+    # PyTorch's CPU wheel comes from the constraints file (stacks/torch.txt pins
+    # torch==2.13.0+cpu, as stacks/keras3.txt does); without it pip picks the registry's
+    # default wheel (with CUDA on Linux), which works too.
+    "torch": ["keras==3.*", "torch"],
 }
 
 #: console script -> job (a module of pipelines/, run by pipelines/console.py)
@@ -70,6 +81,7 @@ CONSOLE_SCRIPTS = {
     "tfrx-demo": "demo",
     "tfrx-rank-accuracy": "rank_accuracy",
     "tfrx-sampled-ranking-quality": "sampled_ranking_quality",
+    "tfrx-export": "export",
 }
 
 setup(

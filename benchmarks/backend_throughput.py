@@ -76,13 +76,14 @@ def our_loss(name: str) -> Callable:
     the bad-input screening the Keras classes apply (no TensorFlow involved)."""
     import importlib  # pylint: disable=import-outside-toplevel
     from keras import ops  # pylint: disable=import-outside-toplevel
-    from tfr_extensions.keras_ops import lists  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.keras_ops import screening  # pylint: disable=import-outside-toplevel
     from tfr_extensions.ops.conventions import MAX_LABEL  # pylint: disable=import-outside-toplevel
     module, body_name, options = OURS[name]
     body = getattr(importlib.import_module(f"tfr_extensions.keras_ops.losses.{module}"), body_name)
 
     def loss(labels, scores):
-        losses, weights, _ = lists.screened_loss(body, labels, scores, None, MAX_LABEL, options)
+        losses, weights, _ = screening.screened_loss(body, labels, scores, None, MAX_LABEL,
+                                                    options)
         return ops.mean(losses * weights)
     return loss
 

@@ -5,7 +5,7 @@ each run alone in the harness of :mod:`benchmarks.loss_throughput` (10 passes
 per call inside one ``tf.function``, best of 5 windows, graph mode and XLA),
 on the same batches, beside the broadcast ApproxNDCG peer's forward+backward:
 
-* ``screen``: the bad-input screening of :func:`tfr_extensions.losses.base.screen_lists`;
+* ``screen``: the bad-input screening of :func:`tfr_extensions.ops.screening.screen_lists`;
 * ``tie_keys``: the stateless random tie-breaking keys;
 * ``ranks``: the forward ranks (sort or count, tie keys included);
 * ``metric``: nDCG and its rank derivative from given ranks and positions;
@@ -27,10 +27,10 @@ import tensorflow as tf
 
 from benchmarks import loss_throughput
 from benchmarks import peers
-from tfr_extensions.losses import base
 from tfr_extensions.losses.twin_sigmoid import twin_sigmoid_loss
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops import screening
 from tfr_extensions.ops import sorting
 from tfr_extensions.ops import twin_sigmoid as _unused  # noqa: F401 (loads the module)
 
@@ -53,7 +53,7 @@ def _twin(labels, scores):
 
 
 def _screen(labels, scores):
-    labels, scores, valid, broken = base.screen_lists(labels, scores, lists.MAX_LABEL)
+    labels, scores, valid, broken = screening.screen_lists(labels, scores, lists.MAX_LABEL)
     return (tf.reduce_sum(labels) + tf.reduce_sum(scores)
             + tf.reduce_sum(tf.cast(valid, tf.float32)) + tf.reduce_sum(tf.cast(broken, tf.float32)))
 

@@ -11,6 +11,7 @@ own jobs.)
 ('val_ndcg_5', 'test_ndcg_5_generator')
 """
 import math
+import time
 
 from . import trainable
 from tfr_extensions import evaluation
@@ -69,3 +70,62 @@ class CurveLogger(keras.callbacks.Callback):
                                            topns=(self._topn,), metrics=(self._name,))
         if logs is not None:
             logs[self.log_key] = float(result.summary[f"{self._name}@{self._topn}"])
+
+
+class StepTimer(keras.callbacks.Callback):
+    """Host time of the training steps (from a step's begin to its end, which holds
+    fetching its batch) and of the gaps between them (the batch callbacks); with
+    ``input_wait`` (a function returning the seconds the steps waited for input so
+    far, e.g. :attr:`pipelines.keras_runtime.TrainingStream.wait_seconds`), the share
+    of that wait in the training time.
+
+    :meth:`summary`: ``steps``, ``step_seconds``, ``gap_seconds``,
+    ``steps_per_second`` and ``input_wait_fraction`` (None without ``input_wait``),
+    in all and per epoch."""
+
+    def __init__(self, input_wait=None):
+        super().__init__()
+        self.steps, self.step_seconds, self.gap_seconds = 0, 0.0, 0.0
+        self._input_wait = input_wait
+        self._waited_before = input_wait() if input_wait else 0.0
+        self._begin = None
+        self._last_end = None
+        self.epochs = []  # each epoch's summary, in order
+        self._epoch_start = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_end = None
+        self._epoch_start = (self.steps, self.step_seconds, self.gap_seconds,
+                             self._input_wait() if self._input_wait else None)
+
+    def on_epoch_end(self, epoch, logs=None):
+        steps, step_seconds, gap_seconds, waited = self._epoch_start
+        self.epochs.append(self._summary(
+            self.steps - steps, self.step_seconds - step_seconds,
+            self.gap_seconds - gap_seconds,
+            self._input_wait() - waited if waited is not None else None))
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._begin = time.perf_counter()
+        if self._last_end is not None:
+            self.gap_seconds += self._begin - self._last_end
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._last_end = time.perf_counter()
+        self.step_seconds += self._last_end - self._begin
+        self.steps += 1
+
+    @staticmethod
+    def _summary(steps, step_seconds, gap_seconds, waited) -> dict:
+        total = step_seconds + gap_seconds
+        return {"steps": steps, "step_seconds": step_seconds, "gap_seconds": gap_seconds,
+                "steps_per_second": steps / total if total > 0 else None,
+                "input_wait_seconds": waited,
+                "input_wait_fraction": (waited / total if waited is not None and total > 0
+                                        else None)}
+
+    def summary(self) -> dict:
+        """The totals over every step timed, and ``epochs``: each epoch's."""
+        waited = (self._input_wait() - self._waited_before) if self._input_wait else None
+        return {**self._summary(self.steps, self.step_seconds, self.gap_seconds, waited),
+                "epochs": list(self.epochs)}

@@ -160,8 +160,11 @@ def resolve_method(spec: str) -> Method:
 def default_methods() -> Tuple[str, ...]:
     """Every preset but ``lambdamart_paper`` and the ``twinmart_*`` ones; without
     TF-Ranking, also without the presets of TF-Ranking's losses (LambdaRank, ListNet,
-    ListMLE, ApproxNDCG)."""
-    from tfr_extensions import compat
+    ListMLE, ApproxNDCG); on Keras's JAX and PyTorch backends also without IRGAN's
+    (a TensorFlow program)."""
+    from tfr_extensions import backend, compat
+    on_tensorflow = backend.uses_tensorflow_ops()
     return tuple(key for key, method in METHODS.items() if not _not_default(key)
-                 and (compat.has_tf_ranking() or not method.needs_tf_ranking))
+                 and (compat.has_tf_ranking() or not method.needs_tf_ranking)
+                 and (on_tensorflow or method.kind != "irgan"))
 

@@ -46,7 +46,7 @@ from . import callbacks
 from . import common
 from . import flags
 from . import lambdamart
-from . import resume
+from . import run_dir as run_folder
 from . import train
 from . import trainable
 from .cv_presets import (Method, canonical_spec, default_methods, parse_value,
@@ -340,15 +340,15 @@ def run_status(path: str, identity: Mapping[str, Any]) -> Tuple[str, List[str]]:
     ``("changed", differences)`` when it holds one of another identity (or a marker
     without one, from an older version); ``("new", [])`` otherwise."""
     try:
-        done = resume.read_json(os.path.join(path, resume.DONE_FILE))
-    except resume.OutputDirError:
+        done = run_folder.read_json(os.path.join(path, run_folder.DONE_FILE))
+    except run_folder.OutputDirError:
         return "changed", ["done.json is not valid JSON"]
     if done is None:
         return "new", []
     stored = done.get("identity") if isinstance(done, dict) else None
     if stored is None:
         return "changed", ["done.json records no identity"]
-    differences = resume.config_differences(_flat(stored), _flat(dict(identity)))
+    differences = run_folder.config_differences(_flat(stored), _flat(dict(identity)))
     return ("changed", differences) if differences else ("done", [])
 
 
@@ -362,7 +362,7 @@ def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, ou
     marker = {"identity": dict(identity)}
     try:
         train.run(config, splits, overwrite=retrain, marker=marker)
-    except resume.OutputDirError:  # an interrupted run of older settings: start afresh
+    except run_folder.OutputDirError:  # an interrupted run of older settings: start afresh
         train.run(config, splits, overwrite=True, marker=marker)
 
 
@@ -399,7 +399,7 @@ def train_lambdamart(method: Method, point: Mapping[str, Any], fold: int, splits
     try:
         lambdamart.run(config, splits, overwrite=retrain, marker=marker,
                        extra_outputs=write_curves)
-    except resume.OutputDirError:  # an interrupted run of older settings: start afresh
+    except run_folder.OutputDirError:  # an interrupted run of older settings: start afresh
         start = time.perf_counter()
         lambdamart.run(config, splits, overwrite=True, marker=marker, extra_outputs=write_curves)
 

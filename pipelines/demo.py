@@ -94,7 +94,7 @@ def main(argv=None) -> pd.DataFrame:
     if compat.has_tf_ranking():
         losses["approx_ndcg (TF-Ranking)"] = "approx_ndcg_loss"
     else:
-        print("TF-Ranking does not import here (tf221 and keras3 stacks): no approx_ndcg row.")
+        print("TF-Ranking does not import here (only the tf215 stack has it): no approx_ndcg row.")
     for label, loss in losses.items():
         config = train.TrainConfig(**{
             **base.to_json(), "name": f"demo_{loss}", "loss": loss,

@@ -64,7 +64,7 @@ import numpy as np
 
 from . import common
 from . import flags
-from . import resume
+from . import run_dir
 from tfr_extensions import evaluation, gbdt
 from tfr_extensions.ops import validation
 
@@ -255,7 +255,7 @@ def run(config: LambdaMARTConfig, splits: Optional[common.Splits] = None, *,
     """
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)  # resolved
     splits = splits or common.load_splits(config.data, config.fold, config.seed)
-    resume.prepare_output_dir(config, config.output_dir, None, overwrite)  # config.json
+    run_dir.prepare_output_dir(config, config.output_dir, overwrite)  # config.json
     preset, params = resolve_params(config, len(splits.train.labels))
     params, objective, objective_record = resolve_objective(config, params)
     train_set = _lgb_dataset(splits.train)
@@ -273,7 +273,7 @@ def run(config: LambdaMARTConfig, splits: Optional[common.Splits] = None, *,
     write_outputs(result)
     if extra_outputs is not None:
         extra_outputs(result)
-    common.write_done(os.path.join(config.output_dir, resume.DONE_FILE), config.to_json(),
+    common.write_done(os.path.join(config.output_dir, run_dir.DONE_FILE), config.to_json(),
                       marker)
     return result
 
@@ -315,12 +315,12 @@ def main(argv=None) -> None:
     config = flags.config_from_args(LambdaMARTConfig, args)
     try:
         result = run(config, overwrite=args.overwrite)
-    except resume.FinishedRunError as finished:
+    except run_dir.FinishedRunError as finished:
         print(finished)
         for line in common.stored_summary_lines(config.resolved_output_dir):
             print(line)
         return
-    except resume.OutputDirError as error:
+    except run_dir.OutputDirError as error:
         raise SystemExit(f"pipelines.lambdamart: error: {error}") from error
     print(f"objective {result.objective}")
     print(f"preset {result.preset}: {result.num_trees} trees (best iteration "

@@ -16,19 +16,19 @@ sharing a mean rank do not).
     python -m pipelines.rank_accuracy --quantize 20  # scores on a 1/20 grid: many ties
 
 Its settings are a :class:`RankAccuracyConfig` (a flag per field, as every job's);
-:func:`run` computes both tables.
+:func:`run` computes both tables. The ranks come from the implementation of
+:func:`tfr_extensions.backend.implementation`'s rule (TensorFlow, or ``keras.ops`` on
+JAX and PyTorch); the score lists are NumPy's, the same on every backend.
 """
 import argparse
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from . import flags
-from tfr_extensions import ops
+from tfr_extensions import backend
 from tfr_extensions.ops import validation
-from tfr_extensions.ops.approx_ranks import approx_ranks
 
 ALPHAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 SHAPES = ((100, 123), (100, 1000))
@@ -61,7 +61,7 @@ class RankAccuracyConfig:
 def uniform_lists(num_lists: int, size: int, seed: int = 0,
                   quantize: Optional[int] = None) -> np.ndarray:
     """float32 scores uniform on [0, 1); optionally rounded to a 1/quantize grid."""
-    scores = tf.random.stateless_uniform([num_lists, size], seed=[seed, 0]).numpy()
+    scores = np.random.default_rng(seed).random((num_lists, size), dtype=np.float32)
     if quantize:
         scores = (np.floor(scores * quantize) / quantize).astype(np.float32)
     return scores
@@ -79,12 +79,37 @@ def l1_rank_error(ranks: np.ndarray, scores: np.ndarray) -> float:
 
 
 def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.ndarray:
-    """pi^- of Qin et al. through TF-Ranking's ``approx_ranks`` (sigmoid of alpha
-    times score differences; :func:`tfr_extensions.ops.approx_ranks.approx_ranks`), in
+    """pi^- of Qin et al. as TF-Ranking's ``approx_ranks`` computes it (sigmoids of the
+    differences of alpha times the scores;
+    :func:`tfr_extensions.ops.approx_ranks.approx_ranks` on TensorFlow, its twin
+    :func:`tfr_extensions.keras_ops.losses.listwise.approx_ranks` elsewhere), in
     chunks of lists to bound memory."""
-    parts = [approx_ranks(tf.constant(scores[i:i + chunk]) * alpha).numpy()
-             for i in range(0, len(scores), chunk)]
-    return np.concatenate(parts)
+    if backend.uses_tensorflow_ops():
+        tf = backend.tensorflow()
+        from tfr_extensions.ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
+
+        def ranks(part):
+            return approx_ranks(tf.constant(part) * alpha).numpy()
+    else:
+        from keras import ops  # pylint: disable=import-outside-toplevel
+        from tfr_extensions.keras_ops.losses.listwise import approx_ranks  # pylint: disable=import-outside-toplevel
+
+        def ranks(part):
+            logits = ops.convert_to_tensor(part) * alpha
+            return ops.convert_to_numpy(approx_ranks(logits, ops.ones_like(logits, "bool")))
+    return np.concatenate([ranks(scores[i:i + chunk]) for i in range(0, len(scores), chunk)])
+
+
+def twin_ranks(scores: np.ndarray, tie_break: bool, seed: int = 0) -> np.ndarray:
+    """The twin-sigmoid ranks pi^+ of Eq. 12 (``twin_sigmoid_ranks`` of the rule's
+    implementation), NumPy ``[B, L]``."""
+    if backend.uses_tensorflow_ops():
+        from tfr_extensions import ops  # pylint: disable=import-outside-toplevel
+        return ops.twin_sigmoid_ranks(scores, tie_break=tie_break, seed=seed).numpy()
+    from keras import ops as keras_ops  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.keras_ops import twin_sigmoid  # pylint: disable=import-outside-toplevel
+    return keras_ops.convert_to_numpy(twin_sigmoid.twin_sigmoid_ranks(
+        keras_ops.convert_to_tensor(scores), tie_break=tie_break, seed=seed))
 
 
 def table_2(scores_by_shape: Dict, alphas: Sequence[float] = ALPHAS) -> Dict:
@@ -95,8 +120,8 @@ def table_2(scores_by_shape: Dict, alphas: Sequence[float] = ALPHAS) -> Dict:
 def table_3(scores_by_shape: Dict, seed: int = 0) -> Dict:
     rows = {}
     for shape, s in scores_by_shape.items():
-        shared = ops.twin_sigmoid_ranks(s, tie_break=False).numpy()
-        broken = ops.twin_sigmoid_ranks(s, tie_break=True, seed=seed).numpy()
+        shared = twin_ranks(s, tie_break=False)
+        broken = twin_ranks(s, tie_break=True, seed=seed)
         rows[shape] = [l1_rank_error(shared, s), l1_rank_error(broken, s)]
     return rows
 

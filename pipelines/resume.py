@@ -1,74 +1,38 @@
-"""The output folder of a training run: its identity, its guard and its backup.
+"""The checkpoint of a training run on TensorFlow: :class:`TrainingBackup`.
 
-A run's identity is its resolved config without :data:`NOT_IDENTITY_FIELDS`
-(:func:`run_identity`). :func:`prepare_output_dir` lets a run start only in a
-new folder or over an unfinished run of the same identity, which it then
-resumes (:func:`check_output_dir`); ``overwrite`` clears the folder first.
 :class:`TrainingBackup` is the run's own checkpoint (a ``tf.train.Checkpoint``
 of the model's weights, the optimizers, the loss's step counter, the best-epoch
 callbacks' state and the epoch, gathered by :func:`training_state`; the per-epoch
-logs beside it), restored before
-``fit`` on every stack (Keras 2 and 3) and every worker;
-:func:`backed_up_epochs` says how many epochs a backup holds. Used by
-:func:`pipelines.train.run`; ``docs/notes/train_pipeline.md`` tells the design
-and why Keras's ``BackupAndRestore`` is not used.
-
->>> config_differences(run_identity({"epochs": 3, "verbose": 1}), {"epochs": 5})
-['epochs: 3 -> 5']
+logs beside it), restored before ``fit`` on every stack (Keras 2 and Keras 3's
+TensorFlow backend) and every worker; :func:`backed_up_epochs` says how many
+epochs a backup holds. The output folder's identity and guard are
+:mod:`pipelines.run_dir` (re-exported here); the checkpoint of Keras 3 on JAX and
+PyTorch is :mod:`pipelines.keras_backup`. Used by :func:`pipelines.train.run`;
+``docs/notes/train_pipeline.md`` tells the design and why Keras's
+``BackupAndRestore`` is not used.
 """
-import json
 import os
-import shutil
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 from . import common
+from . import run_dir
 from . import trainable
+from .run_dir import (BACKUP_DIR, CONFIG_FILE, DONE_FILE, MODEL_FILE,  # noqa: F401
+                      NOT_IDENTITY_FIELDS, OUTPUT_DIRS, OUTPUT_FILES, RESULTS_FILE,
+                      FinishedRunError, OutputDirError, check_output_dir, clear_outputs,
+                      config_differences, read_json, run_identity)
 from tfr_extensions import backend
 from tfr_extensions import evaluation
 from tfr_extensions import strategies
 from tfr_extensions.backend import keras
 
-CONFIG_FILE = "config.json"
-RESULTS_FILE = common.RESULTS_FILE
-DONE_FILE = "done.json"             # the completion marker, written last
-BACKUP_DIR = "backup"               # TrainingBackup's checkpoint and history.json
 CHECKPOINT_DIR = "chief"            # the chief's checkpoint, under BACKUP_DIR
 HISTORY_FILE = "history.json"       # per-epoch logs, beside the checkpoint
 #: the checkpoint key of the number of finished epochs
 EPOCH_KEY = "epoch/.ATTRIBUTES/VARIABLE_VALUE"
-#: what a run writes in its output dir (all of it is deleted by --overwrite): the per-query
-#: files of every scorer name a run can report (those of a model of several carry the name)
-OUTPUT_FILES = (CONFIG_FILE, RESULTS_FILE,
-                *[name.format(suffix=trainable.player_suffix(player))
-                  for player in trainable.SCORER_NAMES for name in common.PER_QUERY_FILES],
-                DONE_FILE)
-OUTPUT_DIRS = ("logs", BACKUP_DIR)
-#: config fields that do not change a run's results (not compared on a rerun)
-NOT_IDENTITY_FIELDS = ("verbose",)
-
-
-class OutputDirError(ValueError):
-    """The output directory holds a run of another config (or unreadable outputs)."""
-
-
-class FinishedRunError(OutputDirError):
-    """The output directory holds a finished run of this very config."""
-
-
-def read_json(path: str) -> Optional[Any]:
-    """The JSON in ``path``; None when the file does not exist; OutputDirError when it
-    is not JSON."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as error:
-        raise OutputDirError(f"{path} is not valid JSON ({error}); pass --overwrite to "
-                             "replace the run in its folder.") from error
 
 
 def is_chief(strategy: Optional[tf.distribute.Strategy]) -> bool:
@@ -86,72 +50,6 @@ def is_chief(strategy: Optional[tf.distribute.Strategy]) -> bool:
     return task_type == "worker" and task_id == 0 and not has_chief
 
 
-# ----------------------------------------------------------------------------- run identity
-def run_identity(config: Any) -> Dict[str, Any]:
-    """What a rerun must match to resume (or be a finished run of the same thing): the
-    JSON form of the resolved config (a :class:`pipelines.train.TrainConfig` or its ``config.json``
-    dict) without :data:`NOT_IDENTITY_FIELDS`."""
-    config = config.to_json() if hasattr(config, "to_json") else dict(config)
-    return {k: v for k, v in json.loads(json.dumps(config, allow_nan=False)).items()
-            if k not in NOT_IDENTITY_FIELDS}
-
-
-def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> List[str]:
-    """``["epochs: 3 -> 5", ...]`` for the fields of two :func:`run_identity` dicts that
-    differ, in the order of ``new`` (then fields only ``old`` has)."""
-    missing = "<absent>"
-    keys = list(new) + [k for k in old if k not in new]
-    return [f"{k}: {old.get(k, missing)!r} -> {new.get(k, missing)!r}"
-            for k in keys if old.get(k, missing) != new.get(k, missing)]
-
-
-def check_output_dir(config: Any) -> None:
-    """Raises unless ``config``'s output dir is new, or holds an unfinished run of
-    the same identity (which is then resumed).
-
-    Raises:
-      FinishedRunError: a finished run (``done.json``) of the same identity.
-      OutputDirError: a run of another identity, finished or not (the error names
-        the first fields that differ and ``--overwrite``), or outputs without a config.
-    """
-    run_dir = config.resolved_output_dir
-    done = read_json(os.path.join(run_dir, DONE_FILE))
-    stored = done.get("config") if isinstance(done, dict) else read_json(
-        os.path.join(run_dir, CONFIG_FILE))
-    if stored is None:
-        leftovers = [name for name in OUTPUT_FILES + OUTPUT_DIRS
-                     if os.path.exists(os.path.join(run_dir, name))]
-        if leftovers:
-            raise OutputDirError(f"{run_dir} holds {leftovers} but no {CONFIG_FILE}: outputs of "
-                                 "an unknown run. Pass --overwrite to replace them, or choose "
-                                 "another --output-dir.")
-        return
-    differences = config_differences(run_identity(stored), run_identity(config))
-    state = "a finished" if done is not None else "an unfinished"
-    if differences:
-        shown = "; ".join(differences[:3]) + (
-            f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
-        raise OutputDirError(
-            f"{run_dir} holds {state} run of another config ({shown}). Pass --overwrite "
-            "to delete its outputs and train this config there, or choose another --output-dir.")
-    if done is not None:
-        raise FinishedRunError(
-            f"{run_dir} holds a finished run of this config ({DONE_FILE}: "
-            f"{done.get('finished', '?')}); its results are in {RESULTS_FILE}. Pass "
-            "--overwrite to train it again.")
-
-
-def clear_outputs(folder: str) -> None:
-    """Deletes what a run writes in ``folder`` (:data:`OUTPUT_FILES`, :data:`OUTPUT_DIRS`),
-    the completion marker first; anything else in the folder stays."""
-    for name in (DONE_FILE,) + OUTPUT_FILES + OUTPUT_DIRS:
-        path = os.path.join(folder, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
-
-
 def sync_workers(strategy: Optional[tf.distribute.Strategy]) -> None:
     """A barrier: returns once every worker of a multi-worker run has called it (an
     all-reduce across the workers); nothing to wait for otherwise."""
@@ -162,23 +60,10 @@ def sync_workers(strategy: Optional[tf.distribute.Strategy]) -> None:
 
 def prepare_output_dir(config: Any, output_dir: str,
                        strategy: Optional[tf.distribute.Strategy], overwrite: bool) -> None:
-    """Checks the run's folder (:func:`check_output_dir`; with ``overwrite`` the chief
-    clears it instead), then writes ``config.json`` in ``output_dir``.
-
-    In a multi-worker run every worker checks the chief's folder, and nobody writes
-    before all have (:func:`sync_workers`), so all refuse or proceed alike; a
-    non-chief worker starts its own scratch ``output_dir`` afresh.
-    """
-    chief = is_chief(strategy)
-    if not overwrite:
-        check_output_dir(config)
-    sync_workers(strategy)
-    if chief and overwrite:
-        clear_outputs(config.resolved_output_dir)
-    if not chief:
-        clear_outputs(output_dir)
-    tf.io.gfile.makedirs(output_dir)
-    common.write_json(os.path.join(output_dir, CONFIG_FILE), config.to_json())
+    """:func:`pipelines.run_dir.prepare_output_dir` for a run under ``strategy``: the
+    chief is :func:`is_chief`'s, and the workers meet at :func:`sync_workers`."""
+    run_dir.prepare_output_dir(config, output_dir, overwrite, chief=is_chief(strategy),
+                               sync=lambda: sync_workers(strategy))
 
 
 # ----------------------------------------------------------------------------- backup

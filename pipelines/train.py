@@ -31,28 +31,32 @@ import functools
 import math
 import os
 import shutil
-from typing import Any, Dict, Mapping, Optional
-
-import tensorflow as tf
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import common
-from . import distributed
+from . import export
 from . import flags
-from . import resume
+from . import keras_backup
+from . import keras_runtime
+from . import run_dir
 from . import trainable
-from .callbacks import CurveLogger, NonFiniteLossError, StopOnNonFiniteLoss, history_key
-from .resume import FinishedRunError, OutputDirError
+from .callbacks import (CurveLogger, NonFiniteLossError, StepTimer, StopOnNonFiniteLoss,
+                        history_key)
+from .run_dir import FinishedRunError, OutputDirError
 from .trainable import player_suffix
+from tfr_extensions import backend
 from tfr_extensions import evaluation
 from tfr_extensions import models
-from tfr_extensions import serving
-from tfr_extensions import strategies
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation
 
-STRATEGIES = {"default": None, "mirrored": strategies.MIRRORED_STRATEGY,
-              "multi_worker": strategies.MWMS_STRATEGY}
+#: ``--strategy`` -> TF-Ranking's strategy name on TensorFlow (:mod:`tfr_extensions.strategies`);
+#: ``data_parallel`` is Keras's ``DataParallel`` distribution on JAX
+#: (:mod:`pipelines.keras_runtime`)
+STRATEGIES = {"default": None, "mirrored": "MirroredStrategy",
+              "multi_worker": "MultiWorkerMirroredStrategy", "data_parallel": None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,10 +79,12 @@ class TrainConfig:
       l2: L2 penalty, as PyTorch's weight decay (the papers' protocol: 1e-3).
       list_size: pad or truncate every list to this size; none: the longest list of each batch.
       seed: the seed of the initial weights, the data order and randomized losses.
-      strategy: default, mirrored, or multi_worker (MultiWorkerMirroredStrategy from TF_CONFIG).
+      strategy: default (one device), mirrored or multi_worker (TensorFlow:
+        MirroredStrategy, MultiWorkerMirroredStrategy from TF_CONFIG), or data_parallel (JAX:
+        keras.distribution.DataParallel over every local device).
       output_dir: where the outputs go; none: runs/<name>.
       export_dir: a TF Serving SavedModel version folder, e.g. saved_models/<name>/1; none: no
-        export.
+        export (without TensorFlow the run prints the tfrx-export command that writes it).
       validation_metric: the exact validation metric that picks the best epoch.
       no_relevant: evaluation rule for lists without a relevant document
         (tfr_extensions.evaluation): exclude, count as zero, or count as one.
@@ -87,7 +93,8 @@ class TrainConfig:
       test_curve: also evaluate validation_metric on the test set after every epoch (history
         key test_<metric>_<k>, e.g. test_ndcg_5), for learning curves.
       mixed_precision: train under the mixed_float16 policy.
-      jit_compile: compile the training step with XLA.
+      jit_compile: compile the training step with XLA (TensorFlow) or torch.compile (PyTorch);
+        JAX always compiles it.
       tensorboard: write TensorBoard logs to <output_dir>/logs.
       verbose: Keras progress output: 0 silent, 1 a bar, 2 a line per epoch (not part of the
         run's identity).
@@ -171,9 +178,12 @@ class TrainResult:
     train_seconds: float               # the epochs' wall time, over all invocations
     resumed_from_epoch: int = 0        # epochs restored from the backup (0: a fresh start)
     players: Dict[str, ScorerResult] = dataclasses.field(default_factory=dict)
+    model_file: Optional[str] = None   # the served scorer as a .keras file (Keras 3)
+    timing: Optional[Dict[str, Any]] = None  # this invocation's step timing (JAX, PyTorch)
+    epoch_seconds: List[float] = dataclasses.field(default_factory=list)  # each epoch's wall time
 
 
-def train_dataset(config: TrainConfig, train) -> tf.data.Dataset:
+def train_dataset(config: TrainConfig, train):
     """The endless, batched training stream (raw features: the model normalizes):
     epoch after epoch of the training queries, each epoch in its own seeded order,
     the same from every iterator (``ranking_dataset(..., repeat=True)``), so that
@@ -183,6 +193,7 @@ def train_dataset(config: TrainConfig, train) -> tf.data.Dataset:
         train, list_size=config.list_size, batch_size=config.batch_size, shuffle=True,
         normalization="none", drop_no_relevant=config.drop_no_relevant, seed=config.seed,
         repeat=True)
+    tf = backend.tensorflow()
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)
@@ -217,9 +228,20 @@ def build_model(config: TrainConfig, num_features: int) -> keras.Model:
     return build_trainable(config, num_features).model
 
 
-def make_strategy(name: str) -> Optional[tf.distribute.Strategy]:
-    """TF-Ranking's strategy factory under our short names (None = default)."""
+def make_strategy(name: str):
+    """TF-Ranking's strategy factory under our short names (None = default), on TensorFlow."""
+    from tfr_extensions import strategies  # pylint: disable=import-outside-toplevel
+    if name == "data_parallel":
+        raise ValueError("`strategy` 'data_parallel' is Keras's DataParallel distribution on "
+                         "JAX (KERAS_BACKEND=jax); on TensorFlow use 'mirrored'.")
     return strategies.get_strategy(STRATEGIES[name])
+
+
+def on_tensorflow() -> bool:
+    """Whether this run trains as a TensorFlow program (Keras 2, or Keras 3's TensorFlow
+    backend: tf.data, TensorFlow's strategies and checkpoint); else Keras 3 on JAX or
+    PyTorch (:mod:`pipelines.keras_runtime`, :mod:`pipelines.keras_backup`)."""
+    return backend.implementation() == backend.TENSORFLOW
 
 
 # ----------------------------------------------------------------------------- run
@@ -239,7 +261,7 @@ class Setup:
 
     config: TrainConfig                # its output_dir resolved
     splits: common.Splits
-    strategy: Optional[tf.distribute.Strategy]
+    strategy: Any                      # TensorFlow's strategy, or Keras's distribution
     chief: bool
     output_dir: str                    # this worker's (a non-chief's: its scratch folder)
     backup_dir: str                    # the chief's, for every worker
@@ -252,69 +274,148 @@ class Fitted:
 
     model: trainable.Trainable
     best: Dict[str, evaluation.BestEpochCallback]
-    backup: resume.TrainingBackup
+    backup: Any                        # resume.TrainingBackup or keras_backup.KerasBackup
     resumed_from_epoch: int            # epochs restored from the backup (0: a fresh start)
+    step_timer: Optional[StepTimer] = None
 
 
 def prepare(config: TrainConfig, splits: Optional[common.Splits] = None, *,
             overwrite: bool = False) -> Setup:
     """The strategy (first: collectives need a fresh context), the resolved config,
     the global seed, the checked splits (loaded unless given) and the output folder,
-    checked (:func:`pipelines.resume.prepare_output_dir`) with its ``config.json``."""
-    strategy = make_strategy(config.strategy)
+    checked (:func:`pipelines.run_dir.prepare_output_dir`) with its ``config.json``."""
+    if on_tensorflow():
+        strategy = make_strategy(config.strategy)
+    else:
+        keras_runtime.check_strategy(config.strategy)
+        keras_runtime.join_processes(config.strategy)  # before any JAX computation
+        strategy = keras_runtime.distribution(config.strategy)
     config = dataclasses.replace(config, output_dir=config.resolved_output_dir)
     keras.utils.set_random_seed(config.seed)
     splits = splits or common.load_splits(config.data, config.fold, config.seed)
     check_splits(splits, config.no_relevant)
-    chief = resume.is_chief(strategy)
     output_dir = config.resolved_output_dir
+    backup_dir = os.path.join(config.resolved_output_dir, run_dir.BACKUP_DIR)
+    if not on_tensorflow():
+        chief = keras_runtime.process_index() == 0
+        if not chief:  # a scratch folder of its own, deleted at the end
+            output_dir = tempfile.mkdtemp(prefix=f"tfrx_process{keras_runtime.process_index()}_")
+        run_dir.prepare_output_dir(config, output_dir, overwrite, chief=chief,
+                                   sync=lambda: keras_runtime.sync_processes("tfrx prepare"))
+        return Setup(config, splits, strategy, chief, output_dir, backup_dir)
+    from . import resume  # pylint: disable=import-outside-toplevel
+    from tfr_extensions import strategies  # pylint: disable=import-outside-toplevel
+    chief = resume.is_chief(strategy)
     if not chief:  # TF-Ranking's per-worker scratch directory
         output_dir = strategies.get_output_filepath(output_dir, strategy)
     resume.prepare_output_dir(config, output_dir, strategy, overwrite)
-    return Setup(config, splits, strategy, chief, output_dir,
-                 backup_dir=os.path.join(config.resolved_output_dir, resume.BACKUP_DIR))
+    return Setup(config, splits, strategy, chief, output_dir, backup_dir)
+
+
+def _callbacks(setup: Setup, model: trainable.Trainable):
+    """The best-epoch callbacks by player, and the test curves (``test_curve``)."""
+    config, splits = setup.config, setup.splits
+    best = {player: evaluation.BestEpochCallback(
+        splits.vali, config.validation_metric, config.no_relevant,
+        scorer=None if scorer is model.model else scorer,
+        log_key=history_key("val", config.validation_metric, player))
+        for player, scorer in model.scorers().items()}
+    curves = [CurveLogger(splits.test, config.validation_metric, config.no_relevant,
+                          scorer, history_key("test", config.validation_metric, player))
+              for player, scorer in model.scorers().items()] if config.test_curve else []
+    return best, curves
 
 
 def fit(setup: Setup) -> Fitted:
-    """Builds the model inside the strategy scope (under ``mixed_float16`` if asked),
+    """Builds the model inside the strategy's scope (under ``mixed_float16`` if asked),
     restores the backup, if any, and trains the remaining epochs with Keras ``fit``;
-    each scorer ends with the weights of its best validation epoch."""
-    config, splits, strategy = setup.config, setup.splits, setup.strategy
+    each scorer ends with the weights of its best validation epoch. On TensorFlow with
+    tf.data, its strategies and checkpoint (:func:`_fit_tensorflow`); on JAX and
+    PyTorch with :mod:`pipelines.keras_runtime` and :mod:`pipelines.keras_backup`."""
+    config = setup.config
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        with strategies.strategy_scope(strategy):
-            model = build_trainable(config, splits.num_features)
-            dataset = train_dataset(config, splits.train)
-            steps = steps_per_epoch(config, splits.train)
-            best = {player: evaluation.BestEpochCallback(
-                splits.vali, config.validation_metric, config.no_relevant,
-                scorer=None if scorer is model.model else scorer,
-                log_key=history_key("val", config.validation_metric, player))
-                for player, scorer in model.scorers().items()}
-            curves = [CurveLogger(splits.test, config.validation_metric, config.no_relevant,
-                                  scorer, history_key("test", config.validation_metric, player))
-                      for player, scorer in model.scorers().items()] if config.test_curve else []
-            backup = resume.TrainingBackup(
-                setup.backup_dir,
-                resume.training_state(model, dataset.element_spec, best, config.epochs),
-                strategy)
-            done = backup.restore()  # after the model: workers are in step here
-            # first at epoch end: the replicas' copies of a weight made one, then read
-            fit_callbacks = [StopOnNonFiniteLoss(), distributed.SyncReplicaCopies(strategy),
-                             *best.values(), *curves]
-            if config.tensorboard:
-                fit_callbacks.append(
-                    keras.callbacks.TensorBoard(os.path.join(setup.output_dir, "logs")))
-            fit_callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
-            # the stream of an uninterrupted run, past the epochs restored from the backup
-            distributed.fit(model.model, dataset.skip(done * steps), strategy,
-                            epochs=config.epochs, initial_epoch=done, steps_per_epoch=steps,
-                            callbacks=fit_callbacks, verbose=config.verbose)
+        return _fit_tensorflow(setup) if on_tensorflow() else _fit_keras(setup)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _fit_tensorflow(setup: Setup) -> Fitted:
+    from . import distributed, resume  # pylint: disable=import-outside-toplevel
+    from tfr_extensions import strategies  # pylint: disable=import-outside-toplevel
+    config, splits, strategy = setup.config, setup.splits, setup.strategy
+    with strategies.strategy_scope(strategy):
+        model = build_trainable(config, splits.num_features)
+        dataset = train_dataset(config, splits.train)
+        steps = steps_per_epoch(config, splits.train)
+        best, curves = _callbacks(setup, model)
+        backup = resume.TrainingBackup(
+            setup.backup_dir,
+            resume.training_state(model, dataset.element_spec, best, config.epochs),
+            strategy)
+        done = backup.restore()  # after the model: workers are in step here
+        # first at epoch end: the replicas' copies of a weight made one, then read
+        fit_callbacks = [StopOnNonFiniteLoss(), distributed.SyncReplicaCopies(strategy),
+                         *best.values(), *curves]
+        if config.tensorboard:
+            fit_callbacks.append(
+                keras.callbacks.TensorBoard(os.path.join(setup.output_dir, "logs")))
+        fit_callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
+        # the stream of an uninterrupted run, past the epochs restored from the backup
+        distributed.fit(model.model, dataset.skip(done * steps), strategy,
+                        epochs=config.epochs, initial_epoch=done, steps_per_epoch=steps,
+                        callbacks=fit_callbacks, verbose=config.verbose)
     return Fitted(model, best, backup, resumed_from_epoch=done)
+
+
+def training_batches(config: TrainConfig, train) -> "tfrx.data.RankingPyDataset":
+    """The training queries as :class:`tfr_extensions.data.RankingPyDataset` batches
+    for Keras 3 on JAX and PyTorch: what :func:`train_dataset` serves on TensorFlow
+    (raw features and masks, each epoch in its own seeded order), padded to a few
+    list sizes."""
+    return tfrx.data.RankingPyDataset(
+        train, batch_size=config.batch_size, list_size=config.list_size, shuffle=True,
+        normalization="none", drop_no_relevant=config.drop_no_relevant, seed=config.seed,
+        with_mask=True, bucket_list_sizes=True)
+
+
+def _fit_keras(setup: Setup) -> Fitted:
+    config, splits, dist = setup.config, setup.splits, setup.strategy
+    with keras_runtime.scope(dist):
+        model = build_trainable(config, splits.num_features)
+        batches = training_batches(config, splits.train)
+        devices = keras_runtime.num_devices(dist)
+        left_out = keras_runtime.left_out_per_epoch(batches, devices)
+        if left_out:
+            print(f"data_parallel over {devices} devices: each pass over the training data "
+                  f"leaves out the last {left_out} queries of its last batch (which must "
+                  "split evenly).")
+        best, curves = _callbacks(setup, model)
+        backup = keras_backup.KerasBackup(setup.backup_dir, model.model, model.optimizers(),
+                                          best, chief=setup.chief)
+        done = backup.restore()
+        stream = keras_runtime.TrainingStream(
+            batches, steps_per_epoch(config, splits.train), epoch=done, devices=devices,
+            process=keras_runtime.process_index(), processes=keras_runtime.process_count())
+        timer = StepTimer(input_wait=lambda: stream.wait_seconds)
+        fit_callbacks = [StopOnNonFiniteLoss(), timer, *best.values(), *curves]
+        if config.tensorboard and export.tensorflow_installed():
+            fit_callbacks.append(
+                keras.callbacks.TensorBoard(os.path.join(setup.output_dir, "logs")))
+        elif config.tensorboard and done == 0:
+            print("TensorBoard logs: Keras writes them with TensorFlow's summary writer, "
+                  "which is not installed here; no logs/ (the history is in results.json).")
+        fit_callbacks.append(backup)  # last: its checkpoint holds this epoch's best state
+        # shuffle=False: the stream's order is its own, a function of the seed and the
+        # epoch (Keras would shuffle the batches with Python's global random state)
+        try:
+            model.model.fit(stream, epochs=config.epochs, initial_epoch=done, shuffle=False,
+                            callbacks=fit_callbacks, verbose=config.verbose)
+        finally:
+            stream.close()
+    return Fitted(model, best, backup, resumed_from_epoch=done, step_timer=timer)
 
 
 def finish(setup: Setup, fitted: Fitted,
@@ -330,18 +431,35 @@ def finish(setup: Setup, fitted: Fitted,
         evaluation.evaluate_model(scorer, setup.splits.test, no_relevant=config.no_relevant))
         for player, scorer in players.items()}
     served = fitted.model.served
-    export_dir = None
+    model_file = export_dir = None
+    # a .keras file loads on every Keras 3 backend; on JAX every process of a run saves
+    # (the chief into the run's folder), since saving reads the model's global arrays
+    if backend.IS_KERAS_3 and (setup.chief or not on_tensorflow()):
+        model_file = export.save_model(players[served],
+                                       os.path.join(setup.output_dir, run_dir.MODEL_FILE))
     if config.export_dir and setup.chief:
-        export_dir = serving.export(players[served], config.export_dir, overwrite=True,
-                                    metadata={"train_config": config.to_json()})
+        metadata = {"train_config": config.to_json()}
+        if backend.uses_tensorflow_ops():
+            from tfr_extensions import serving  # pylint: disable=import-outside-toplevel
+            export_dir = serving.export(players[served], config.export_dir, overwrite=True,
+                                        metadata=metadata)
+        else:  # TensorFlow writes the SavedModel: beside, in its own process, or later
+            export_dir = export.export_in_tensorflow(model_file, config.export_dir, metadata)
     result = TrainResult(
         config=config, model=fitted.model.model, history=fitted.backup.history_by_key(),
         best_epoch=results[served].best_epoch, validation=results[served].validation,
         test=results[served].test, output_dir=setup.output_dir, export_dir=export_dir,
         train_seconds=sum(entry["seconds"] for entry in fitted.backup.history),
-        resumed_from_epoch=fitted.resumed_from_epoch, players=results)
+        epoch_seconds=[entry["seconds"] for entry in fitted.backup.history],
+        resumed_from_epoch=fitted.resumed_from_epoch, players=results, model_file=model_file,
+        timing=fitted.step_timer.summary() if fitted.step_timer else None)
     write_outputs(result)
-    common.write_done(os.path.join(setup.output_dir, resume.DONE_FILE), config.to_json(), marker)
+    common.write_done(os.path.join(setup.output_dir, run_dir.DONE_FILE), config.to_json(),
+                      marker)
+    if not on_tensorflow():
+        keras_runtime.sync_processes("tfrx finish")
+        if not setup.chief:
+            shutil.rmtree(setup.output_dir, ignore_errors=True)
     if setup.chief:
         shutil.rmtree(setup.backup_dir, ignore_errors=True)
     return result
@@ -370,7 +488,11 @@ def write_outputs(result: TrainResult) -> None:
     results (``results.json``'s ``players``)."""
     summary = {"config": result.config.to_json(), "best_epoch": result.best_epoch,
                "history": result.history, "train_seconds": result.train_seconds,
-               "resumed_from_epoch": result.resumed_from_epoch, "export_dir": result.export_dir}
+               "resumed_from_epoch": result.resumed_from_epoch, "export_dir": result.export_dir,
+               "model_file": result.model_file, "epoch_seconds": result.epoch_seconds,
+               "backend": backend.describe()}
+    if result.timing is not None:
+        summary["timing"] = result.timing
     if set(result.players) != {""}:
         for player, scores in result.players.items():
             common.write_per_query(result.output_dir, scores.validation, scores.test,

@@ -27,15 +27,25 @@ cross-validation report ask one place.
 import inspect
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
-from tfr_extensions.adversarial import irgan
 import tfr_extensions as tfrx
+from tfr_extensions import backend
 from tfr_extensions.backend import keras
 
 #: ``loss`` names ``irgan_<mode>`` train an IRGAN of two scorers (:class:`IRGANPlayers`)
 IRGAN_PREFIX = "irgan_"
-IRGAN_MODES = irgan.MODES
+#: IRGAN's modes and players (``tfr_extensions.adversarial.irgan.MODES`` and ``PLAYERS``,
+#: named here so that a run's files are known without TensorFlow; a test holds them equal)
+IRGAN_MODES = ("point", "pair", "list")
+IRGAN_PLAYERS = ("generator", "discriminator")
 #: ``make_scorer(name)``: a fresh, uncompiled scorer of the run's config named ``name``
 ScorerFactory = Callable[[Optional[str]], keras.Model]
+
+
+def jit_compile(config: Any) -> bool:
+    """Keras's ``jit_compile`` for ``config``: its ``jit_compile`` (XLA) on TensorFlow and
+    PyTorch (``torch.compile``); always on JAX, whose steps Keras compiles with
+    ``jax.jit`` (an uncompiled JAX step dispatches every op on its own)."""
+    return True if backend.backend_name() == "jax" else bool(config.jit_compile)
 
 
 def player_suffix(player: str) -> str:
@@ -95,7 +105,7 @@ class OneScorer(Trainable):
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
                       loss=build_loss(config.loss, config.loss_args, config.seed),
                       metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
-                      jit_compile=config.jit_compile)
+                      jit_compile=jit_compile(config))
         return cls(model)
 
     def scorers(self) -> Dict[str, keras.Model]:
@@ -116,10 +126,15 @@ class IRGANPlayers(Trainable):
     ``generator`` and the ``discriminator`` (:data:`~tfr_extensions.adversarial.irgan.PLAYERS`),
     serves its ``serve`` player; optimizers ``d_optimizer`` and ``g_optimizer``."""
 
-    scorer_names = irgan.PLAYERS
+    scorer_names = IRGAN_PLAYERS
 
     @classmethod
     def check_loss(cls, loss: str, loss_args: Mapping[str, Any]) -> None:
+        if not backend.uses_tensorflow_ops():
+            raise ValueError(f"`loss` {loss!r} trains an IRGAN, a TensorFlow program; this "
+                             f"process runs {backend.describe()}. Run it with "
+                             "KERAS_BACKEND=tensorflow (TensorFlow installed), or train a "
+                             "loss of tfrx.losses.names(), which run on every backend.")
         if loss[len(IRGAN_PREFIX):] not in IRGAN_MODES or "mode" in loss_args:
             raise ValueError(f"`loss` irgan_<mode> must have a mode in {list(IRGAN_MODES)} "
                              f"and no 'mode' in `loss_args`; got {loss!r} with "
@@ -127,6 +142,7 @@ class IRGANPlayers(Trainable):
 
     @classmethod
     def build(cls, config: Any, make_scorer: ScorerFactory) -> "IRGANPlayers":
+        from tfr_extensions.adversarial import irgan  # pylint: disable=import-outside-toplevel
         model = irgan.IRGAN(make_scorer("generator"), make_scorer("discriminator"),
                             **{"seed": config.seed, **config.loss_args,
                                "mode": config.loss[len(IRGAN_PREFIX):]})

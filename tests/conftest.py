@@ -1,4 +1,6 @@
-"""Test setup: quiet TF logs, deterministic ops, `tests/` importable for oracles."""
+"""Test setup: quiet TF logs, deterministic ops, `tests/` importable for oracles.
+
+Imports no TensorFlow (it runs on the jax and torch stacks too)."""
 import os
 import pathlib
 import sys
@@ -24,18 +26,37 @@ def mq2008_dir() -> pathlib.Path:
     return path
 
 
+#: the files of ``tests/ops`` that import no TensorFlow (collected on every stack that
+#: collects them at all: the op suites' vocabulary of metric names)
+OPS_WITHOUT_TENSORFLOW = ("test_vocabulary.py",)
+
+
 def _tf_ops_suites_ignored():
     """``tests/ops`` where :data:`stack.TF_OPS_SUITES_ON` says another stack runs the
-    same TensorFlow's op suites (tf221: keras3 runs TF 2.21's)."""
+    same TensorFlow's op suites (tf221: keras3 runs TF 2.21's); without TensorFlow (the
+    jax and torch stacks), its TensorFlow files (all but :data:`OPS_WITHOUT_TENSORFLOW`)."""
     from support import stack  # pylint: disable=import-outside-toplevel
-    return [] if stack.TF_OPS_SUITES_ON[stack.THIS_STACK] else ["ops"]
+    from tfr_extensions import backend  # pylint: disable=import-outside-toplevel
+    if stack.TF_OPS_SUITES_ON[stack.THIS_STACK]:
+        return []
+    if backend.HAS_TENSORFLOW:
+        return ["ops"]
+    ops = pathlib.Path(__file__).parent / "ops"
+    return [f"ops/{path.name}" for path in sorted(ops.glob("*.py"))
+            if path.name not in OPS_WITHOUT_TENSORFLOW]
 
 
 collect_ignore = _tf_ops_suites_ignored()
 
 
 def pytest_terminal_summary(terminalreporter):
-    if collect_ignore:
+    from tfr_extensions import backend  # pylint: disable=import-outside-toplevel
+    if collect_ignore and not backend.HAS_TENSORFLOW:
+        terminalreporter.write_line(
+            "tests/ops: only " + ", ".join(OPS_WITHOUT_TENSORFLOW) + " collected: TensorFlow "
+            "is not installed here (the TensorFlow ops' suites; tests/neutral is the "
+            "backend-neutral suite).")
+    elif collect_ignore:
         terminalreporter.write_line(
             "tests/ops not collected on this stack: the keras3 stack runs the same "
             "TensorFlow's op suites (tests/support/stack.py, TF_OPS_SUITES_ON).")

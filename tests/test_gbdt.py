@@ -1,12 +1,15 @@
 """tfrx.gbdt: the twin-sigmoid LightGBM objective against the Keras loss, the
 paper's closed form (tests/support/oracles.py), finite differences, LambdaMART's
-Hessian, and both LightGBM APIs."""
+Hessian, and both LightGBM APIs.
+
+The objective is NumPy: this module imports without TensorFlow (the jax and torch
+stacks run it); the comparisons with the Keras loss's TensorFlow gradient
+(:func:`keras_gradient`) skip there, saying so."""
 import itertools
 
 import lightgbm as lgb
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from support import oracles
 import tfr_extensions as tfrx
@@ -32,6 +35,10 @@ def padded_batch(seed=0, batch=6, size=15, ties=False):
 
 
 def keras_gradient(labels, scores, **kwargs):
+    """The Keras loss's float64 gradient by ``tf.GradientTape`` (skips without TensorFlow:
+    the keras.ops loss is held to the same closed form in tests/neutral)."""
+    tf = pytest.importorskip("tensorflow", reason="compares with the Keras loss's TensorFlow "
+                             "gradient; TensorFlow is not installed here")
     loss = tfrx.losses.TwinSigmoidLoss(seed=0, **kwargs)  # mean over the batch
     s = tf.constant(scores)
     with tf.GradientTape() as tape:

@@ -2,6 +2,7 @@
 (of this stack and of the others), gives the model's scores on raw features;
 PredictRequests match the signatures."""
 import base64
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,7 +17,10 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import input_pb2
 from tensorflow_serving.apis import predict_pb2
 
+from pipelines.common import split_queries
+from support import stack
 from support.stack import OTHER_STACKS, stack_python
+from tfr_extensions import data as tfrx_data
 from tfr_extensions import models
 from tfr_extensions import serving
 
@@ -255,3 +259,61 @@ def test_garbage_bytes_fail_with_a_clear_error(exported):
     # (TensorFlow's message quotes the bytes: ASCII here, which Python's client can decode)
     with pytest.raises(tf.errors.InvalidArgumentError, match="Could not parse example input"):
         loaded.signatures["tensorflow/serving/regress"](inputs=tf.constant([b"\x0anot a proto"]))
+
+
+# Runs without TensorFlow (``import tensorflow`` fails in it) on Keras's JAX backend:
+# trains with the job, then scores the features with the saved model.keras.
+JAX_TRAINER = textwrap.dedent("""
+    import json, runpy, sys
+    sys.modules["tensorflow"] = None  # as on a machine without TensorFlow
+    fold, output, features_path, lengths = sys.argv[1:5]
+    sys.argv = ["pipelines.train", "--data", fold, "--scorer", "CE4.L", "--hidden-units", "8",
+                "--epochs", "2", "--steps-per-epoch", "4", "--batch-size", "4",
+                "--no-tensorboard", "--verbose", "0", "--output-dir", output,
+                "--export-dir", output + "/export"]
+    runpy.run_module("pipelines.train", run_name="__main__")
+    import keras, numpy as np
+    features = np.load(features_path)
+    mask = np.arange(features.shape[1])[None] < np.array(json.loads(lengths))[:, None]
+    model = keras.models.load_model(output + "/model.keras")
+    scores = keras.ops.convert_to_numpy(model({"features": features, "mask": mask}))
+    print("RESULT" + json.dumps({"scores": scores.tolist(), "backend": keras.backend.backend(),
+                                 "tensorflow": "tensorflow" in sys.modules
+                                 and sys.modules["tensorflow"] is not None}))
+""")
+
+
+@pytest.mark.skipif(not models.USES_KERAS_OPS or importlib.util.find_spec("jax") is None,
+                    reason="needs Keras 3 with JAX installed beside TensorFlow (keras3 stack)")
+def test_trained_on_jax_exported_on_tensorflow_served_by_tensorflow_alone(exported, tmp_path):
+    """The whole route of a JAX user: ``tfrx-train`` on JAX without TensorFlow writes
+    model.keras and prints the export command; ``tfrx-export`` writes the SavedModel on
+    TensorFlow; a TensorFlow-only process serves the JAX model's scores."""
+    _, _, features, mask, _ = exported
+    fold = tmp_path / "fold"
+    fold.mkdir()
+    data = tfrx_data.synthetic(num_queries=30, num_features=F, seed=5, list_size=(3, 9))
+    for part, subset in zip(("train", "vali", "test"), split_queries(data, (3, 1, 1), seed=0)):
+        tfrx_data.write_libsvm(subset, fold / f"{part}.txt")
+    features_path = tmp_path / "features.npy"
+    np.save(features_path, features)
+    output = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(stack.REPO))
+    trained = subprocess.run([sys.executable, "-c", JAX_TRAINER, str(fold), str(output),
+                              str(features_path), json.dumps(list(LENGTHS))],
+                             env=env, capture_output=True, text=True, timeout=600,
+                             cwd=str(stack.REPO))
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    result = json.loads(trained.stdout.split("RESULT", 1)[1])
+    assert result["backend"] == "jax" and not result["tensorflow"]
+    command = f"tfrx-export {output}/model.keras {output}/export"
+    assert command in trained.stdout  # the one command that exports it
+    assert not (output / "export").exists()
+    export_dir = tmp_path / "saved_models" / "ranker" / "1"
+    exporter = subprocess.run(
+        [sys.executable, "-m", "pipelines.export", str(output / "model.keras"), str(export_dir)],
+        env=env, capture_output=True, text=True, timeout=600, cwd=str(stack.REPO))
+    assert exporter.returncode == 0, exporter.stderr[-3000:]
+    want = np.asarray(result["scores"], np.float32)
+    assert_serves(serve_in_fresh_process(str(export_dir), features), mask, want)

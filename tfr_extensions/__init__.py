@@ -1,45 +1,53 @@
-"""tfr_extensions: learning-to-rank research methods as TF-Ranking components.
+"""tfr_extensions: learning-to-rank research methods for Keras 3 (TensorFlow, JAX,
+PyTorch), Keras 2 and TF-Ranking.
 
     import tfr_extensions as tfrx
     loss = tfrx.losses.get("twin_ndcg_type3", topn=10)
 
-Runs on Keras 2 (TensorFlow 2.15, or TensorFlow 2.16+ with ``tf-keras`` and
-``TF_USE_LEGACY_KERAS=1``) and on Keras 3 (TensorFlow 2.16+ as it comes): whichever
-``tf.keras`` is (:mod:`tfr_extensions.backend`). TF-Ranking is optional: only
-``tfrx.pipeline`` (its pipeline classes, imported on first use) and the fallback to
-its loss names need it.
-
-On Keras 3's JAX and PyTorch backends the losses and ``tfrx.metrics.RankingMetric``
-compute with :mod:`tfr_extensions.keras_ops` (the ``keras.ops`` twin of
-:mod:`tfr_extensions.ops`). Without TensorFlow installed, the package holds
-``keras_ops``, the NumPy data path (``tfrx.data.read_libsvm``, ``to_dense``,
-``RankingPyDataset``) and the shared vocabulary and checks (``tfrx.ops``); naming
-anything else raises an ``ImportError`` that says so.
+Keras 3 is the spine, on any of its backends; TensorFlow is one backend, and
+Keras 2 (TensorFlow 2.15, or tf-keras with ``TF_USE_LEGACY_KERAS=1``) is served
+too (:mod:`tfr_extensions.backend`). Without TensorFlow installed (Keras 3 on JAX
+or PyTorch) the package imports whole but for what is TensorFlow by nature:
+:mod:`~tfr_extensions.losses`, :mod:`~tfr_extensions.metrics`,
+:mod:`~tfr_extensions.models`, :mod:`~tfr_extensions.evaluation`,
+:mod:`~tfr_extensions.data` (the reader, ``to_dense``, ``RankingPyDataset``,
+``synthetic``), :mod:`~tfr_extensions.gbdt` and :mod:`~tfr_extensions.keras_ops`
+work there; ``tfrx.serving`` (SavedModel export for TF Serving),
+``tfrx.adversarial`` (IRGAN), ``tfrx.pipeline`` (TF-Ranking's pipelines),
+``tfrx.data.ranking_dataset`` (tf.data) and ELWC raise an ``ImportError`` that
+names them and what to use instead. TF-Ranking is optional: only
+``tfrx.pipeline`` (imported on first use) and the fallback to its loss names need it.
 """
 import importlib
 
 from tfr_extensions import backend  # first: decides which Keras every module uses
 from tfr_extensions import data, keras_ops, ops
+from tfr_extensions import evaluation, gbdt, losses, metrics, models
 
 if backend.HAS_TENSORFLOW:
-    from tfr_extensions import adversarial, losses, metrics
-    from tfr_extensions import evaluation, gbdt, models, serving
+    from tfr_extensions import adversarial, serving
 
 __version__ = "0.1.0"
 
 _ON_FIRST_USE = ("pipeline",)  # needs TF-Ranking: imported when first named
 
-
-_NEED_TENSORFLOW = ("adversarial", "losses", "metrics", "evaluation", "gbdt", "models",
-                    "serving", "pipeline")
+#: the parts that are TensorFlow programs by nature -> what to use without TensorFlow
+TENSORFLOW_ONLY = {
+    "adversarial": "IRGAN is a TensorFlow program; the other losses of tfrx.losses run on "
+                   "every backend",
+    "serving": "train on any backend and save the model as a .keras file, then export it "
+               "in a TensorFlow environment with `tfrx-export model.keras "
+               "saved_models/<name>/1`",
+    "pipeline": "TF-Ranking's pipelines need TF-Ranking (tf215 stack); the tfrx-train and "
+                "tfrx-cv jobs run on every backend",
+}
 
 
 def __getattr__(name):
-    if name in _NEED_TENSORFLOW and not backend.HAS_TENSORFLOW:
+    if name in TENSORFLOW_ONLY and not backend.HAS_TENSORFLOW:
         raise ImportError(
-            f"tfr_extensions.{name} needs TensorFlow, which does not import here ({backend.describe()}). "
-            "Without it: tfrx.keras_ops (every op and loss body in keras.ops) and "
-            "tfrx.data.read_libsvm / to_dense / RankingPyDataset.")
+            f"tfr_extensions.{name} needs TensorFlow, which is not installed here "
+            f"({backend.describe()}). Instead: {TENSORFLOW_ONLY[name]}.")
     if name in _ON_FIRST_USE:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,17 +12,17 @@
 Keras 3), :data:`IS_KERAS_3` says which, and :data:`KERAS_VERSION` its version.
 
 On Keras 3 the backend is ``KERAS_BACKEND`` (``tensorflow`` by default). The
-loss classes and :class:`~tfr_extensions.metrics.RankingMetric` run on every
-backend: on TensorFlow through the TensorFlow ops (:mod:`tfr_extensions.ops`),
-on JAX and PyTorch through their ``keras.ops`` twins
-(:mod:`tfr_extensions.keras_ops`), selected by :func:`uses_tensorflow_ops`. The
-parts that are TensorFlow programs (IRGAN, the scorers' export, tf.data, the
-pipelines) call :func:`require_tensorflow_backend`, which raises
+losses, metrics, scorers, evaluation and the training jobs run on every backend.
+The array math has two implementations and :func:`implementation` is the one
+rule that picks between them: the TensorFlow ops (:mod:`tfr_extensions.ops`) on
+Keras 2 and on Keras 3's TensorFlow backend, their ``keras.ops`` twins
+(:mod:`tfr_extensions.keras_ops`) on JAX and PyTorch. The parts that are
+TensorFlow programs by nature (IRGAN, SavedModel export, tf.data, TF-Ranking)
+call :func:`require_tensorflow_backend`, which raises
 :class:`UnsupportedBackendError` naming the backend, at construction rather
 than deep inside a traced step. Without TensorFlow installed (Keras 3 on JAX
-or PyTorch), ``import tfr_extensions`` gives :mod:`tfr_extensions.keras_ops`,
-the vocabulary and checks, and the NumPy data path
-(:func:`tfr_extensions.data.to_dense`); the rest needs TensorFlow.
+or PyTorch), ``import tfr_extensions`` gives everything but those parts
+(:data:`HAS_TENSORFLOW`; :func:`tensorflow` for a code path that needs it).
 
 Differences of Keras 3 that the package absorbs here:
 
@@ -53,6 +53,15 @@ LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
 
 class UnsupportedBackendError(RuntimeError):
     """A Keras 3 backend that this part of the package does not run on."""
+
+
+def tensorflow():
+    """The ``tensorflow`` module, for the code paths that run on TensorFlow only;
+    :class:`ImportError` naming what needs it where it is not installed."""
+    if tf is None:
+        raise ImportError("This code path runs on TensorFlow, which is not installed here "
+                          f"({describe()}).")
+    return tf
 
 
 def keras_package() -> Tuple[str, str]:
@@ -106,6 +115,19 @@ def uses_tensorflow_ops() -> bool:
     return backend_name() == "tensorflow"
 
 
+#: the two implementations of the array math (:func:`implementation`)
+TENSORFLOW = "tensorflow"
+KERAS_OPS = "keras_ops"
+
+
+def implementation() -> str:
+    """The one rule that picks the body of every loss and metric: :data:`TENSORFLOW`
+    (:mod:`tfr_extensions.ops`) on Keras 2 and on Keras 3's TensorFlow backend,
+    :data:`KERAS_OPS` (:mod:`tfr_extensions.keras_ops`) on Keras 3's JAX and PyTorch
+    backends."""
+    return TENSORFLOW if uses_tensorflow_ops() else KERAS_OPS
+
+
 def describe() -> str:
     """One line naming the Keras and its backend, e.g. ``"Keras 3.15.1 (keras), backend
     'jax'"``."""
@@ -124,8 +146,8 @@ def require_tensorflow_backend(feature: str) -> None:
             f"{feature} runs on Keras's TensorFlow backend; this process runs {describe()} "
             f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND')!r}). Set "
             "KERAS_BACKEND=tensorflow before Keras is first imported. The losses "
-            "(tfrx.losses.get), tfrx.metrics.RankingMetric and tfrx.keras_ops run on "
-            "every backend.")
+            "(tfrx.losses.get), tfrx.metrics.RankingMetric, the scorers (tfrx.models) and "
+            "tfrx.keras_ops run on every backend.")
 
 
 def standardize_reduction(reduction):

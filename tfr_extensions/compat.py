@@ -28,8 +28,6 @@ import importlib
 import types
 from typing import Optional, Tuple
 
-import tensorflow as tf
-
 # ----------------------------------------------------------------------------- TF-Ranking
 
 @functools.lru_cache(maxsize=None)
@@ -60,9 +58,11 @@ def require_tf_ranking(feature: str, instead: str = "") -> types.ModuleType:
     """
     module, reason = _import_tf_ranking()
     if module is None:
+        tf = importlib.import_module("tfr_extensions.backend").tf
+        version = f"TensorFlow {tf.__version__}" if tf is not None else "no TensorFlow"
         raise ImportError(
             f"{feature} needs tensorflow-ranking (TF-Ranking 0.5.5, which requires TensorFlow "
-            f"< 2.16; this is TensorFlow {tf.__version__}), which does not import here ({reason}). "
+            f"< 2.16; this is {version}), which does not import here ({reason}). "
             f"Install the tf215 stack: pip install 'tfr_extensions[tf215]'. {instead}".rstrip())
     return module
 

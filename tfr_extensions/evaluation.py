@@ -43,11 +43,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
-import tensorflow as tf
 
+from tfr_extensions import backend
 from tfr_extensions import metrics as tfrx_metrics
 from tfr_extensions.backend import keras
-from tfr_extensions.ops import lists
+from tfr_extensions.data.dense import bucket_width
+from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
@@ -148,12 +149,12 @@ def evaluate(labels, scores, query_offsets, qids=None,
     values = np.zeros((num_queries, len(columns)), np.float64)
     relevant = np.zeros(num_queries, bool)
     for queries in _length_batches(offsets, max_docs=1 << 20, max_queries=4096):
-        padded_labels = tf.constant(pad_lists(labels, offsets, queries, lists.PADDING_LABEL))
-        padded_scores = tf.constant(pad_lists(scores, offsets, queries, 0.0))
-        relevant[queries] = tfrx_metrics.has_relevant(padded_labels).numpy()
+        padded_labels = pad_lists(labels, offsets, queries, conventions.PADDING_LABEL)
+        padded_scores = pad_lists(scores, offsets, queries, 0.0)
+        relevant[queries] = tfrx_metrics.to_numpy(tfrx_metrics.has_relevant(padded_labels))
         for j, (metric, k) in enumerate((m, k) for m in metrics for k in topns):
-            values[queries, j] = COLUMN_METRICS[metric](padded_labels, padded_scores,
-                                                        topn=k).numpy()
+            values[queries, j] = tfrx_metrics.to_numpy(
+                COLUMN_METRICS[metric](padded_labels, padded_scores, topn=k))
     if no_relevant != "zero":
         values[~relevant] = np.nan if no_relevant == "exclude" else 1.0
     frame = pd.DataFrame(values, columns=columns)
@@ -221,7 +222,11 @@ def predict_scores(model: keras.Model, data, max_docs_per_batch: int = 1 << 16,
     Queries are scored whole, grouped by similar length so that a batch holds
     at most ``max_docs_per_batch`` padded documents (a single longer query is
     a batch of its own). The model gets raw features and the mask; its own
-    normalization layer does the rest.
+    normalization layer does the rest. On TensorFlow each batch runs through one
+    cached ``tf.function``; on JAX and PyTorch through Keras's ``predict_on_batch``
+    (compiled on JAX), with each batch padded to
+    :func:`~tfr_extensions.data.dense.bucket_width` of its longest list (two sizes
+    per doubling) so that few shapes compile.
     """
     offsets = _validate_offsets(data.query_offsets, len(data.labels))
     features = np.asarray(data.features, np.float32)
@@ -230,8 +235,7 @@ def predict_scores(model: keras.Model, data, max_docs_per_batch: int = 1 << 16,
     score = _scoring_function(model, features.shape[1])
     for queries in _length_batches(offsets, max_docs_per_batch, max_queries_per_batch):
         sizes = offsets[queries + 1] - offsets[queries]
-        batch = score(tf.constant(pad_lists(features, offsets, queries, 0.0)),
-                      tf.constant(sizes, tf.int32)).numpy()
+        batch = score(pad_lists(features, offsets, queries, 0.0), sizes)
         for row, (q, size) in enumerate(zip(queries, sizes)):
             scores[offsets[q]:offsets[q] + size] = batch[row, :size]
     return scores
@@ -241,17 +245,61 @@ _SCORING_FUNCTIONS = weakref.WeakKeyDictionary()
 
 
 def _scoring_function(model: keras.Model, num_features: int):
-    """A cached ``tf.function`` (padded features, list lengths) -> float32 scores."""
+    """A cached ``(padded features [B, L, F], list lengths [B]) -> float32 scores [B, L]``
+    NumPy function: a ``tf.function`` on TensorFlow, ``predict_on_batch`` elsewhere."""
     functions = _SCORING_FUNCTIONS.setdefault(model, {})
-    if num_features not in functions:
+    if num_features in functions:
+        return functions[num_features]
+    if backend.uses_tensorflow_ops():
+        tf = backend.tensorflow()
+
         @tf.function(input_signature=[tf.TensorSpec([None, None, num_features], tf.float32),
                                       tf.TensorSpec([None], tf.int32)])
-        def score(batch_features, lengths):
+        def graph_score(batch_features, lengths):
             mask = tf.sequence_mask(lengths, tf.shape(batch_features)[1])
             return tf.cast(model({"features": batch_features, "mask": mask}, training=False),
                            tf.float32)
-        functions[num_features] = score
-    return functions[num_features]
+
+        def score(batch_features, lengths):
+            return graph_score(tf.constant(batch_features),
+                               tf.constant(lengths, tf.int32)).numpy()
+    else:
+        def score(batch_features, lengths):
+            rows, width = batch_features.shape[:2]
+            padded = bucket_width(width)
+            # under a distribution the rows split over the devices: pad with empty lists
+            extra = -rows % _devices_per_batch()
+            batch_features = np.pad(batch_features, [(0, extra), (0, padded - width), (0, 0)])
+            lengths = np.concatenate([np.asarray(lengths), np.zeros(extra, np.int64)])
+            mask = np.arange(padded)[None, :] < lengths[:, None]
+            out = model.predict_on_batch({"features": batch_features, "mask": mask})
+            return local_numpy(out).astype(np.float32)[:rows, :width]
+    functions[num_features] = score
+    return score
+
+
+def _devices_per_batch() -> int:
+    """How many parts Keras's distribution (if any) splits a batch into in this process."""
+    distribution = getattr(keras, "distribution", None)
+    active = distribution.distribution() if distribution is not None else None
+    if active is None:
+        return 1
+    import jax  # pylint: disable=import-outside-toplevel  (distributions are JAX's)
+    return jax.local_device_count()
+
+
+def local_numpy(values) -> np.ndarray:
+    """A backend tensor as NumPy; in a run of several JAX processes, this process's part
+    of a global array: its addressable shards along the first axis, in order (a
+    replicated array: its local copy)."""
+    if getattr(values, "is_fully_addressable", True):
+        return np.asarray(keras.ops.convert_to_numpy(values))
+    shards = {}
+    for shard in values.addressable_shards:
+        start = shard.index[0].start if shard.index else None
+        shards.setdefault(start or 0, np.asarray(shard.data))
+    return np.concatenate([shards[k] for k in sorted(shards)]) if len(shards) > 1 \
+        else next(iter(shards.values()))
 
 
 def evaluate_model(model: keras.Model, data, no_relevant: str = "exclude",
@@ -273,28 +321,6 @@ def parse_metric(metric: str) -> Tuple[str, int]:
         raise ValueError(f"`metric` must look like 'ndcg@5' with a name in "
                          f"{list(vocabulary.METRIC_NAMES)}; got {metric!r}.")
     return vocabulary.column_prefix(name), int(topn)
-
-
-class BestEpochState(tf.Module):
-    """A :class:`BestEpochCallback`'s state as variables, so that a checkpoint can hold it.
-
-    ``num_epochs`` values are recorded, in ``values[:num_epochs]`` (NaN beyond);
-    ``best_epoch`` is 1-based (0: none yet);
-    ``best_weights`` are the scorer's weights of that epoch. ``capacity`` bounds
-    the number of epochs.
-    """
-
-    def __init__(self, weights: Sequence[np.ndarray], capacity: int):
-        super().__init__(name="best_epoch_state")
-        self.capacity = int(capacity)
-        self.num_epochs = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_epochs")
-        self.best_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_epoch")
-        self.best_value = tf.Variable(-np.inf, dtype=tf.float64, trainable=False,
-                                      name="best_value")
-        self.values = tf.Variable(np.full([self.capacity], np.nan), dtype=tf.float64,
-                                  trainable=False, name="values")
-        self.best_weights = [tf.Variable(w, trainable=False, name=f"best_weight_{i}")
-                             for i, w in enumerate(weights)]
 
 
 class BestEpochCallback(keras.callbacks.Callback):
@@ -332,16 +358,19 @@ class BestEpochCallback(keras.callbacks.Callback):
         self.log_key = log_key or f"val_{name}_{int(topn)}"
         self.values: List[float] = []
         self.best_value, self.best_epoch, self._best_weights = -np.inf, None, None
-        self._state: Optional[BestEpochState] = None
+        self._state = None  # a BestEpochState once state() is asked for
         self._state_read = True
 
     @property
     def scorer(self) -> keras.Model:
         return self._scorer if self._scorer is not None else self.model
 
-    def state(self, capacity: Optional[int] = None) -> BestEpochState:
-        """The state's variables (created on the first call, with the current values),
-        for at most ``capacity`` epochs (default: ``fit``'s ``epochs``)."""
+    def state(self, capacity: Optional[int] = None):
+        """The state's variables, a ``tf.Module`` for a TensorFlow checkpoint
+        (:class:`tfr_extensions.evaluation_state.BestEpochState`; created on the first
+        call, with the current values), for at most ``capacity`` epochs (default:
+        ``fit``'s ``epochs``). Elsewhere :meth:`snapshot` and :meth:`load_snapshot`."""
+        from tfr_extensions.evaluation_state import BestEpochState  # pylint: disable=import-outside-toplevel
         if self._state is None:
             capacity = capacity or (getattr(self, "params", None) or {}).get("epochs")
             if not capacity:
@@ -381,6 +410,25 @@ class BestEpochCallback(keras.callbacks.Callback):
         self.best_value = float(state.best_value.numpy())
         self._best_weights = ([v.numpy() for v in state.best_weights]
                               if self.best_epoch is not None else None)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The callback's state as plain values, for a checkpoint of any backend: the
+        epochs' ``values``, ``best_epoch`` (0: none yet), ``best_value`` and
+        ``best_weights`` (the scorer's weights of the best epoch, NumPy arrays)."""
+        self._read_state()
+        return {"values": np.asarray(self.values, np.float64),
+                "best_epoch": int(self.best_epoch or 0), "best_value": float(self.best_value),
+                "best_weights": [np.asarray(w) for w in (self._best_weights or [])]}
+
+    def load_snapshot(self, snapshot: Dict[str, Any]) -> None:
+        """The state :meth:`snapshot` returned (a resumed run restores it before ``fit``)."""
+        self.values = [float(v) for v in np.asarray(snapshot["values"]).reshape(-1)]
+        self.best_epoch = int(snapshot["best_epoch"]) or None
+        self.best_value = float(snapshot["best_value"])
+        weights = list(snapshot["best_weights"])
+        self._best_weights = weights if self.best_epoch is not None and weights else None
+        if self._state is not None:
+            self._write_state(weights_changed=True)
 
     def _evaluate(self, data) -> float:
         result = evaluate_model(self.scorer, data, no_relevant=self.no_relevant,

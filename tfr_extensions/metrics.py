@@ -19,62 +19,68 @@ and ``"map"`` alike). A list without relevant documents scores 0 here; :func:`ha
 which lists those are, so an evaluation can exclude them or count them as 1
 (``tfrx`` pipelines make that choice explicit).
 
->>> labels = tf.constant([[0., 1., 2.]])
->>> scores = tf.constant([[3., 2., 1.]])
->>> round(float(ndcg(labels, scores)[0]), 4)  # (1/log2(3) + 3/2) / (3 + 1/log2(3))
+The functions and :class:`RankingMetric` are one code for every backend; they
+compute with the implementation that :func:`tfr_extensions.backend.implementation`
+picks (:mod:`tfr_extensions.ops.list_metrics`, TensorFlow, or its ``keras.ops``
+twin :mod:`tfr_extensions.keras_ops.list_metrics`) and return that backend's
+tensors (:func:`to_numpy` gives NumPy). This module imports no TensorFlow.
+
+>>> round(float(ndcg([[0., 1., 2.]], [[3., 2., 1.]])[0]), 4)  # (1/log2(3) + 3/2) / (3 + 1/log2(3))
 0.5869
 """
 import importlib
 from typing import Optional
 
-import tensorflow as tf
+import numpy as np
 
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
-from tfr_extensions.ops import lists
-from tfr_extensions.ops import numerics
-from tfr_extensions.ops import rank_metrics
-from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
-
-def _exact(metric_fn, labels, scores, topn, mask):
-    topn = validation.validate_topn(topn)
-    labels, scores, valid = lists.prepare_lists(labels, scores, mask)
-    positions = sorting.exact_ranks(scores, valid)
-    return metric_fn(labels, tf.cast(positions, scores.dtype), valid, topn, positions)
+#: each implementation's exact list metrics (the same functions in both)
+LIST_METRICS = {backend.TENSORFLOW: "tfr_extensions.ops.list_metrics",
+                backend.KERAS_OPS: "tfr_extensions.keras_ops.list_metrics"}
 
 
-def ndcg(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+def implementation(which: Optional[str] = None):
+    """The list-metric module of implementation ``which`` (default: the rule's)."""
+    return importlib.import_module(LIST_METRICS[which or backend.implementation()])
+
+
+def ndcg(labels, scores, topn: Optional[int] = None, mask=None):
     """Exact nDCG@topn per list, ``[B]``."""
-    return _exact(rank_metrics.ndcg, labels, scores, topn, mask)
+    return implementation().exact_metric("ndcg", labels, scores, topn, mask)
 
 
-def average_precision(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+def average_precision(labels, scores, topn: Optional[int] = None, mask=None):
     """Exact AP@topn per list, ``[B]`` (MAP is its mean over lists)."""
-    return _exact(rank_metrics.average_precision, labels, scores, topn, mask)
+    return implementation().exact_metric("ap", labels, scores, topn, mask)
 
 
-def average_precision_min(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+def average_precision_min(labels, scores, topn: Optional[int] = None, mask=None):
     """Exact AP@topn over ``min(topn, R)`` per list, ``[B]`` (LightGBM's ``map@k``)."""
-    return _exact(rank_metrics.average_precision_min, labels, scores, topn, mask)
+    return implementation().exact_metric("ap_min", labels, scores, topn, mask)
 
 
-def precision(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+def precision(labels, scores, topn: Optional[int] = None, mask=None):
     """Exact Precision@topn per list, ``[B]``."""
-    return _exact(rank_metrics.precision, labels, scores, topn, mask)
+    return implementation().exact_metric("precision", labels, scores, topn, mask)
 
 
-def nerr(labels, scores, topn: Optional[int] = None, mask=None) -> tf.Tensor:
+def nerr(labels, scores, topn: Optional[int] = None, mask=None):
     """Exact nERR@topn per list, ``[B]``."""
-    return _exact(rank_metrics.nerr, labels, scores, topn, mask)
+    return implementation().exact_metric("nerr", labels, scores, topn, mask)
 
 
-def has_relevant(labels, mask=None) -> tf.Tensor:
+def has_relevant(labels, mask=None):
     """Bool ``[B]``: the list has a valid document with label > 0."""
-    labels, _, valid = lists.prepare_lists(labels, tf.zeros_like(labels, tf.float32), mask)
-    return lists.has_relevant(labels, valid)
+    return implementation().has_relevant(labels, mask)
+
+
+def to_numpy(values) -> np.ndarray:
+    """The values of a tensor these functions returned, as NumPy."""
+    return implementation().to_numpy(values)
 
 
 #: canonical metric name (:mod:`~tfr_extensions.ops.vocabulary`) -> exact per-list metric
@@ -98,7 +104,7 @@ def metric_function(name: str):
 NO_RELEVANT_RULES = ("exclude", "zero", "one")
 
 
-def per_list_weights(weights, relevance, valid) -> tf.Tensor:
+def per_list_weights(weights, relevance, valid):
     r"""Per-item sample weights ``[B, L]`` -> per-list weights ``[B]``, by TF-Ranking's
     and keras-rs's rule (``_per_example_weights_to_per_list_weights``,
     ``keras_rs...ranking_metrics_utils.get_list_weights``):
@@ -115,31 +121,12 @@ def per_list_weights(weights, relevance, valid) -> tf.Tensor:
         ``2^y - 1`` for nDCG and nERR, ``y > 0`` for AP and Precision).
       valid: bool ``[B, L]``.
 
-    >>> w = per_list_weights(tf.constant([[1., 3.], [2., 2.]]), tf.constant([[1., 1.], [0., 0.]]),
-    ...                      tf.constant([[True, True], [True, True]]))
-    >>> w.numpy().tolist()  # (1 + 3) / 2; the second list has no relevance: the mean, 2
+    >>> w = per_list_weights(np.array([[1., 3.], [2., 2.]], np.float32),
+    ...                      np.array([[1., 1.], [0., 0.]], np.float32), np.ones([2, 2], bool))
+    >>> to_numpy(w).tolist()  # (1 + 3) / 2; the second list has no relevance: the mean, 2
     [2.0, 2.0]
     """
-    zero = tf.zeros_like(weights)
-    weights = tf.where(valid, weights, zero)
-    relevance = tf.where(valid, tf.cast(relevance, weights.dtype), zero)
-    has_weight = tf.reduce_sum(weights, axis=-1) > 0
-    total_relevance = tf.reduce_sum(relevance, axis=-1)
-    has_relevance = total_relevance > 0
-    weighted = numerics.safe_divide(tf.reduce_sum(weights * relevance, axis=-1), total_relevance)
-    counted = tf.cast(tf.logical_and(has_weight, has_relevance), weights.dtype)
-    count = tf.reduce_sum(counted)
-    mean = tf.where(count > 0, numerics.safe_divide(tf.reduce_sum(weighted * counted), count),
-                    tf.ones_like(count))
-    return tf.where(has_weight, tf.where(has_relevance, weighted, mean), tf.zeros_like(weighted))
-
-
-def _relevance(metric: str, labels: tf.Tensor) -> tf.Tensor:
-    """The relevance that weighs items into lists for ``metric`` (canonical name)."""
-    labels = tf.maximum(labels, 0.0)
-    if metric in ("ndcg", "nerr"):
-        return tf.pow(2.0, labels) - 1.0
-    return tf.cast(labels > 0, labels.dtype)
+    return implementation().per_list_weights(weights, relevance, valid)
 
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")
@@ -162,10 +149,10 @@ class RankingMetric(keras.metrics.Mean):
     per-item weight becomes a per-list weight by TF-Ranking's and keras-rs's
     rule (:func:`per_list_weights`).
 
-    Runs on every Keras 3 backend: on TensorFlow with the TensorFlow ops, on JAX
-    and PyTorch with their ``keras.ops`` twins
-    (:func:`tfr_extensions.keras_ops.rank_metrics.exact_metric`), the same rules and
-    the same values.
+    Runs on every Keras backend with the implementation of
+    :func:`tfr_extensions.backend.implementation`'s rule (the TensorFlow ops on
+    Keras 2 and Keras 3's TensorFlow backend, their ``keras.ops`` twins on JAX and
+    PyTorch): the same rules and the same values.
 
     Against keras-rs (``keras_rs.metrics``, 0.4), ``"ndcg"`` equals ``NDCG(k)``,
     ``"precision"`` ``PrecisionAtK(k)`` and ``"ap"`` ``MeanAveragePrecision(k)``
@@ -204,7 +191,7 @@ class RankingMetric(keras.metrics.Mean):
     def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
                  name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero",
                  **kwargs):
-        self._function = metric_function(metric)
+        metric_function(metric)  # (a ValueError for an unknown name)
         validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
         self._metric = metric  # as given: it names the metric (``map_10``)
         self._canonical = vocabulary.canonical_metric(metric)
@@ -216,62 +203,8 @@ class RankingMetric(keras.metrics.Mean):
         super().__init__(name=name or default, dtype=dtype, **kwargs)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        if not backend.uses_tensorflow_ops():  # JAX, PyTorch: the keras.ops twin
-            return self._neutral_update_state(y_true, y_pred, sample_weight)
-        y_true = lists.labels_with_mask(y_true)
-        if isinstance(y_true, tf.RaggedTensor):
-            y_true = y_true.to_tensor(lists.PADDING_LABEL)
-        if isinstance(y_pred, tf.RaggedTensor):
-            y_pred = y_pred.to_tensor(0.0)
-        labels = tf.cast(tf.convert_to_tensor(y_true), tf.float32)
-        values = self._function(labels, y_pred, self._topn)
-        valid = tf.greater_equal(labels, 0.0)
-        weights = tf.cast(tf.reduce_any(valid, axis=-1), values.dtype)
-        if self._no_relevant != "zero":
-            relevant = has_relevant(labels)
-            if self._no_relevant == "exclude":
-                weights *= tf.cast(relevant, values.dtype)
-            else:
-                values = tf.where(relevant, values, tf.ones_like(values))
-        if sample_weight is not None:
-            weights *= self._list_weights(tf.cast(sample_weight, values.dtype), labels, valid)
-        return super().update_state(values, sample_weight=weights)
-
-    def _list_weights(self, sample_weight, labels, valid):
-        """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight."""
-        rank = sample_weight.shape.rank
-        if rank == 0:
-            return tf.fill(tf.shape(labels)[:1], sample_weight)
-        if rank == 1 or (rank == 2 and sample_weight.shape[1] == 1):
-            return tf.reshape(sample_weight, [-1])
-        if rank != 2:
-            raise ValueError("`sample_weight` must be a scalar, [batch], [batch, 1] or "
-                             f"[batch, list_size]; got shape {sample_weight.shape}.")
-        weights = tf.broadcast_to(sample_weight, tf.shape(labels))
-        return per_list_weights(weights, _relevance(self._canonical, labels), valid)
-
-    def _neutral_update_state(self, y_true, y_pred, sample_weight):
-        """:meth:`update_state` on Keras's JAX and PyTorch backends: the same rules
-        in ``keras.ops`` (:mod:`tfr_extensions.keras_ops`), no TensorFlow."""
-        from keras import ops  # pylint: disable=import-outside-toplevel
-        keras_lists, keras_rank_metrics = _keras_ops("lists"), _keras_ops("rank_metrics")
-        labels = ops.cast(ops.convert_to_tensor(keras_lists.labels_with_mask(y_true)), "float32")
-        values = keras_rank_metrics.exact_metric(self._canonical, labels,
-                                                 ops.convert_to_tensor(y_pred), self._topn)
-        dtype = keras_lists.dtype_name(values)
-        valid = labels >= 0.0
-        weights = ops.cast(ops.any(valid, axis=-1), dtype)
-        if self._no_relevant != "zero":
-            relevant = keras_lists.has_relevant(
-                ops.where(valid, labels, ops.zeros_like(labels)), valid)
-            if self._no_relevant == "exclude":
-                weights = weights * ops.cast(relevant, dtype)
-            else:
-                values = ops.where(relevant, values, ops.ones_like(values))
-        if sample_weight is not None:
-            weights = weights * _neutral_list_weights(
-                ops.cast(ops.convert_to_tensor(sample_weight), dtype), labels, valid,
-                self._canonical)
+        values, weights = implementation().metric_values_and_weights(
+            self._canonical, y_true, y_pred, self._topn, self._no_relevant, sample_weight)
         return super().update_state(values, sample_weight=weights)
 
     def get_config(self):
@@ -279,49 +212,3 @@ class RankingMetric(keras.metrics.Mean):
         config.update({"metric": self._metric, "topn": self._topn,
                        "no_relevant": self._no_relevant})
         return config
-
-
-def _keras_ops(module: str):
-    """A module of :mod:`tfr_extensions.keras_ops`, imported on first use (it needs
-    Keras 3's ``keras.ops``; this module also serves Keras 2)."""
-    return importlib.import_module(f"tfr_extensions.keras_ops.{module}")
-
-
-def _neutral_list_weights(sample_weight, labels, valid, metric: str):
-    """:meth:`RankingMetric._list_weights` in ``keras.ops`` (JAX, PyTorch)."""
-    from keras import ops  # pylint: disable=import-outside-toplevel
-    rank = len(sample_weight.shape)
-    if rank == 0:
-        return ops.ones((ops.shape(labels)[0],), dtype=sample_weight.dtype) * sample_weight
-    if rank == 1 or (rank == 2 and sample_weight.shape[1] == 1):
-        return ops.reshape(sample_weight, (-1,))
-    if rank != 2:
-        raise ValueError("`sample_weight` must be a scalar, [batch], [batch, 1] or "
-                         f"[batch, list_size]; got shape {tuple(sample_weight.shape)}.")
-    weights = ops.broadcast_to(sample_weight, ops.shape(labels))
-    clipped = ops.maximum(labels, 0.0)
-    if metric in ("ndcg", "nerr"):
-        relevance = ops.power(2.0, clipped) - 1.0
-    else:
-        relevance = ops.cast(clipped > 0, labels.dtype)
-    return _neutral_per_list_weights(weights, relevance, valid)
-
-
-def _neutral_per_list_weights(weights, relevance, valid):
-    """:func:`per_list_weights` in ``keras.ops`` (JAX, PyTorch)."""
-    from keras import ops  # pylint: disable=import-outside-toplevel
-    keras_numerics = _keras_ops("numerics")
-    zero = ops.zeros_like(weights)
-    weights = ops.where(valid, weights, zero)
-    relevance = ops.where(valid, ops.cast(relevance, weights.dtype), zero)
-    has_weight = ops.sum(weights, axis=-1) > 0
-    total_relevance = ops.sum(relevance, axis=-1)
-    has_relevance = total_relevance > 0
-    weighted = keras_numerics.safe_divide(ops.sum(weights * relevance, axis=-1),
-                                          total_relevance)
-    counted = ops.cast(ops.logical_and(has_weight, has_relevance), weights.dtype)
-    count = ops.sum(counted)
-    mean = ops.where(count > 0, keras_numerics.safe_divide(ops.sum(weighted * counted), count),
-                     ops.ones_like(count))
-    return ops.where(has_weight, ops.where(has_relevance, weighted, mean),
-                     ops.zeros_like(weighted))

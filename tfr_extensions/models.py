@@ -6,7 +6,8 @@ normalization, which is a layer *inside* the model so that an exported
 SavedModel takes raw features.
 
 Input: a dict ``{"features": float [B, L, F], "mask": bool [B, L]}`` (``mask``
-optional: every document valid when absent). Output: scores ``float32 [B, L]``
+optional: every document valid when absent; a numeric mask, such as the int8 of
+``tfrx.data.numeric_masks``, means non-zero = valid). Output: scores ``float32 [B, L]``
 (also under the ``mixed_float16`` policy: the output layer computes in
 float32). Padded documents get finite scores that mean nothing; losses and
 metrics ignore them through their labels (< 0).
@@ -32,23 +33,47 @@ Notation (:func:`parse_notation`):
   output, as in TF-Ranking's DNN scorers. ``hidden_units`` is ignored.
 
 Batch normalization computes its moments over the valid documents only (Keras's
-masked ``BatchNormalization``), so padding does not shift them.
+masked ``BatchNormalization``), so padding does not shift them (a valid document
+with a NaN feature scores NaN alone in inference; in training it would enter the
+batch's moments, which is why training data is checked when it is read).
 
+Implementations (:data:`USES_KERAS_OPS`, one rule): on Keras 3 the scorers compute
+with ``keras.ops`` on every backend, TensorFlow, JAX and PyTorch alike (the z-score is
+:func:`tfr_extensions.keras_ops.normalization.query_zscore`), and this module imports
+no TensorFlow; one set of weights (or one ``.keras`` file) scores the same on all
+three. On Keras 2 they compute with TensorFlow's ops
+(:func:`tfr_extensions.data.normalization.query_zscore`). Only what is TensorFlow by
+nature needs it: :func:`input_signature_of` (``tf.TensorSpec``) and
+:meth:`Scorer.export` (a SavedModel, from Keras's TensorFlow backend).
+
+>>> import numpy as np
 >>> model = scorer("R4.L", num_features=3, hidden_units=8)
->>> model({"features": tf.ones([2, 5, 3])}).shape
-TensorShape([2, 5])
+>>> tuple(model({"features": np.ones([2, 5, 3], np.float32)}).shape)
+(2, 5)
 """
 import dataclasses
 import re
 from typing import Optional, Tuple
 
-import tensorflow as tf
+import numpy as np
 
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 from tfr_extensions.data.dense import NORMALIZATIONS
-from tfr_extensions.data.normalization import query_zscore
 from tfr_extensions.ops import validation
+
+#: The one rule that picks the scorers' array math: Keras 3 computes with ``keras.ops``
+#: on every backend (TensorFlow, JAX and PyTorch alike, so one set of weights gives the
+#: same scores everywhere); Keras 2, which is TensorFlow's, with TensorFlow's ops.
+USES_KERAS_OPS = backend.IS_KERAS_3
+
+if USES_KERAS_OPS:
+    from keras import ops
+    from tfr_extensions.keras_ops import numerics
+    from tfr_extensions.keras_ops.normalization import query_zscore
+else:  # Keras 2: TensorFlow is the point
+    import tensorflow as tf
+    from tfr_extensions.data.normalization import query_zscore
 
 ACTIVATIONS = {"R": "relu", "CE": "celu", "GE": "gelu"}
 BRUCH_WIDTHS = (64, 128, 256, 512, 1024)
@@ -59,25 +84,69 @@ _PAPER_NOTATION = re.compile(r"^(R|CE|GE)([1-9][0-9]*)(\.L)?$")
 _BRUCH_NOTATION = re.compile(r"^B([0-9]+)$")
 
 
-def celu(x: tf.Tensor) -> tf.Tensor:
+def celu(x):
     r"""CELU with :math:`\alpha = 1`: :math:`\max(0, x) + \min(0, e^x - 1)`.
 
     Numerics: ``exp`` only sees ``min(x, 0)``, so it cannot overflow and the
     gradient is finite everywhere (1 for x > 0, :math:`e^x` for x <= 0).
 
-    >>> [round(float(v), 4) for v in celu(tf.constant([-1e4, -1., 0., 2.]))]
+    >>> [round(float(v), 4) for v in celu([-1e4, -1., 0., 2.])]
     [-1.0, -0.6321, 0.0, 2.0]
     """
+    if USES_KERAS_OPS:
+        x = ops.convert_to_tensor(x)
+        return ops.relu(x) + ops.expm1(numerics.minimum(x, 0.0))
     x = tf.convert_to_tensor(x)
     return tf.nn.relu(x) + tf.math.expm1(tf.minimum(x, tf.zeros_like(x)))
 
 
-def _activation(name: str):
-    if name == "celu":
-        return celu
-    if name == "gelu":
-        return lambda x: tf.nn.gelu(x, approximate=False)
-    return tf.nn.relu
+def gelu(x):
+    r"""GELU, exact (erf) form: :math:`x\,\Phi(x) = \tfrac{x}{2}(1 + \mathrm{erf}(x/\sqrt{2}))`."""
+    if USES_KERAS_OPS:
+        return ops.gelu(x, approximate=False)
+    return tf.nn.gelu(x, approximate=False)
+
+
+def relu(x):
+    r"""ReLU: :math:`\max(0, x)`."""
+    return ops.relu(x) if USES_KERAS_OPS else tf.nn.relu(x)
+
+
+_ACTIVATION_FUNCTIONS = {"relu": relu, "celu": celu, "gelu": gelu}
+
+
+def _features_and_mask(inputs):
+    """``(features float32 [B, L, F], mask bool [B, L])`` of a scorer's input dict; a
+    missing mask is all True, a numeric one is True where non-zero."""
+    if not isinstance(inputs, dict) or "features" not in inputs:
+        raise ValueError("The scorer's input must be a dict with key 'features' "
+                         "[batch, list_size, num_features] and optional 'mask'; got "
+                         f"{type(inputs).__name__}.")
+    mask = inputs.get("mask")
+    if USES_KERAS_OPS:
+        features = ops.cast(inputs["features"], "float32")
+        if mask is None:
+            return features, ops.ones(ops.shape(features)[:2], dtype="bool")
+        return features, ops.cast(mask, "bool")
+    features = tf.cast(inputs["features"], tf.float32)
+    if mask is None:
+        return features, tf.ones(tf.shape(features)[:2], tf.bool)
+    return features, tf.cast(mask, tf.bool)
+
+
+def _cast(x, dtype):
+    return ops.cast(x, dtype) if USES_KERAS_OPS else tf.cast(x, dtype)
+
+
+def _import_tensorflow(feature: str):
+    """TensorFlow, for what is TensorFlow by nature; an ImportError naming ``feature``
+    where it is not installed."""
+    try:
+        import tensorflow  # pylint: disable=import-outside-toplevel
+    except ImportError as error:
+        raise ImportError(f"{feature} needs TensorFlow, which does not import here "
+                          f"({backend.describe()}).") from error
+    return tensorflow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +196,10 @@ def parse_notation(notation: str, hidden_units: int = 100) -> Architecture:
 class QueryZScore(keras.layers.Layer):
     """Per-list z-score of every feature over the valid documents.
 
-    A layer around :func:`tfr_extensions.data.normalization.query_zscore` (the
-    one formula, shared with the dataset option).
+    A layer around ``query_zscore`` (the one formula, shared with the dataset
+    option): :func:`tfr_extensions.keras_ops.normalization.query_zscore` on Keras 3,
+    :func:`tfr_extensions.data.normalization.query_zscore` on Keras 2
+    (:data:`USES_KERAS_OPS`). ``call(features [B, L, F], valid [B, L])``.
     """
 
     def __init__(self, **kwargs):
@@ -150,8 +221,10 @@ class Scorer(keras.Model):
                  hidden_units: int = 100, batch_norm: bool = True,
                  normalization: str = "query_zscore", l2: float = 0.0,
                  name: Optional[str] = None, **kwargs):
-        backend.require_tensorflow_backend("tfrx.models.Scorer")
         architecture = parse_notation(notation, hidden_units)
+        # autocast=False: raw features reach the z-score in float32 (never rounded to
+        # float16 under mixed_float16); the dense layers cast what they get.
+        kwargs.setdefault("autocast", False)
         super().__init__(name=name or "scorer_" + notation.replace(".", "_"), **kwargs)
         validation.validate_choice(normalization, NORMALIZATIONS, "normalization")
         num_features = validation.validate_int(num_features, "num_features", minimum=1)
@@ -175,21 +248,13 @@ class Scorer(keras.Model):
         # float32 output layer: scores are float32 under mixed_float16 too.
         self.output_layer = keras.layers.Dense(
             1, kernel_regularizer=regularizer, dtype="float32", name="score")
-        self._act = _activation(self.architecture.activation)
+        self._act = _ACTIVATION_FUNCTIONS[self.architecture.activation]
 
     def call(self, inputs, training=None):
-        if not isinstance(inputs, dict) or "features" not in inputs:
-            raise ValueError("The scorer's input must be a dict with key 'features' "
-                             "[batch, list_size, num_features] and optional 'mask'; got "
-                             f"{type(inputs).__name__}.")
-        features = tf.cast(inputs["features"], tf.float32)
-        mask = inputs.get("mask")
-        if mask is None:
-            mask = tf.ones(tf.shape(features)[:2], tf.bool)
-        mask = tf.cast(mask, tf.bool)
+        features, mask = _features_and_mask(inputs)
         if self.normalizer is not None:
             features = self.normalizer(features, mask)
-        hidden = tf.cast(features, self.compute_dtype)
+        hidden = _cast(features, self.compute_dtype)
         for i, dense in enumerate(self.dense_layers):
             hidden = dense(hidden)
             if self.norm_layers:
@@ -209,7 +274,20 @@ class Scorer(keras.Model):
         with this scorer's input signature (:func:`input_signature_of`: any batch and
         list size, a bool mask), which Keras cannot infer for a dict of mixed dtypes.
         For TF Serving's signatures (ELWC, ``tf.Example``) use
-        :func:`tfr_extensions.serving.export` instead."""
+        :func:`tfr_extensions.serving.export` instead.
+
+        Raises:
+          UnsupportedBackendError: on Keras 3's JAX or PyTorch backend (a SavedModel is
+            written from the TensorFlow backend: save a ``.keras`` file and export it
+            there, e.g. with ``tfrx-export``).
+        """
+        if backend.backend_name() != "tensorflow":
+            raise backend.UnsupportedBackendError(
+                f"Scorer.export writes a TensorFlow SavedModel, from Keras's TensorFlow "
+                f"backend only; this process runs {backend.describe()}. Save the model "
+                "as a .keras file (model.save('model.keras'), which loads on every backend) "
+                "and export it where TensorFlow is installed, with KERAS_BACKEND=tensorflow: "
+                "`tfrx-export model.keras saved_models/<name>/1`.")
         if input_signature is None:
             input_signature = [input_signature_of(self._config["num_features"])]
         if backend.IS_KERAS_3:
@@ -231,11 +309,15 @@ def input_signature_of(num_features: int):
     """A scorer's input as ``tf.TensorSpec``s: ``{"features": float32 [None, None, F],
     "mask": bool [None, None]}``.
 
+    >>> import pytest
+    >>> tf = pytest.importorskip("tensorflow")  # TensorSpecs need TensorFlow
     >>> input_signature_of(3)["mask"]
     TensorSpec(shape=(None, None), dtype=tf.bool, name='mask')
     """
-    return {"features": tf.TensorSpec([None, None, num_features], tf.float32, name="features"),
-            "mask": tf.TensorSpec([None, None], tf.bool, name="mask")}
+    tensorflow = _import_tensorflow("tfrx.models.input_signature_of")
+    return {"features": tensorflow.TensorSpec([None, None, num_features], tensorflow.float32,
+                                              name="features"),
+            "mask": tensorflow.TensorSpec([None, None], tensorflow.bool, name="mask")}
 
 
 def scorer(notation: str, num_features: int, hidden_units: int = 100,
@@ -261,5 +343,6 @@ def scorer(notation: str, num_features: int, hidden_units: int = 100,
     """
     model = Scorer(notation, num_features, hidden_units=hidden_units,
                    batch_norm=batch_norm, normalization=normalization, l2=l2, name=name)
-    model({"features": tf.zeros([1, 2, num_features]), "mask": tf.ones([1, 2], tf.bool)})
+    model({"features": np.zeros([1, 2, model.get_config()["num_features"]], np.float32),
+           "mask": np.ones([1, 2], bool)})
     return model

@@ -6,12 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import keras
 from keras import ops
 
 import harness
 import tfr_extensions as tfrx
+from tfr_extensions.keras_ops import list_metrics as k_list_metrics
 from tfr_extensions.keras_ops import rank_metrics as k_rank_metrics
 from tfr_extensions.keras_ops import sorting as k_sorting
+from tfr_extensions.ops import list_metrics as tf_list_metrics
 from tfr_extensions.ops import rank_metrics as tf_rank_metrics
 from tfr_extensions.ops import sorting as tf_sorting
 
@@ -115,7 +118,7 @@ def test_every_case_in_its_own_shape(name, metric, topn):
     t = tf.constant
     want = (*tf_rank_metrics.value_and_rank_gradient(metric, t(prepared), t(ranks), t(mask), topn,
                                                      t(positions)),
-            tfrx.metrics.metric_function(metric)(labels, scores, topn),
+            tf_list_metrics.exact_metric(metric, labels, scores, topn),
             tf_sorting.exact_ranks(t(finite), t(mask)),
             tf_sorting.exact_ranks(t(finite), t(mask), t(keys)),
             tf_sorting.midranks(t(finite), t(mask)),
@@ -144,7 +147,7 @@ def test_exact_metrics_of_scores_equal_tfrx_metrics():
     for alias in ("ndcg", "map", "ap_min", "precision", "nerr"):
         for topn in TOPNS:
             got = k_rank_metrics.exact_metric_function(alias)(labels, scores, topn)
-            want = tfrx.metrics.metric_function(alias)(labels, scores, topn)
+            want = tf_list_metrics.exact_metric(alias, labels, scores, topn)
             harness.assert_close(harness.to_numpy(got), want.numpy(), what=f"{alias}@{topn}")
 
 
@@ -218,11 +221,11 @@ def _tf_expected(metric, topn, rule, updates):
     each), from the TensorFlow functions."""
     total = count = 0.0
     for labels, scores, sample_weight in updates:
-        values = tfrx.metrics.metric_function(metric)(labels, scores, topn).numpy()
+        values = tf_list_metrics.exact_metric(metric, labels, scores, topn).numpy()
         values = values.astype(np.float64)
         valid = labels >= 0
         weights = valid.any(-1).astype(np.float64)
-        relevant = tfrx.metrics.has_relevant(labels).numpy()
+        relevant = tf_list_metrics.has_relevant(labels).numpy()
         if rule == "exclude":
             weights *= relevant
         elif rule == "one":
@@ -233,7 +236,7 @@ def _tf_expected(metric, topn, rule, updates):
                 canonical = tfrx.ops.vocabulary.canonical_metric(metric)
                 relevance = (2.0 ** np.maximum(labels, 0) - 1 if canonical in ("ndcg", "nerr")
                              else (labels > 0).astype(np.float32))
-                sample_weight = tfrx.metrics.per_list_weights(  # per update: batch-dependent
+                sample_weight = tf_list_metrics.per_list_weights(  # per update: batch-dependent
                     tf.constant(sample_weight), tf.constant(relevance, tf.float32),
                     tf.constant(valid)).numpy()
             weights *= np.reshape(sample_weight, (-1,)) if sample_weight.ndim else sample_weight
@@ -293,7 +296,8 @@ def test_keras_ops_path_equals_the_tensorflow_path_on_the_tensorflow_backend():
             tf_metric = tfrx.metrics.RankingMetric("nerr", topn=3, no_relevant=rule)
             neutral = tfrx.metrics.RankingMetric("nerr", topn=3, no_relevant=rule)
             tf_metric.update_state(labels, scores, sample_weight=sample_weight)
-            update = neutral._neutral_update_state  # pylint: disable=protected-access
-            update(labels, scores, sample_weight)
+            values, list_weights = k_list_metrics.metric_values_and_weights(
+                "nerr", labels, scores, 3, rule, sample_weight)  # the keras.ops path
+            keras.metrics.Mean.update_state(neutral, values, sample_weight=list_weights)
             harness.assert_close(harness.to_numpy(neutral.result()),
                                  harness.to_numpy(tf_metric.result()), what=rule + weights)

@@ -3,9 +3,10 @@
 TensorFlow bodies (``tfr_extensions/losses/{pairwise,listwise}.py``): per-list
 values and gradients on every shared case (padding, ties, no relevant document,
 list size 1, long lists, bad input), through the decorator's screening
-(``fn.spec.compute_neutral`` against ``fn.spec.compute``, the TF body); the Keras classes
+(``fn.spec.compute(..., "keras_ops")`` against ``"tensorflow"``, the TF body); the Keras classes
 compute on the backend; ``model.fit`` trains with them; ``jax.jit`` compiles them.
 """
+import functools
 import numpy as np
 import pytest
 
@@ -69,9 +70,9 @@ def test_values_and_gradients_equal_the_tensorflow_body(key, kwargs, case):
     labels, scores = harness.CASES[case]
     function = function_of(key)
     options = function.spec.check_options(**kwargs)
-    value, grad = _compiled_value_and_grad(_per_list(function.spec.compute_neutral, options),
+    value, grad = _compiled_value_and_grad(_per_list(functools.partial(function.spec.compute, which="keras_ops"), options),
                                           labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list(function.spec.compute, options),
+    want_value, want_grad = harness.tf_value_and_grad(_per_list(functools.partial(function.spec.compute, which="tensorflow"), options),
                                                       labels, scores)
     harness.assert_close(value, want_value, what=f"{key} {case} value")
     harness.assert_close(grad, want_grad, what=f"{key} {case} gradient")
@@ -91,9 +92,9 @@ def test_extreme_and_tied_scores_equal_the_tensorflow_body(key):
                       np.float32)
     function = function_of(key)
     options = function.spec.check_options()
-    value, grad = _compiled_value_and_grad(_per_list(function.spec.compute_neutral, options),
+    value, grad = _compiled_value_and_grad(_per_list(functools.partial(function.spec.compute, which="keras_ops"), options),
                                           labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list(function.spec.compute, options),
+    want_value, want_grad = harness.tf_value_and_grad(_per_list(functools.partial(function.spec.compute, which="tensorflow"), options),
                                                       labels, scores)
     assert np.isfinite(value).all() and np.isfinite(grad).all()
     harness.assert_close(value, want_value)
@@ -115,7 +116,8 @@ def test_the_keras_class_computes_on_the_backend(key):
     def reference(weights):
         def reduced(labels_, scores_):
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
-            losses, list_weights, _ = function.spec.compute(labels_, scores_, None, options)
+            losses, list_weights, _ = function.spec.compute(labels_, scores_, None, options,
+                                                            "tensorflow")
             return tf.reduce_sum(losses * list_weights * weights) / len(labels)
         return harness.tf_value_and_grad(reduced, labels, scores)
 

@@ -20,7 +20,7 @@ import tfr_extensions as tfrx
 from tfr_extensions.keras_ops import plackett_luce as kpl
 from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.keras_ops.losses import policy_gradient as kpg
-from tfr_extensions.losses import policy_gradient as tf_pg
+from tfr_extensions.ops.losses import policy_gradient as tf_pg
 from tfr_extensions.ops import plackett_luce as tf_pl
 
 BACKEND = harness.BACKEND
@@ -231,7 +231,7 @@ def _body_outputs(function, option_sets, labels, scores):
                                    temperature=options["temperature"], topn=options["topn"])
 
     def outputs(y, s, options):
-        return ops.stack(function.spec.compute_neutral(y, s, None, options)[:2])
+        return ops.stack(function.spec.compute(y, s, None, options, "keras_ops")[:2])
 
     if BACKEND != "jax":
         return [harness.value_and_grad(lambda y, s, o=o: outputs(y, s, o), labels, scores)
@@ -255,7 +255,7 @@ def test_bodies_match_tensorflow_on_the_rankings_they_sample(key, monkeypatch):
     """Through the shared decorator (bad-input policy included): the keras.ops body
     with ``seed=5`` against the TensorFlow body fed the same rankings: losses,
     weights and gradients, on every shared case."""
-    function = getattr(tf_pg, f"{key}_loss")
+    function = getattr(tfrx.losses, f"{key}_loss")  # its spec names both bodies
     sampled = {}
 
     def tf_sampler(scores, mask, num_samples, seed, temperature, topn):
@@ -271,7 +271,8 @@ def test_bodies_match_tensorflow_on_the_rankings_they_sample(key, monkeypatch):
         results = _body_outputs(function, option_sets, labels, scores)
         for options, (value, grad, sampled["rankings"]) in zip(option_sets, results):
             want = harness.tf_value_and_grad(
-                lambda y, s: tf.stack(function.spec.compute(y, s, None, options)[:2]),
+                lambda y, s: tf.stack(
+                    function.spec.compute(y, s, None, options, "tensorflow")[:2]),
                 labels, scores)
             what = f"{key} {options} {name}"
             _close(value, want[0], what)

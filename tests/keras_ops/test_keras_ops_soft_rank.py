@@ -17,7 +17,7 @@ from keras import ops
 import harness
 import tfr_extensions as tfrx
 from support.oracles_softrank import rank_binomial
-from tfr_extensions.losses import soft_rank as tf_soft_rank
+from tfr_extensions.ops.losses import soft_rank as tf_soft_rank
 
 tf_rd = importlib.import_module("tfr_extensions.ops.rank_distributions")
 krd = importlib.import_module("tfr_extensions.keras_ops.rank_distributions")
@@ -177,13 +177,13 @@ MORE_OPTIONS = [
 
 
 def _check_softndcg(options, cases):
-    fn = tf_soft_rank.softndcg_loss
+    fn = tfrx.losses.softndcg_loss
     checked = fn.spec.check_options(**options)
     for name, labels, scores in cases:
         value, grad = _value_and_grad(
-            lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute(l, s, None, checked, "keras_ops")[0], labels, scores)
         tf_value, tf_grad = harness.tf_value_and_grad(
-            lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute(l, s, None, checked, "tensorflow")[0], labels, scores)
         harness.assert_close(value, tf_value, what=f"{name} value")
         harness.assert_close(grad, tf_grad, what=f"{name} gradient")
 
@@ -201,7 +201,7 @@ def test_softndcg_options_equal_the_tf_body(options):
 def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
     """Float64 (JAX under ``jax_enable_x64``): scores of 1e160 pass the bound
     2^509 of the scaled scores, clamp and tie, as in the TF body."""
-    fn = tf_soft_rank.softndcg_loss
+    fn = tfrx.losses.softndcg_loss
     checked = fn.spec.check_options(topn=6)
     labels, scores = (x.astype(np.float64) for x in harness.CASES["mixed"])
     context = contextlib.nullcontext()
@@ -211,10 +211,10 @@ def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
     for scale in (1.0, 1e160):
         with context:
             value, grad = _value_and_grad(
-                lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels,
+                lambda l, s: fn.spec.compute(l, s, None, checked, "keras_ops")[0], labels,
                 scores * scale)
         tf_value, tf_grad = harness.tf_value_and_grad(
-            lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores * scale)
+            lambda l, s: fn.spec.compute(l, s, None, checked, "tensorflow")[0], labels, scores * scale)
         assert value.dtype == np.float64 and np.all(np.isfinite(grad))
         harness.assert_close(value, tf_value, rtol=1e-9, what=f"value x{scale}")
         harness.assert_close(grad, tf_grad, rtol=1e-9, atol=1e-12, what=f"gradient x{scale}")
@@ -222,10 +222,10 @@ def test_float64_softndcg_equals_tf_at_ordinary_and_huge_scales():
 
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
 def test_empty_batches_and_lists(shape):
-    fn = tf_soft_rank.softndcg_loss
+    fn = tfrx.losses.softndcg_loss
     checked = fn.spec.check_options()
     labels = np.ones(shape, np.float32)
-    value, grad = _value_and_grad(lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0],
+    value, grad = _value_and_grad(lambda l, s: fn.spec.compute(l, s, None, checked, "keras_ops")[0],
                                   labels, np.zeros(shape, np.float32))
     assert value.shape == shape[:1] and grad.shape == shape
     assert np.all(value == 0.0)
@@ -244,7 +244,9 @@ def test_class_computes_through_the_keras_ops_body():
     loss = tfrx.losses.get("softndcg")
     assert isinstance(loss, tfrx.losses.SoftNDCGLoss)
     loss = tfrx.losses.SoftNDCGLoss(topn=3, sigma=0.5)
-    losses, weights = tfrx.losses.softndcg_loss(labels, scores, topn=3, sigma=0.5)
+    spec = tfrx.losses.softndcg_loss.spec  # the TensorFlow implementation, the reference
+    losses, weights, _ = spec.compute(labels, scores, None,
+                                      spec.check_options(topn=3, sigma=0.5), "tensorflow")
     got = _jit(loss)(ops.convert_to_tensor(labels), ops.convert_to_tensor(scores))
     harness.assert_close(float(harness.to_numpy(got)),
                          float(np.mean(losses.numpy() * weights.numpy())))
@@ -269,17 +271,17 @@ def test_jax_jit_of_value_and_grad_equals_tf():
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     labels, scores = harness.CASES["bad_input"]
-    fn = tf_soft_rank.softndcg_loss
+    fn = tfrx.losses.softndcg_loss
     checked = fn.spec.check_options(topn=3, method="normal")
 
     @jax.jit
     @jax.value_and_grad
     def total(s):
-        losses = fn.spec.compute_neutral(jnp.asarray(labels), s, None, checked)[0]
+        losses = fn.spec.compute(jnp.asarray(labels), s, None, checked, "keras_ops")[0]
         return jnp.sum(jnp.where(jnp.isnan(losses), 0.0, losses))
 
     value, grad = total(jnp.asarray(scores))
     tf_value, tf_grad = harness.tf_value_and_grad(
-        lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
+        lambda l, s: fn.spec.compute(l, s, None, checked, "tensorflow")[0], labels, scores)
     harness.assert_close(float(value), np.nansum(tf_value))
     harness.assert_close(np.asarray(grad), tf_grad)

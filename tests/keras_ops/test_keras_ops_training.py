@@ -108,34 +108,6 @@ def test_without_tensorflow_the_data_path_and_keras_ops_work(other_backend):
     np.testing.assert_allclose(out["ndcg"], expected, rtol=1e-5)
 
 
-def _readme_backend_quickstart() -> str:
-    """The python block under the README's "Keras 3 on JAX or PyTorch" heading, verbatim."""
-    import re  # pylint: disable=import-outside-toplevel
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Quickstart: Keras 3 on JAX or PyTorch", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
-
-
-@pytest.mark.skipif(harness.BACKEND == "tensorflow", reason="the JAX / PyTorch quickstart")
-def test_the_readme_backend_quickstart_trains(tmp_path, monkeypatch):
-    data = tfrx.data.synthetic(num_queries=48, num_features=46, seed=0, list_size=(4, 12))
-    (tmp_path / "Fold1").mkdir()
-    for part in ("train", "vali"):
-        tfrx.data.write_libsvm(data, str(tmp_path / "Fold1" / f"{part}.txt"))
-    monkeypatch.chdir(tmp_path)
-    # the block names one backend; this process has its own
-    monkeypatch.setenv("KERAS_BACKEND", harness.BACKEND)
-    namespace = {}
-    exec(compile(_readme_backend_quickstart(), "README.md", "exec"), namespace)  # noqa: S102
-    history = namespace["model"].history.history
-    assert len(history["loss"]) == 20 and np.all(np.isfinite(history["loss"]))
-    assert history["loss"][-1] < history["loss"][0]
-    assert history["ndcg_5"][-1] > history["ndcg_5"][0]
-    longest = int(data.list_sizes.max())
-    assert namespace["features"].shape == (48, longest, 46)
-    assert namespace["labels"].shape == (48, longest)
-
-
 def test_every_registered_loss_computes_on_this_backend():
     """Every key of the registry builds and gives the TensorFlow function's value here."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -149,7 +121,7 @@ def test_every_registered_loss_computes_on_this_backend():
         if name in ("expected_utility", "mdprank"):  # sampled: finite, no TF equality
             assert np.isfinite(value), name
             continue
-        losses, weights = loss.spec.function(tf.constant(labels), tf.constant(scores),
-                                             **loss.options)
+        losses, weights, _ = loss.spec.compute(labels, scores, None, loss.options,
+                                               "tensorflow")  # the reference
         harness.assert_close(value, float(tf.reduce_mean(losses * weights)), rtol=2e-3,
                              what=name)

@@ -17,6 +17,7 @@ import tfr_extensions as tfrx
 from tfr_extensions.keras_ops import sorting as k_sorting
 from tfr_extensions.keras_ops import twin_sigmoid as k_twin
 from tfr_extensions.keras_ops.losses import twin_sigmoid as k_loss
+from tfr_extensions.ops import list_metrics as tf_list_metrics
 from tfr_extensions.ops import rank_metrics as tf_rank_metrics
 
 tf_twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # the package exports a
@@ -24,7 +25,13 @@ tf_twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # the pack
 
 METRICS = ("ndcg", "ap", "ap_min", "precision", "nerr")
 GRADIENTS = ("type1", "type2", "type3")
-LOSS = tfrx.losses.twin_sigmoid_loss  # the TF function; .compute_neutral: the keras.ops body
+LOSS = tfrx.losses.twin_sigmoid_loss  # .spec.compute(..., "keras_ops"): the keras.ops body
+
+
+def TF_LOSS(labels, scores, **options):  # pylint: disable=invalid-name
+    """The TensorFlow implementation of the loss function (whatever Keras's backend)."""
+    checked = LOSS.spec.check_options(**options)
+    return LOSS.spec.compute(labels, scores, None, checked, "tensorflow")[:2]
 
 
 def merged_cases():
@@ -60,11 +67,11 @@ def value_and_grad_once(fn, *args, argnum=1):
 def neutral_loss(**options):
     """Per-list losses of the keras.ops body, behind the shared bad-input screening."""
     checked = LOSS.spec.check_options(**options)
-    return lambda labels, scores: LOSS.spec.compute_neutral(labels, scores, None, checked)[0]
+    return lambda labels, scores: LOSS.spec.compute(labels, scores, None, checked, "keras_ops")[0]
 
 
 def tf_loss(**options):
-    return lambda labels, scores: LOSS(labels, scores, **options)[0]
+    return lambda labels, scores: TF_LOSS(labels, scores, **options)[0]
 
 
 def check_loss(labels, scores, what="", rtol=1e-5, once=False, **options):
@@ -292,10 +299,10 @@ def test_keras_class_computes_the_tf_functions_value():
     scores = scores.astype(np.float32)  # tie-free: the draws of the two differ
     loss = tfrx.losses.get("twin_ndcg_type3", seed=0)
     value, grad = harness.value_and_grad(lambda y, s: loss(y, s), labels, scores)
-    losses, weights = LOSS(labels, scores, metric="ndcg", gradient="type3", seed=0)
+    losses, weights = TF_LOSS(labels, scores, metric="ndcg", gradient="type3", seed=0)
     harness.assert_close(value, np.mean(losses.numpy() * weights.numpy()))
     _, want_grad = harness.tf_value_and_grad(
-        lambda y, s: tf.reduce_mean(tf.multiply(*LOSS(y, s, metric="ndcg", gradient="type3",
+        lambda y, s: tf.reduce_mean(tf.multiply(*TF_LOSS(y, s, metric="ndcg", gradient="type3",
                                                       seed=0))), labels, scores)
     harness.assert_close(grad, want_grad)
 
@@ -317,7 +324,7 @@ def test_model_fit_with_the_loss_and_ranking_metric():
     assert np.all(np.isfinite(history.history["loss"]))
     assert np.all(np.isfinite(history.history["ndcg_3"]))
     scores = harness.to_numpy(model.predict(features, verbose=0))
-    want = tfrx.metrics.ndcg(labels, scores, topn=3).numpy().mean()
+    want = tf_list_metrics.exact_metric("ndcg", labels, scores, 3).numpy().mean()
     harness.assert_close(model.evaluate(features, labels, batch_size=16, verbose=0,
                                         return_dict=True)["ndcg_3"], want)
 
@@ -340,7 +347,7 @@ def test_body_and_its_gradient_run_under_jax_jit():
     harness.assert_close(value, eager_value)
     harness.assert_close(grad, eager_grad)
     want_value, want_grad = harness.tf_value_and_grad(
-        lambda y, s: tf.reduce_sum(tf.multiply(*LOSS(y, s, metric="nerr", topn=3,
+        lambda y, s: tf.reduce_sum(tf.multiply(*TF_LOSS(y, s, metric="nerr", topn=3,
                                                      gradient="type2", tie_break=False))),
         labels, scores)
     value, grad = jax.jit(jax.value_and_grad(lambda s: total(s, None, False)))(scores)

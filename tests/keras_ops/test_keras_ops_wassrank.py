@@ -19,7 +19,7 @@ from keras import ops
 
 import harness
 import tfr_extensions as tfrx
-from tfr_extensions.losses import wassrank as tf_wassrank
+from tfr_extensions.ops.losses import wassrank as tf_wassrank
 
 k_wassrank = importlib.import_module("tfr_extensions.keras_ops.losses.wassrank")
 tf_sorting = importlib.import_module("tfr_extensions.ops.sorting")
@@ -48,13 +48,13 @@ def _value_and_grad(fn, *args):
 
 
 def _check(options, cases, rtol):
-    fn = tf_wassrank.wassrank_loss
+    fn = tfrx.losses.wassrank_loss
     checked = fn.spec.check_options(**options)
     for name, labels, scores in cases:
         value, grad = _value_and_grad(
-            lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute(l, s, None, checked, "keras_ops")[0], labels, scores)
         tf_value, tf_grad = harness.tf_value_and_grad(
-            lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
+            lambda l, s: fn.spec.compute(l, s, None, checked, "tensorflow")[0], labels, scores)
         assert value.dtype == tf_value.dtype, name
         harness.assert_close(value, tf_value, rtol=rtol, what=f"{name} value")
         harness.assert_close(grad, tf_grad, rtol=rtol, what=f"{name} gradient")
@@ -101,9 +101,9 @@ def test_ideal_positions_equal_tf_exact_ranks():
 
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
 def test_empty_batches_and_lists(shape):
-    fn = tf_wassrank.wassrank_loss
+    fn = tfrx.losses.wassrank_loss
     checked = fn.spec.check_options()
-    value, grad = _value_and_grad(lambda l, s: fn.spec.compute_neutral(l, s, None, checked)[0],
+    value, grad = _value_and_grad(lambda l, s: fn.spec.compute(l, s, None, checked, "keras_ops")[0],
                                   np.ones(shape, np.float32), np.zeros(shape, np.float32))
     assert value.shape == shape[:1] and grad.shape == shape
     assert np.all(value == 0.0)
@@ -113,7 +113,8 @@ def test_class_computes_through_the_keras_ops_body():
     labels, scores = harness.CASES["mixed"]
     loss = tfrx.losses.get("wassrank")
     assert isinstance(loss, tfrx.losses.WassRankLoss)
-    losses, weights = tfrx.losses.wassrank_loss(labels, scores)
+    spec = tfrx.losses.wassrank_loss.spec  # the TensorFlow implementation, the reference
+    losses, weights, _ = spec.compute(labels, scores, None, spec.check_options(), "tensorflow")
     got = _jit(loss)(ops.convert_to_tensor(labels), ops.convert_to_tensor(scores))
     harness.assert_close(float(harness.to_numpy(got)),
                          float(np.mean(losses.numpy() * weights.numpy())), rtol=2e-3)
@@ -137,19 +138,19 @@ def test_jax_jit_of_value_and_grad_equals_tf():
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     labels, scores = (x.astype(np.float64) for x in harness.CASES["bad_input"])
-    fn = tf_wassrank.wassrank_loss
+    fn = tfrx.losses.wassrank_loss
     checked = fn.spec.check_options(cost_type="p2", target="softmax")
     with _float64():
 
         @jax.jit
         @jax.value_and_grad
         def total(s):
-            losses = fn.spec.compute_neutral(jnp.asarray(labels), s, None, checked)[0]
+            losses = fn.spec.compute(jnp.asarray(labels), s, None, checked, "keras_ops")[0]
             return jnp.sum(jnp.where(jnp.isnan(losses), 0.0, losses))
 
         value, grad = total(jnp.asarray(scores))
         assert value.dtype == jnp.float64
     tf_value, tf_grad = harness.tf_value_and_grad(
-        lambda l, s: fn.spec.compute(l, s, None, checked)[0], labels, scores)
+        lambda l, s: fn.spec.compute(l, s, None, checked, "tensorflow")[0], labels, scores)
     harness.assert_close(float(value), np.nansum(tf_value), rtol=1e-9)
     harness.assert_close(np.asarray(grad), tf_grad, rtol=1e-9)

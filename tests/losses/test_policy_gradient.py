@@ -9,7 +9,7 @@ from support.oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_p
 from support.stack import needs_tf_ranking
 import tfr_extensions as tfrx
 from tfr_extensions.backend import keras
-from tfr_extensions.losses import policy_gradient
+from tfr_extensions.ops.losses import policy_gradient
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import plackett_luce as pl
 

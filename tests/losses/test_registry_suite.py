@@ -27,6 +27,7 @@ import tensorflow as tf
 from support.loss_modes import value_and_grad
 from support.stack import needs_tf_ranking, tfr
 import tfr_extensions as tfrx
+from tfr_extensions import backend
 from tfr_extensions.backend import keras
 from tfr_extensions.losses import base, registry
 from tfr_extensions.ops import lists
@@ -118,13 +119,31 @@ def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
     assert "twin_sigmoid_loss" not in tfrx.losses.names()  # the function's name, not a key
     with pytest.raises(ValueError, match="use 'twin_sigmoid'"):
         tfrx.losses.get("twin_sigmoid_loss")
-    with pytest.raises(TypeError, match="key is its body's name"):
-        base.LossSpec(tfrx.losses.ranknet_loss.spec.body, "rank_net", {"sigma": float})
+    with pytest.raises(TypeError, match="name ends in `_loss`"):
+        base.LossSpec(tfrx.ops.lists.gains, tfrx.losses.ranknet_loss.spec.bodies, {})
+    with pytest.raises(TypeError, match="one body per implementation"):
+        base.LossSpec(tfrx.losses.ranknet_loss, {"tensorflow": "x:y"}, {"sigma": float})
     assert "TwinSigmoidLoss" not in tfrx.losses.names(classes=False)
     assert "twin_ap_type2" not in tfrx.losses.names(presets=False)
     assert set(tfrx.losses.names(tf_ranking=False)) == set(registry.tfrx_loss_names())
     with pytest.raises(ValueError, match="Known losses: .*twin_ndcg_type3"):
         tfrx.losses.get("no_such_loss")
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_body_takes_the_public_functions_options(key):
+    """The spec names one body per implementation; each takes exactly the public
+    function's keyword-only options, with the same defaults (the keras.ops body
+    where Keras 3 is installed)."""
+    spec = CLASSES[key].spec
+    implementations = [base.TENSORFLOW] + ([base.KERAS_OPS] if backend.IS_KERAS_3 else [])
+    for implementation in implementations:
+        body = spec.body(implementation)
+        parameters = inspect.signature(body).parameters
+        options = {name: p.default for name, p in parameters.items()
+                   if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
+        assert options == spec.defaults, (implementation, body)
+        assert "mask" in parameters and body.__name__ == spec.function.__name__
 
 
 @pytest.mark.parametrize("key", KEYS)

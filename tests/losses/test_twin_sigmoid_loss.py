@@ -200,7 +200,7 @@ def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, d
     # Both must equal the forward graph ops + separate backward program of longer
     # lists.
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # (ops exports a function)
-    loss_module = importlib.import_module("tfr_extensions.losses.twin_sigmoid")
+    loss_module = importlib.import_module("tfr_extensions.ops.losses.twin_sigmoid")
     monkeypatch.setattr(loss_module, "BRANCHES_IN_ONE_PROGRAM", one_conditional)
     labels, scores = random_lists(batch=4, size=size, seed=5, dtype=dtype)
     scores = (scores / np.ptp(scores) * spread).astype(dtype)
@@ -242,7 +242,7 @@ def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(
     # both forms in one conditional; past 32 documents the backward pass chooses its
     # form inside); eagerly, the separate ops. Both must give the same losses and
     # gradients, bad input and sample weights included.
-    monkeypatch.setattr(importlib.import_module("tfr_extensions.losses.twin_sigmoid"),
+    monkeypatch.setattr(importlib.import_module("tfr_extensions.ops.losses.twin_sigmoid"),
                         "BRANCHES_IN_ONE_PROGRAM", one_conditional)
     labels, scores = random_lists(batch=6, size=size, seed=9, dtype=dtype)
     scores = scores / np.ptp(scores) * spread

@@ -5,7 +5,8 @@ import tensorflow as tf
 from scipy.optimize import linprog
 from scipy.special import softmax
 
-from tfr_extensions.losses import wassrank
+from tfr_extensions.losses import wassrank as wassrank_spec
+from tfr_extensions.ops.losses import wassrank
 from tfr_extensions.losses.wassrank import WassRankLoss
 from support.oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
 
@@ -70,7 +71,7 @@ def test_cost_matrix_types():
     want = np.array([[0, 13, 13, 25], [13, 0, 0.5, 12], [13, 0.5, 0, 12], [25, 12, 12, 0]])
     np.testing.assert_allclose(eg[:4, :4], want)
     assert np.all(eg[4] == 0) and np.all(eg[:, 4] == 0)
-    for cost_type in wassrank.COST_TYPES:
+    for cost_type in wassrank_spec.COST_TYPES:
         c = wassrank.cost_matrix(tf.maximum(labels, 0), mask, cost_type).numpy()[0]
         np.testing.assert_allclose(c, c.T)
         assert np.all(np.diag(c) == 0) and np.all(c >= 0)
@@ -135,8 +136,8 @@ def test_finite_with_large_score_ranges_padding_and_no_relevant():
     labels = tf.constant([[0.0, 2.0, 1.0, -1.0], [0.0, 0.0, 0.0, -1.0], [1.0, 0.0, 2.0, 3.0]])
     scores = tf.constant([[1e4, -1e4, 0.0, 7.0], [1e4, -1e4, 5.0, 0.0],
                           [-3e4, 2e4, 1e4, -1e4]])
-    for target in wassrank.TARGETS:
-        for cost_type in wassrank.COST_TYPES:
+    for target in wassrank_spec.TARGETS:
+        for cost_type in wassrank_spec.COST_TYPES:
             loss = WassRankLoss(target=target, cost_type=cost_type, reduction="none")
             with tf.GradientTape() as tape:
                 tape.watch(scores)

@@ -1,9 +1,13 @@
-"""pipelines.callbacks: the test curve (CurveLogger) of a scorer, kept by a resumed run."""
+"""pipelines.callbacks: the test curve (CurveLogger) of a scorer, kept by a resumed run.
+
+Imports without TensorFlow; the resumed run (``pipelines.resume``, a TensorFlow
+checkpoint) skips where TensorFlow is not installed."""
+import importlib
+
 import numpy as np
 import pytest
 
 from pipelines import callbacks
-from pipelines import resume
 from tfr_extensions.data import LibSVMData
 from support.scorers import LinearScorer
 
@@ -45,6 +49,9 @@ def test_curve_logger_logs_the_metric_of_its_scorer_not_of_the_model_being_fit()
 
 
 def test_a_resumed_run_keeps_the_curve_of_its_backed_up_epochs(tmp_path):
+    pytest.importorskip("tensorflow", reason="pipelines.resume backs up to a TensorFlow "
+                        "checkpoint; TensorFlow is not installed here")
+    resume = importlib.import_module("pipelines.resume")
     test = by_sign([8, 9, 10], 2.0, 0.0)
     model = LinearScorer(2)
     state = {"model": resume.variables_state(model.weights, "model_weights")}

@@ -9,12 +9,17 @@ and skip, with the reason, where it is None. Everything else runs on every stack
 stacks (a SavedModel exported on one and served on another; Keras 2 against
 Keras 3). They run with ``TFRX_CROSS_STACK=1``, which ``.ci/run`` sets after
 setting up every stack; a plain ``make test STACK=x`` skips them and says so.
+
+Imports without TensorFlow: on the ``jax`` and ``torch`` stacks (Keras 3 on that
+backend, no TensorFlow installed) :data:`THIS_STACK` is ``"jax"`` or ``"torch"``
+and ``tfr`` is None. :data:`STACKS` (and :data:`OTHER_STACKS`) stay the TensorFlow
+stacks, which the cross-stack tests (SavedModels, Keras 2 against Keras 3) use;
+:data:`ALL_STACKS` adds the two without TensorFlow.
 """
 import os
 import pathlib
 
 import pytest
-import tensorflow as tf
 
 from tfr_extensions import backend
 from tfr_extensions import compat
@@ -22,7 +27,8 @@ from tfr_extensions import compat
 tfr = compat.tf_ranking()
 
 NO_TF_RANKING = ("needs TF-Ranking, which does not import on this stack "
-                 "(tf221, keras3: TensorFlow >= 2.16 has no tf.estimator)")
+                 "(tf221, keras3: TensorFlow >= 2.16 has no tf.estimator; jax, torch: "
+                 "no TensorFlow)")
 
 needs_tf_ranking = pytest.mark.skipif(tfr is None, reason=NO_TF_RANKING)
 
@@ -38,13 +44,30 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 STACKS = {"tf215": (".venv", {"TF_USE_LEGACY_KERAS": None}),
           "tf221": (".venv-tf221", {"TF_USE_LEGACY_KERAS": "1"}),
           "keras3": (".venv-keras3", {"TF_USE_LEGACY_KERAS": None})}
-THIS_STACK = ("tf215" if tf.__version__.startswith("2.15.")
-              else "keras3" if backend.IS_KERAS_3 else "tf221")
+#: the stacks without TensorFlow: Keras 3 on one backend (``make setup STACK=jax|torch``)
+NO_TF_STACKS = {"jax": (".venv-jax", {"TF_USE_LEGACY_KERAS": None, "KERAS_BACKEND": "jax"}),
+                "torch": (".venv-torch", {"TF_USE_LEGACY_KERAS": None,
+                                          "KERAS_BACKEND": "torch"})}
+ALL_STACKS = {**STACKS, **NO_TF_STACKS}
+
+
+def _this_stack() -> str:
+    if not backend.HAS_TENSORFLOW:  # Keras 3 on JAX or PyTorch, as `pip install '.[jax]'`
+        return backend.backend_name()
+    if backend.tf.__version__.startswith("2.15."):
+        return "tf215"
+    return "keras3" if backend.IS_KERAS_3 else "tf221"
+
+
+THIS_STACK = _this_stack()
+#: the TensorFlow stacks other than this one (the cross-stack tests' partners)
 OTHER_STACKS = tuple(name for name in STACKS if name != THIS_STACK)
 
 #: The TensorFlow-op suites (``tests/ops``) of TF 2.21 run on the keras3 stack; tf221 runs
 #: the same TensorFlow and skips them, keeping its Keras 2 suites (CI's time budget).
-TF_OPS_SUITES_ON = {"tf215": True, "tf221": False, "keras3": True}
+#: The stacks without TensorFlow have no TensorFlow ops to test.
+TF_OPS_SUITES_ON = {"tf215": True, "tf221": False, "keras3": True,
+                    "jax": False, "torch": False}
 
 
 def heavy_integration(*stacks: str):
@@ -52,7 +75,7 @@ def heavy_integration(*stacks: str):
     replicas) that runs on ``stacks`` only: every other stack shares its Keras or
     its TensorFlow with one of them, and running it three times would take CI out of
     its time budget. It skips elsewhere, saying where it runs."""
-    unknown = set(stacks) - set(STACKS)
+    unknown = set(stacks) - set(ALL_STACKS)
     if unknown:
         raise ValueError(f"unknown stacks {sorted(unknown)}")
     return pytest.mark.skipif(
@@ -81,7 +104,7 @@ def stack_python(name: str):
     """
     if not cross_stack_enabled():
         pytest.skip(CROSS_STACK_OFF)
-    folder, extra_env = STACKS[name]
+    folder, extra_env = ALL_STACKS[name]
     python = REPO / folder / "bin" / "python"
     if not python.exists():
         pytest.fail(f"{CROSS_STACK_VARIABLE}=1, but the {name} virtualenv "

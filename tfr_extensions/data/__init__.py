@@ -6,8 +6,10 @@
     batches = tfrx.data.RankingPyDataset(data, batch_size=32) # Keras 3 on JAX / PyTorch
     tfrx.data.to_elwc(data, "train.tfrecord")                # for TF-Ranking's own readers
 
-The reader, :func:`to_dense` and :class:`RankingPyDataset` need no TensorFlow;
-``ranking_dataset``, ``query_zscore`` and ELWC do (present when it imports).
+The reader, :func:`to_dense`, :class:`RankingPyDataset` and :func:`synthetic` need
+no TensorFlow; ``ranking_dataset``, ``numeric_masks``, ``query_zscore`` and ELWC are
+TensorFlow by nature (where it is not installed, naming them raises an
+``ImportError`` that says what to use instead).
 """
 from tfr_extensions.backend import HAS_TENSORFLOW
 from tfr_extensions.data.dense import RankingPyDataset, query_zscore_rows, to_dense
@@ -22,3 +24,20 @@ if HAS_TENSORFLOW:
     from tfr_extensions.data.normalization import query_zscore
 else:
     from tfr_extensions.data.dense import select_queries
+
+#: the TensorFlow parts of the data path -> what to use without TensorFlow
+TENSORFLOW_ONLY = {
+    "ranking_dataset": "tfrx.data.RankingPyDataset (NumPy batches for Keras's fit on any "
+                       "backend) or tfrx.data.to_dense",
+    "numeric_masks": "tfrx.data.RankingPyDataset, whose masks need no conversion",
+    "query_zscore": "tfrx.data.query_zscore_rows (NumPy), or the scorers' QueryZScore layer",
+    "to_elwc": "write LETOR/LibSVM files with tfrx.data.write_libsvm",
+    "elwc_feature_specs": "tfrx.data.RankingPyDataset",
+}
+
+
+def __getattr__(name):
+    if name in TENSORFLOW_ONLY and not HAS_TENSORFLOW:
+        raise ImportError(f"tfr_extensions.data.{name} is TensorFlow by nature and TensorFlow "
+                          f"is not installed here. Instead: {TENSORFLOW_ONLY[name]}.")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

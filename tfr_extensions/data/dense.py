@@ -148,14 +148,32 @@ def query_zscore_rows(features: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.where(np.repeat(varies, sizes, axis=0), centred / scale, 0.0).astype(np.float32)
 
 
+def bucket_width(width: int) -> int:
+    """The padded width of a batch whose longest list has ``width`` documents, with
+    ``bucket_list_sizes``: the next of 8, 12, 16, 24, 32, 48, ... (two sizes per
+    doubling, each a multiple of 4), so that a compiled training step (JAX, XLA,
+    ``torch.compile``) sees a few shapes, at most 1.5x the longest list.
+
+    >>> [bucket_width(w) for w in (1, 9, 13, 17, 100, 1251)]
+    [8, 12, 16, 24, 128, 1536]
+    """
+    size = 8
+    while size < width:
+        size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
+    return size
+
+
 def _rows(data: LibSVMData, queries: np.ndarray, list_size: Optional[int],
-          rng: Optional[np.random.Generator]) -> np.ndarray:
+          rng: Optional[np.random.Generator], bucket: bool = False) -> np.ndarray:
     """Row indices ``[B, L]`` of ``queries`` into the feature table (padding -> the
     last, all-zero row); lists longer than ``list_size`` keep a
-    random subset of ``list_size`` documents, in file order (``rng``)."""
+    random subset of ``list_size`` documents, in file order (``rng``); with ``bucket``
+    (and no ``list_size``) the width is :func:`bucket_width` of the longest list."""
     offsets = np.asarray(data.query_offsets, np.int64)
     starts, lengths = offsets[queries], offsets[queries + 1] - offsets[queries]
     width = int(lengths.max(initial=0)) if list_size is None else list_size
+    if bucket and list_size is None:
+        width = bucket_width(width)
     column = np.arange(width)[None, :]
     valid = column < lengths[:, None]
     offset = np.broadcast_to(column, valid.shape).copy()
@@ -224,12 +242,18 @@ class RankingPyDataset(_BATCHES_BASE):
     from one z-scored feature table, so memory is that of the data whatever the
     list sizes (MSLR-WEB30K's lists of 1,000+ documents included). With
     ``shuffle``, every epoch serves the queries in a new order drawn from
-    ``seed`` (reproducible run to run).
+    ``seed`` (reproducible run to run): batch ``i`` of epoch ``e`` is a function
+    of ``(seed, e, i)`` alone (:meth:`batch`), so workers may build batches in any
+    order and a resumed run can start at any epoch (:attr:`epoch`).
 
     Args:
       data, list_size, normalization, drop_no_relevant, seed: as :func:`to_dense`.
       batch_size: queries per batch (the last batch may be smaller).
       shuffle: a new query order every epoch (training); False keeps file order.
+      with_mask: inputs as the scorers of :mod:`tfr_extensions.models` take them,
+        ``{"features": [B, L, F], "mask": bool [B, L]}``, instead of the features.
+      bucket_list_sizes: pad each batch to :func:`bucket_width` of its longest
+        list rather than to that list, so that a compiled step sees few shapes.
       **kwargs: ``PyDataset``'s (``workers``, ``use_multiprocessing``,
         ``max_queue_size``).
 
@@ -241,40 +265,65 @@ class RankingPyDataset(_BATCHES_BASE):
 
     def __init__(self, data: LibSVMData, batch_size: int = 32, list_size: Optional[int] = None,
                  *, shuffle: bool = False, normalization: str = "query_zscore",
-                 drop_no_relevant: bool = False, seed: int = 0, **kwargs):
+                 drop_no_relevant: bool = False, seed: int = 0, with_mask: bool = False,
+                 bucket_list_sizes: bool = False, **kwargs):
         super().__init__(**kwargs)
         self._list_size, self._batch_size, self._seed = check_options(
             list_size, batch_size, seed, normalization)
         self._shuffle = validate_bool(shuffle, "shuffle")
+        self._with_mask = validate_bool(with_mask, "with_mask")
+        self._bucket = validate_bool(bucket_list_sizes, "bucket_list_sizes")
         self._data = data
         self._queries = _served_queries(data, drop_no_relevant)
         check_finite(data)
         self._table = feature_table(data, normalization)
         self._labels = np.append(np.asarray(data.labels, np.float32), np.float32(PADDING_LABEL))
-        self._epoch = 0
-        self._order = self._epoch_order()
+        self._orders = {}  # epoch -> its query order (the last two epochs)
+        self.epoch = 0
 
     @property
     def num_batches(self) -> int:
         return math.ceil(self._queries.size / self._batch_size)
 
+    @property
+    def num_queries(self) -> int:
+        """The queries served in an epoch."""
+        return int(self._queries.size)
+
+    @property
+    def batch_size(self) -> int:
+        """Queries per batch (the last batch of an epoch may have fewer)."""
+        return self._batch_size
+
     def __len__(self) -> int:
         return self.num_batches
 
     def __getitem__(self, index: int):
+        return self.batch(self.epoch, index)
+
+    def batch(self, epoch: int, index: int):
+        """Batch ``index`` of epoch ``epoch`` (0-based): ``(x, labels)``."""
         if not 0 <= index < self.num_batches:
             raise IndexError(f"batch {index} of {self.num_batches}")
-        queries = self._order[index * self._batch_size:(index + 1) * self._batch_size]
-        rng = np.random.default_rng((self._seed, self._epoch, index))
-        rows = _rows(self._data, queries, self._list_size, rng)
-        return self._table[rows], self._labels[rows]
+        order = self._epoch_order(epoch)
+        queries = order[index * self._batch_size:(index + 1) * self._batch_size]
+        rng = np.random.default_rng((self._seed, epoch, index))
+        rows = _rows(self._data, queries, self._list_size, rng, self._bucket)
+        features, labels = self._table[rows], self._labels[rows]
+        if self._with_mask:
+            return {"features": features, "mask": rows < self._data.num_documents}, labels
+        return features, labels
 
-    def _epoch_order(self) -> np.ndarray:
-        """This epoch's query order: drawn from ``(seed, epoch)`` with ``shuffle``."""
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        """Epoch ``epoch``'s query order: drawn from ``(seed, epoch)`` with ``shuffle``."""
         if not self._shuffle:
             return self._queries
-        return np.random.default_rng((self._seed, self._epoch)).permutation(self._queries)
+        if epoch not in self._orders:
+            if len(self._orders) > 1:
+                self._orders.pop(min(self._orders))
+            self._orders[epoch] = np.random.default_rng((self._seed, epoch)).permutation(
+                self._queries)
+        return self._orders[epoch]
 
     def on_epoch_end(self) -> None:  # Keras 3's PyDataset and Keras 2's Sequence both call it
-        self._epoch += 1
-        self._order = self._epoch_order()
+        self.epoch += 1

@@ -1,6 +1,6 @@
-"""Lists, masks, dtypes and the bad-input screening: the ``keras.ops`` twin of
-:mod:`tfr_extensions.ops.lists` and of the screening in
-:mod:`tfr_extensions.losses.base` (the same conventions, the same names).
+"""Lists, masks and dtypes: the ``keras.ops`` twin of :mod:`tfr_extensions.ops.lists`
+(the same conventions, the same names; the bad-input screening of the losses is
+:mod:`tfr_extensions.keras_ops.screening`).
 
 ``labels`` and ``scores`` are ``[batch, list_size]``; a label < 0 (or NaN)
 marks padding, ``mask`` (bool, True = valid) narrows validity further; gains
@@ -17,7 +17,6 @@ from typing import Mapping
 from keras import ops
 
 from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
-from tfr_extensions.keras_ops import numerics
 
 
 def dtype_name(x) -> str:
@@ -99,54 +98,6 @@ def has_relevant(labels, mask):
     return ops.any(ops.logical_and(mask, labels > 0), axis=-1)
 
 
-def screen_lists(labels, scores, max_label: float, mask=None):
-    """The bad-input policy of :mod:`tfr_extensions.losses.base`, as tensors:
-    ``(labels, scores, valid, broken)`` exactly as
-    :func:`tfr_extensions.losses.base.screen_lists` returns them (labels 0 at
-    padding and capped at ``max_label``, non-finite scores set to 0, ``broken``
-    ``[batch]`` the lists with a valid document whose score is not finite or
-    whose label exceeds ``max_label``)."""
-    check_list_shapes(labels, scores)
-    valid = labels >= 0  # False for NaN labels
-    if mask is not None:
-        valid = ops.logical_and(valid, ops.cast(mask, "bool"))
-    finite = ops.isfinite(scores)
-    bad = ops.logical_and(valid, ops.logical_not(
-        ops.logical_and(finite, labels <= max_label)))
-    broken = ops.any(bad, axis=-1)
-    zero = ops.zeros_like(scores)
-    labels = ops.where(valid, numerics.minimum(labels, float(max_label)), zero)
-    return labels, ops.where(finite, scores, zero), valid, broken
-
-
-def no_gradient_where(broken, scores):
-    """``scores`` whose gradient is exactly 0 in the lists where ``broken`` is set."""
-    return ops.where(broken[:, None], ops.stop_gradient(scores), scores)
-
-
-def nan_where(broken, losses):
-    """``losses`` with NaN in the lists where ``broken`` is set, and the same gradient."""
-    nan = ops.where(broken, ops.full_like(losses, float("nan")), ops.zeros_like(losses))
-    return losses + ops.stop_gradient(nan)
-
-
-def screened_loss(body, labels, scores, mask, max_label: float, options):
-    """A loss body under the bad-input policy: ``(losses, weights, aux)``.
-
-    Screens ``labels``/``scores`` (:func:`screen_lists`), runs ``body(labels, scores,
-    mask=valid, **options)`` on scores with no gradient in broken lists, and gives
-    those lists NaN losses: what :meth:`tfr_extensions.losses.base.LossSpec.compute`
-    does around a TensorFlow body, here around its ``keras.ops`` twin.
-    """
-    scores = ops.convert_to_tensor(scores)
-    dtype = compute_dtype(scores)
-    labels, scores, valid, broken = screen_lists(
-        ops.cast(ops.convert_to_tensor(labels), dtype), ops.cast(scores, dtype), max_label, mask)
-    losses, weights, *aux = body(labels, scores=no_gradient_where(broken, scores), mask=valid,
-                                 **options)
-    return nan_where(broken, losses), weights, (aux[0] if aux else {})
-
-
 def labels_with_mask(y_true):
     """Labels ``[batch, list_size]`` from a tensor or keras-rs's ``{"labels", "mask"}``
     (``mask`` False becomes label -1), as :func:`tfr_extensions.ops.lists.labels_with_mask`."""
@@ -161,21 +112,3 @@ def labels_with_mask(y_true):
         return labels
     labels = ops.convert_to_tensor(labels)
     return ops.where(ops.cast(mask, "bool"), labels, ops.full_like(labels, PADDING_LABEL))
-
-
-def listwise_sample_weights(labels, sample_weight):
-    """Per-list weights ``[batch, 1]`` from per-list or per-item sample weights
-    (TF-Ranking's listwise rule: the label-weighted mean of the item weights), as
-    :func:`tfr_extensions.losses.base.listwise_sample_weights`."""
-    weights = ops.cast(ops.convert_to_tensor(sample_weight), labels.dtype)
-    rank = len(weights.shape)
-    if rank == 0:
-        return ops.full((ops.shape(labels)[0], 1), weights, dtype=labels.dtype)
-    if rank == 1:
-        return weights[:, None]
-    if rank == 2 and weights.shape[1] == 1:
-        return weights
-    relevance = ops.where(labels >= 0, labels, ops.zeros_like(labels))
-    total = ops.sum(relevance, axis=1, keepdims=True)
-    weighted = ops.sum(weights * relevance, axis=1, keepdims=True)
-    return numerics.safe_divide(weighted, total)

@@ -61,8 +61,10 @@ _ONE_HOT_MAX_POSITIONS = 64
 
 
 def _excluded_logit(dtype: str):
-    """The finite logit of a document outside a log-sum-exp (``dtype.min``)."""
-    return float(np.finfo(dtype).min)
+    """The finite logit of a document outside a log-sum-exp (``dtype.min``), a 0-d
+    tensor of ``dtype`` (a Python float would be cast to float32 by PyTorch's
+    ``where``, where float64's minimum is -inf)."""
+    return ops.convert_to_tensor(np.asarray(np.finfo(dtype).min, dtype))
 
 
 def uniform_noise(shape, seed, dtype: str = "float32"):
@@ -91,7 +93,7 @@ def _shifted_logsumexp(x):
     r"""``(m, t)`` with :math:`\log\sum_i e^{x_i} = m + t` over the last axis (kept):
     ``m`` the stop-gradient maximum and ``t`` the log-sum-exp of ``x - m``."""
     if x.shape[-1] == 0:  # no document: the excluded logit (ops.max has no identity)
-        top = ops.full(tuple(ops.shape(x)[:-1]) + (1,), _excluded_logit(lists.dtype_name(x)),
+        top = ops.full(tuple(ops.shape(x)[:-1]) + (1,), float(np.finfo(lists.dtype_name(x)).min),
                        dtype=lists.dtype_name(x))
     else:  # (amax: keras's torch max() mishandles an empty batch)
         top = ops.stop_gradient(ops.amax(x, axis=-1, keepdims=True))

@@ -161,6 +161,20 @@ class SeedGenerator(keras.random.SeedGenerator):
         return io_callback(self._host_next, shape, ordered=True)
 
 
+def state_value(generator) -> np.ndarray:
+    """A generator's state ``[2]`` as NumPy, host draws included, without writing
+    anything back (a save reads it so: in a run of several JAX processes, writing the
+    state variable is a collective of its own)."""
+    if isinstance(generator, SeedGenerator):
+        with generator._lock:  # pylint: disable=protected-access
+            if generator._host_ahead and generator._host is not None:  # pylint: disable=protected-access
+                return np.array(generator._host, dtype=np.uint32)  # pylint: disable=protected-access
+    value = generator.state.value
+    if not getattr(value, "is_fully_addressable", True):  # a replicated global array
+        value = value.addressable_data(0)
+    return np.asarray(ops.convert_to_numpy(value))
+
+
 def seed_generator(seed, salt: int = 0) -> keras.random.SeedGenerator:
     """A :class:`SeedGenerator` for an int or pair-of-ints ``seed`` and a stream
     ``salt``; ``seed=None`` starts it at random (Keras's convention)."""

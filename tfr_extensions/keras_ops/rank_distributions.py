@@ -56,9 +56,10 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 
-METHODS = ("exact", "normal", "auto")
+METHODS = conventions.RANK_DISTRIBUTION_METHODS
 
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
 AUTO_EXACT_MAX_LIST_SIZE = 128

@@ -98,6 +98,50 @@ def _upstream(args, upstream):
     return args[0] if upstream is None else upstream
 
 
+def with_gradient(value, x, backward, *residuals):
+    """``value`` (computed from ``x`` without a gradient) with the gradient
+    ``backward(upstream, x, *residuals)`` with respect to ``x``.
+
+    ``residuals`` are the tensors (or None) the backward pass reads. On JAX they are
+    arguments of a ``jax.custom_vjp`` (with zero cotangents), never closed over: a
+    loss compiled alone and differentiated outside (``jax.grad(jax.jit(loss))``)
+    would otherwise leak the compiled program's tracers into its gradient.
+    Elsewhere ``keras.ops.custom_gradient``.
+    """
+    if keras.backend.backend() != "jax":
+        @ops.custom_gradient
+        def _value(v):
+            def grad(*args, upstream=None):
+                return backward(_upstream(args, upstream), v, *residuals)
+            return ops.copy(value), grad
+        return _value(x)
+    import jax  # pylint: disable=import-outside-toplevel
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+
+    def zero_cotangent(r):
+        if r is None:
+            return None
+        if jnp.issubdtype(r.dtype, jnp.inexact):
+            return jnp.zeros_like(r)
+        return np.zeros(r.shape, jax.dtypes.float0)  # (bool and int arguments)
+
+    @jax.custom_vjp
+    def _value(v, out, *res):
+        del v, res
+        return out
+
+    def forward(v, out, *res):
+        return out, (v, out, res)
+
+    def backward_pass(saved, upstream):
+        v, out, res = saved
+        return (backward(upstream, v, *res), jnp.zeros_like(out),
+                *[zero_cotangent(r) for r in res])
+
+    _value.defvjp(forward, backward_pass)
+    return _value(x, jax.lax.stop_gradient(value), *residuals)
+
+
 def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=None):
     r"""Element-wise twin-sigmoid :math:`\sigma^+(x)` (Eq. 11, 20, 21): forward
     0 for x < 0, 1/2 at x = 0, 1 for x > 0; backward
@@ -108,19 +152,14 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     """
     alpha_b = _validate(alpha_b, gradient, label_signs)
     x = ops.convert_to_tensor(x)
+    out = ops.where(x > 0, ops.ones_like(x),
+                    ops.where(x < 0, ops.zeros_like(x), ops.full_like(x, 0.5)))
+    signs = None if label_signs is None else ops.convert_to_tensor(label_signs)
 
-    @ops.custom_gradient
-    def _step(v):
-        out = ops.where(v > 0, ops.ones_like(v),
-                        ops.where(v < 0, ops.zeros_like(v), ops.full_like(v, 0.5)))
+    def backward(upstream, v, signs):
+        return upstream * twin_sigmoid_derivative(v, alpha_b, gradient, signs)
 
-        def grad(*args, upstream=None):
-            return _upstream(args, upstream) * twin_sigmoid_derivative(
-                v, alpha_b, gradient, label_signs)
-
-        return out, grad
-
-    return _step(x)
+    return with_gradient(out, x, backward, signs)
 
 
 # Padded documents enter the tanh form of the backward pass with a score at
@@ -224,6 +263,8 @@ def _pair_derivatives(logistics, labels_i, labels_j, alpha_b: float, gradient: s
 def _exp_is_exact(scores, mask, alpha_b: float):
     """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar)."""
     x = scores * alpha_b
+    if 0 in tuple(x.shape):  # no list, or lists of no document (PyTorch's max refuses them)
+        return ops.convert_to_tensor(True)
     spread = (ops.max(ops.where(mask, x, ops.full_like(x, float("-inf"))), axis=-1)
               - ops.min(ops.where(mask, x, ops.full_like(x, float("inf"))), axis=-1))
     return ops.all(spread <= _EXP_SPREAD_LIMIT[lists.dtype_name(x)])  # -inf: empty lists
@@ -284,6 +325,8 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     """
     dtype = scores.dtype
     zero = ops.zeros_like(scores)
+    if 0 in tuple(scores.shape):  # no list, or lists of no document: nothing to sum
+        return zero
     upstream = ops.where(mask, ops.cast(upstream, dtype), zero)
     scores = ops.where(mask, scores, zero)
     args = (upstream, scores, labels, mask, alpha_b, gradient)
@@ -347,15 +390,10 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
     forward, _ = exact_forward_ranks(scores, valid, tie_break, seed)
 
-    @ops.custom_gradient
-    def _ranks(s):
-        def grad(*args, upstream=None):
-            return _ranks_backward(_upstream(args, upstream), s, labels, valid, alpha_b,
-                                   gradient)
+    def backward(upstream, s, labels, valid):
+        return _ranks_backward(upstream, s, labels, valid, alpha_b, gradient)
 
-        return ops.copy(forward), grad
-
-    return _ranks(scores)
+    return with_gradient(forward, scores, backward, labels, valid)
 
 
 def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] = None,
@@ -398,12 +436,8 @@ def with_twin_sigmoid_gradient(value, rank_gradient, scores, labels, valid,
     rank_gradient = ops.stop_gradient(ops.convert_to_tensor(rank_gradient))
     scores = ops.convert_to_tensor(scores)
 
-    @ops.custom_gradient
-    def _value(s):
-        def grad(*args, upstream=None):
-            delta = _upstream(args, upstream)[:, None] * rank_gradient
-            return _ranks_backward(delta, s, labels, valid, alpha_b, gradient)
+    def backward(upstream, s, rank_gradient, labels, valid):
+        return _ranks_backward(upstream[:, None] * rank_gradient, s, labels, valid, alpha_b,
+                               gradient)
 
-        return ops.copy(value), grad
-
-    return _value(scores)
+    return with_gradient(value, scores, backward, rank_gradient, labels, valid)

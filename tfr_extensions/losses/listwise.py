@@ -18,34 +18,12 @@ saturate (a difference that overflows to :math:`\pm\infty` gives 0 or 1, and
 gradient 0), so it needs no clipping. ListNet's cross entropy grows linearly
 with the score gaps: it clips the scores to :math:`\pm b`, :math:`b` =
 ``dtype.max / 4``, before and after dividing them by the temperature (as
-:func:`tfr_extensions.losses.pairwise.clip_scores`), so every value stays
+:func:`tfr_extensions.ops.losses.pairwise.clip_scores`), so every value stays
 finite; below :math:`b` nothing changes, beyond it scores saturate (gradient 0).
 """
-import tensorflow as tf
-
 from tfr_extensions.losses import base
-from tfr_extensions.losses.pairwise import clip_scores
 from tfr_extensions.losses.registry import register
-from tfr_extensions.ops import lists
-from tfr_extensions.ops import numerics
-from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import validation
-
-
-def approx_ranks(scores, mask, temperature: float = 1.0):
-    r"""Qin et al.'s smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
-    \sigma\big((s_j - s_i)/T\big)` over the valid documents j (:math:`\alpha = 1/T`
-    in Eq. 6). ``[B, L]``; 1/2 at padded documents (whose gain is 0).
-
-    The same ranks as :func:`tfr_extensions.ops.approx_ranks.approx_ranks` (TF-Ranking's,
-    which pushes padded logits 1000/T below the others instead of masking them).
-    The difference is taken before the division, so two finite scores never
-    give ``inf - inf``.
-    """
-    diffs = (scores[:, None, :] - scores[:, :, None]) / temperature  # [B, i, j]: (s_j - s_i)/T
-    pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])
-    beats = tf.where(pair_mask, tf.sigmoid(diffs), tf.zeros_like(diffs))
-    return tf.reduce_sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
 
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
@@ -53,7 +31,8 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
 
     Per list, :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
     \hat\pi(i))}` (Eq. 3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
-    \sigma((s_j - s_i)/T)` over the valid documents (:func:`approx_ranks`, Eq. 6
+    \sigma((s_j - s_i)/T)` over the valid documents
+    (:func:`tfr_extensions.ops.losses.listwise.approx_ranks`, Eq. 6
     with :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG.
 
     TF-Ranking's ``ApproxNDCGLoss``: the same per-list value (TF-Ranking divides
@@ -79,28 +58,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     >>> round(float(losses[0]), 6)  # TF-Ranking's docstring: -0.655107
     -0.655107
     """
-    ranks = approx_ranks(scores, mask, temperature)
-    dcg = tf.reduce_sum(lists.gains(labels) * lists.log2_discount(ranks), axis=-1)
-    ndcg = numerics.safe_divide(dcg, rank_metrics.ideal_dcg(labels, mask))
-    return -ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-
-
-APPROX_NDCG = base.LossSpec(approx_ndcg_loss, "approx_ndcg",
-                            {"temperature": validation.validate_positive})
-approx_ndcg_loss = APPROX_NDCG.function
-
-
-@register
-class ApproxNDCGLoss(base.RankingLoss):
-    r"""Keras loss of :func:`approx_ndcg_loss`: minus nDCG at sigmoid-smoothed ranks.
-
-    Equals ``tfr.keras.losses.ApproxNDCGLoss`` (same default temperature 0.1).
-
-    >>> round(float(ApproxNDCGLoss()([[1., 0.]], [[0.6, 0.8]])), 6)
-    -0.655107
-    """
-
-    spec = APPROX_NDCG
+    return APPROX_NDCG.apply(labels, scores, mask, temperature=temperature)
 
 
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
@@ -144,24 +102,32 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     >>> round(float(losses[0] * weights[0]), 6)  # TF-Ranking's docstring: 0.7981389
     0.798139
     """
-    logits = clip_scores(clip_scores(scores) / temperature)  # (s / T may overflow)
-    floor = tf.constant(-scores.dtype.max / 4.0, scores.dtype)  # the lowest clipped logit
-    top = tf.reduce_max(tf.where(mask, logits, tf.fill(tf.shape(logits), floor)), axis=-1,
-                        keepdims=True)
-    top = tf.stop_gradient(tf.maximum(top, floor))  # (a list of 0 documents: floor)
-    shifted = tf.where(mask, logits - top, tf.zeros_like(logits))  # in [-max/2, 0]
-    total = tf.reduce_sum(tf.where(mask, tf.exp(shifted), tf.zeros_like(shifted)), axis=-1,
-                          keepdims=True)  # >= 1 where the list has a valid document
-    log_total = tf.math.log(tf.where(total > 0, total, tf.ones_like(total)))
-    label_sum = tf.reduce_sum(labels, axis=-1)  # padded labels are 0
-    targets = numerics.safe_divide(labels, label_sum[:, None])
-    # -log softmax = log(total) - (x - top), exact where x - top is (tied scores of 1e30)
-    terms = tf.where(mask, targets * (log_total - shifted), tf.zeros_like(logits))
-    return tf.reduce_sum(terms, axis=-1), label_sum
+    return LISTNET.apply(labels, scores, mask, temperature=temperature)
 
 
-LISTNET = base.LossSpec(listnet_loss, "listnet", {"temperature": validation.validate_positive})
-listnet_loss = LISTNET.function
+APPROX_NDCG = base.LossSpec(approx_ndcg_loss, {
+    base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:approx_ndcg_loss",
+    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:approx_ndcg_loss"},
+    {"temperature": validation.validate_positive})
+
+
+@register
+class ApproxNDCGLoss(base.RankingLoss):
+    r"""Keras loss of :func:`approx_ndcg_loss`: minus nDCG at sigmoid-smoothed ranks.
+
+    Equals ``tfr.keras.losses.ApproxNDCGLoss`` (same default temperature 0.1).
+
+    >>> round(float(ApproxNDCGLoss()([[1., 0.]], [[0.6, 0.8]])), 6)
+    -0.655107
+    """
+
+    spec = APPROX_NDCG
+
+
+LISTNET = base.LossSpec(listnet_loss, {
+    base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:listnet_loss",
+    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:listnet_loss"},
+    {"temperature": validation.validate_positive})
 
 
 @register

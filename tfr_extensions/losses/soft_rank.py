@@ -7,54 +7,10 @@ Metrics" (``softrank.txt``), Section 3.3-3.4 and 4.7. The rank distributions
 is the paper's Eq. 18-23 (the tests check it against an independent NumPy
 implementation of Eq. 18-23).
 """
-from typing import Optional
-
-import tensorflow as tf
-
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
-from tfr_extensions.ops import lists
-from tfr_extensions.ops import numerics
+from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
-from tfr_extensions.ops.rank_distributions import METHODS, distributions_of, rank_distributions
-
-
-def training_discount(num_ranks, count: tf.Tensor, alpha: float, dtype) -> tf.Tensor:
-    r"""The discounts :math:`D_\alpha(r)`, ``r = 0..num_ranks-1``, ``[B, R]``.
-
-    With :math:`u = r / n` (``n`` = ``count``, the ranks that count in the list:
-    its valid documents, capped at ``topn``):
-
-    * :math:`0 \le \alpha \le 1`: :math:`D_\alpha(r) = \alpha\,\frac{1}{\log_2(2 + r)}
-      + (1 - \alpha)(1 - u)`;
-    * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
-
-    :math:`\alpha = 1` is nDCG's discount, 0 the linear one, -1 the convex
-    (super-linear) :math:`1 - u^2`; all start at :math:`D(0) = 1`, decrease in
-    r and are positive for r < n. Ranks r >= n get 0.
-    """
-    ranks = tf.range(num_ranks, dtype=dtype)[None, :]  # [1, R]
-    count = tf.cast(count, dtype)[:, None]  # [B, 1]
-    u = ranks / tf.maximum(count, 1.0)
-    linear = 1.0 - u
-    if alpha >= 0:
-        log_discount = lists.log2_discount(ranks + 1.0)  # 1/log2(2 + r)
-        discount = alpha * log_discount + (1.0 - alpha) * linear
-    else:
-        discount = linear + (-alpha) * u * linear
-    return tf.where(ranks < count, discount, tf.zeros_like(discount))
-
-
-def _relevant_first(gains: tf.Tensor) -> Optional[tf.Tensor]:
-    """Indices ``[B, K]`` of each list's documents with a positive gain first,
-    K = the most any list has (at least 1). None (all documents) under XLA,
-    whose shapes must be static."""
-    if lists.compiling_with_xla():
-        return None
-    relevant = tf.cast(gains > 0, tf.int32)
-    order = tf.argsort(relevant, axis=-1, direction="DESCENDING", stable=True)
-    most = tf.maximum(tf.reduce_max(tf.reduce_sum(relevant, axis=-1)), 1)
-    return order[:, :most]
 
 
 def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_alpha=1.0,
@@ -108,37 +64,20 @@ def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_a
     >>> round(float(losses[0]), 4)  # minus the exact nDCG
     -0.5869
     """
-    gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
-    if sinkhorn_iterations:  # Sinkhorn needs every document's row
-        columns = None
-        probs = rank_distributions(
-            scores, mask, sigma=sigma, topn=topn, method=method,
-            sinkhorn_iterations=sinkhorn_iterations)  # [B, L, R]
-    else:  # only relevant documents add to Eq. 15: compute their rows only
-        columns = _relevant_first(gains)
-        probs = distributions_of(scores, mask, sigma, topn, method, columns)  # [B, K, R]
-    column_gains = gains if columns is None else tf.gather(gains, columns, batch_dims=1)
-    num_ranks = tf.shape(probs)[2]
-    count = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
-    if topn is not None:
-        count = tf.minimum(count, topn)
-    discount = training_discount(num_ranks, count, discount_alpha, scores.dtype)
-    expected_discount = tf.einsum("bjr,br->bj", probs, discount)  # E[D(r_j)]
-    dcg = tf.reduce_sum(column_gains * expected_discount, axis=-1)
-    sorted_gains = tf.sort(gains, axis=-1, direction="DESCENDING")[:, :num_ranks]
-    ideal = tf.reduce_sum(sorted_gains * discount, axis=-1)
-    soft_ndcg = numerics.safe_divide(dcg, ideal)
-    return -soft_ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    return SOFTNDCG.apply(labels, scores, mask, sigma=sigma, topn=topn,
+                          discount_alpha=discount_alpha, method=method,
+                          sinkhorn_iterations=sinkhorn_iterations)
 
 
-SOFTNDCG = base.LossSpec(softndcg_loss, "softndcg", {
+SOFTNDCG = base.LossSpec(softndcg_loss, {
+    base.TENSORFLOW: "tfr_extensions.ops.losses.soft_rank:softndcg_loss",
+    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.soft_rank:softndcg_loss"}, {
     "sigma": validation.validate_positive,
     "topn": validation.validate_topn,
     "discount_alpha": validation.number(-1.0, 1.0),
-    "method": validation.choice(METHODS),
+    "method": validation.choice(conventions.RANK_DISTRIBUTION_METHODS),
     "sinkhorn_iterations": validation.integer(minimum=0),
 })
-softndcg_loss = SOFTNDCG.function
 
 
 @register

@@ -16,3 +16,8 @@ PADDING_LABEL = -1.0
 #: float32's overflow. A loss gives a list with a larger valid label (``+inf``
 #: included) the value NaN (see :class:`tfr_extensions.losses.RankingLoss`).
 MAX_LABEL = 31.0
+
+#: How SoftRank's rank distributions are computed (``method=`` of
+#: ``rank_distributions`` and of the SoftNDCG loss): the exact Rank-Binomial
+#: recursion, its normal approximation, or ``"auto"`` (exact up to a list length).
+RANK_DISTRIBUTION_METHODS = ("exact", "normal", "auto")

@@ -88,11 +88,12 @@ from typing import List, Optional
 
 import tensorflow as tf
 
+from tfr_extensions.ops import conventions
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
 from tfr_extensions.ops import validation
 
-METHODS = ("exact", "normal", "auto")
+METHODS = conventions.RANK_DISTRIBUTION_METHODS
 
 #: documents per step of the exact recursion's while loop (a power of 2);
 #: XLA_CHUNK_SIZE under XLA

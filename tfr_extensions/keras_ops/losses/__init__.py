@@ -1,12 +1,11 @@
 """The ``keras.ops`` bodies of the losses: the twin of the TensorFlow bodies in
-:mod:`tfr_extensions.losses`, module by module and name by name
-(``losses/twin_sigmoid.py::twin_sigmoid_loss`` here and there).
+:mod:`tfr_extensions.ops.losses`, module by module and name by name
+(``twin_sigmoid.py::twin_sigmoid_loss`` here and there).
 
-A body takes what the loss's spec
-(:meth:`tfr_extensions.losses.base.LossSpec.compute`) hands the TensorFlow body:
-labels and scores already screened by the bad-input policy (compute dtype,
-labels 0 at padding, finite scores), ``mask`` a bool tensor and every option
-checked, and returns ``(losses, weights)`` ``[batch]`` each, or
-``(losses, weights, aux)``. The Keras classes call it on Keras's JAX and PyTorch
-backends (:func:`tfr_extensions.losses.base.neutral_body` finds it by name).
+A body takes labels and scores already through the bad-input screening
+(:mod:`tfr_extensions.keras_ops.screening`: compute dtype, labels 0 at padding, finite
+scores), ``mask`` a bool tensor and every option checked, and returns ``(losses,
+weights)`` ``[batch]`` each, or ``(losses, weights, aux)``. Each loss's spec
+(:class:`tfr_extensions.losses.base.LossSpec`) names its two bodies; on Keras 3's JAX
+and PyTorch backends the public functions and the Keras classes compute with these.
 """

@@ -115,7 +115,8 @@ def expected_utility_loss(labels, scores, *, mask=None, metric="ndcg", topn=10, 
         others = ops.sum(rewards, axis=-1, keepdims=True) - rewards
         advantages = rewards - others / float(num_samples - 1)
     surrogate = advantages * ops.sum(log_probs, axis=-1)
-    return -ops.mean(surrogate, axis=-1), weights, {"sampled_metric": rewards}
+    # (the mean as a sum over the samples: Keras's mean computes float64 in float32)
+    return -ops.sum(surrogate, axis=-1) / num_samples, weights, {"sampled_metric": rewards}
 
 
 def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1,
@@ -145,5 +146,5 @@ def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1
                                       lists.dtype_name(rewards))
     returns = ops.flip(ops.cumsum(ops.flip(rewards * discounts, axis=-1), axis=-1), axis=-1)
     surrogate = ops.sum(ops.stop_gradient(returns) * log_probs, axis=-1)
-    return (-ops.mean(surrogate, axis=-1), weights,
+    return (-ops.sum(surrogate, axis=-1) / num_samples, weights,
             {"sampled_metric": ops.sum(ndcg, axis=-1)})

@@ -32,10 +32,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
-from tfr_extensions.ops.conventions import MAX_LABEL
 
-COST_TYPES = ("eg", "dg", "ddg", "p1", "p2")
-TARGETS = ("gain", "softmax")
 
 # Stand-in for log(0) in masked log-sum-exp arguments.
 _LOG_ZERO = -1e30
@@ -156,15 +153,6 @@ def target_log_distribution(labels, mask, target: str):
     positive = gains > 0
     log_gains = ops.log(ops.where(positive, gains, ops.ones_like(gains)))
     return _masked_log_softmax(log_gains, positive), positive
-
-
-def max_label(options) -> float:
-    r"""The largest valid label of WassRank with these options (as the TF
-    module's): 31, or :math:`64 / \log_2\beta` for ``gain_base`` :math:`\beta > 4`."""
-    gain_base = options["gain_base"]
-    if gain_base <= 4.0:
-        return MAX_LABEL
-    return min(MAX_LABEL, 64.0 / math.log2(gain_base))
 
 
 def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_iterations=20,

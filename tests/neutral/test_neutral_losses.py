@@ -1,0 +1,649 @@
+"""The losses (:mod:`tfr_extensions.losses`) on every Keras 3 backend, with or without
+TensorFlow: every registered loss (``tfrx.losses.names``, so a new one cannot skip
+this suite) against the independent NumPy oracles of ``tests/support`` or, where
+none exists (policy gradient), by finite differences in float64; the bad-input
+policy; properties (masking = deleting padded documents, permutations, seeds);
+the Keras classes (``get``, JSON configs, ``.keras`` files with the seeded loss's
+step state, sample weights, keras-rs dict labels); compiled = eager; mixed_float16.
+
+Gradients come from the backend's own autodiff (:mod:`support.autodiff`). Imports
+numpy, scipy, keras, pytest, tfr_extensions and ``support`` only.
+"""
+import functools
+import json
+
+import numpy as np
+import pytest
+
+from tfr_extensions import backend
+
+if not backend.IS_KERAS_3:
+    pytest.skip("Keras 2: the losses compute with TensorFlow's ops there (tests/losses); this "
+                "suite is Keras 3's, on each of its backends", allow_module_level=True)
+
+import keras  # noqa: E402
+
+import tfr_extensions as tfrx  # noqa: E402
+from tfr_extensions.ops import vocabulary  # noqa: E402
+from support import autodiff, oracles, oracles_listwise, oracles_pairwise, oracles_softrank  # noqa: E402,E501
+
+BACKEND = keras.backend.backend()
+#: one registry key per loss class (its default name)
+KEYS = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
+CLASSES = {key: type(tfrx.losses.get(key)) for key in KEYS}
+FUNCTIONS = {key: cls.spec.function for key, cls in CLASSES.items()}
+SEEDED = tuple(key for key in KEYS if "seed" in FUNCTIONS[key].spec.defaults)
+#: the options every test uses unless it says otherwise: a seed where the loss takes one
+OPTIONS = {key: {"seed": 7} if key in SEEDED else {} for key in KEYS}
+#: the losses whose value depends on random draws at distinct scores (sampled
+#: rankings); the others are deterministic there (twin-sigmoid's seed breaks ties only)
+SAMPLED = ("expected_utility", "mdprank")
+#: how each loss's values and gradients are checked beyond the shared properties
+CHECKED_BY = {
+    "twin_sigmoid": "oracle: minus the exact metric, the paper's closed-form gradient",
+    "approx_ndcg": "oracle: support.oracles_listwise.approx_ndcg, value and gradient",
+    "listnet": "oracle: support.oracles_listwise.listnet, value and gradient",
+    "softndcg": "oracle: support.oracles_softrank.soft_ndcg_and_gradient (Eq. 15, 18-23)",
+    "ranknet": "oracle: support.oracles.ranknet, support.oracles_pairwise gradient",
+    "ndcg_beta_hinge": "oracle: support.oracles.ndcg_beta_hinge, oracles_pairwise gradient",
+    "wassrank": "oracle: Sinkhorn in NumPy (plain algorithm), dual-potential gradient",
+    "expected_utility": "finite differences of the REINFORCE surrogate (float64)",
+    "mdprank": "finite differences of the REINFORCE surrogate (float64)",
+}
+
+LABELS = np.array([
+    [2.0, 0.0, 1.0, 0.0, 3.0, -1.0, -1.0],   # padded tail
+    [0.0, 0.0, 0.0, 0.0, -1.0, -1.0, -1.0],  # no relevant document
+    [1.0, 0.0, -1.0, 2.0, 0.0, 1.0, 0.0],    # padding in the middle
+    [4.0, 1.0, 0.0, 0.0, 0.0, 2.0, 1.0],     # no padding
+], np.float32)
+SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
+#: the relative tolerance of properties that reorder a loss's sums (masking = deleting,
+#: permutations, compilation): float32 rounding, except WassRank's Sinkhorn iterations, which
+#: resolve costs of 10^2 / lambda to about 1e-4 relative in float32 (its docstring)
+PROPERTY_RTOL = {"wassrank": 5e-4}
+VALID = LABELS >= 0
+RELEVANT = np.any(LABELS > 0, axis=1)
+#: one valid document in lists 0, 2 and 3 (list 1's diagonal entry is padding)
+BAD = np.eye(4, 7, 3, dtype=bool) & VALID
+
+
+SOFTRANK = oracles_softrank
+
+
+def run(key, labels=LABELS, scores=SCORES, mask=None, total="weighted", **options):
+    """``(losses, weights, gradient)`` of the public function as NumPy: the gradient of
+    ``sum(losses * weights)`` (``total="weighted"``) or of ``sum(losses)``.
+
+    On JAX one compiled program per loss, options and shape (``jax.jit`` of
+    ``jax.value_and_grad``, as a training step runs it: several times faster than
+    JAX's op-by-op eager mode on CPU; ``test_compiled_value_and_gradient_equal_eager``
+    holds the two equal); with ``seed=None`` (fresh draws from Keras's global stream,
+    which a compiled program cannot advance) it runs eagerly.
+    """
+    options = {**OPTIONS[key], **options}
+    if BACKEND == "jax" and options.get("seed", 0) is not None:
+        program = _jax_program(key, total, json.dumps(options, sort_keys=True))
+        (_, (losses, weights)), grad = program(scores, labels, mask)
+        return autodiff.to_numpy(losses), autodiff.to_numpy(weights), autodiff.to_numpy(grad)
+    function = FUNCTIONS[key]
+
+    def fn(y, s):
+        losses, weights = function(y, s, mask=mask, **options)
+        return (losses * weights if total == "weighted" else losses), (losses, weights)
+
+    _, grad, (losses, weights) = autodiff.value_and_grad(fn, labels, scores, has_aux=True)
+    return losses, weights, grad
+
+
+@functools.lru_cache(maxsize=None)
+def _jax_program(key, total, options_json):
+    import jax  # pylint: disable=import-outside-toplevel
+    function, options = FUNCTIONS[key], json.loads(options_json)
+
+    def objective(scores, labels, mask):
+        losses, weights = function(labels, scores, mask=mask, **options)
+        out = losses * weights if total == "weighted" else losses
+        return keras.ops.sum(out), (losses, weights)
+
+    return jax.jit(jax.value_and_grad(objective, has_aux=True))
+
+
+def assert_close(actual, expected, rtol=1e-5, atol=1e-6, what=""):
+    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64),
+                               rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+def per_list(oracle, labels=LABELS, scores=SCORES):
+    """``oracle(valid labels, valid scores) -> (value, gradient)`` over each list, the
+    gradients scattered back with 0 at padding."""
+    values, grads = np.zeros(len(labels)), np.zeros(labels.shape)
+    for b, (y, s) in enumerate(zip(labels, scores)):
+        keep = y >= 0
+        values[b], grads[b, keep] = oracle(y[keep].astype(np.float64), s[keep].astype(np.float64))
+    return values, grads
+
+
+def test_every_registered_loss_is_checked_here():
+    assert set(CHECKED_BY) == set(KEYS), (
+        "a loss without a value check in this suite: add its oracle (or finite differences) "
+        "to CHECKED_BY and its test")
+    assert set(SAMPLED) <= set(SEEDED)
+    assert len(np.unique(SCORES)) == SCORES.size  # distinct: exact ranks without ties
+
+
+# --- values and gradients against the oracles ------------------------------------------
+
+@pytest.mark.parametrize("metric", vocabulary.CANONICAL_METRICS)
+def test_twin_sigmoid_is_minus_the_exact_metric_with_the_papers_gradient(metric):
+    for gradient, topn, alpha_b in [("type1", None, 1.0), ("type2", 3, 0.7), ("type3", 5, 2.5)]:
+        losses, weights, grad = run("twin_sigmoid", metric=metric, gradient=gradient,
+                                    topn=topn, alpha_b=alpha_b)
+        what = f"{metric} {gradient} topn={topn} alpha_b={alpha_b}"
+        expected = [-oracles.METRIC_ORACLES[metric](y, s, topn) for y, s in zip(LABELS, SCORES)]
+        assert_close(losses, expected, what=what)
+        np.testing.assert_array_equal(weights, RELEVANT.astype(np.float32))
+        expected_grad = [oracles.twin_loss_gradient(y, s, metric, topn, alpha_b, gradient)
+                         for y, s in zip(LABELS, SCORES)]
+        assert_close(grad, expected_grad, rtol=2e-5, atol=2e-6, what=what)
+        assert np.abs(grad).max() > 0
+
+
+@pytest.mark.parametrize("temperature", [0.1, 0.5])
+def test_approx_ndcg_equals_its_oracle(temperature):
+    losses, weights, grad = run("approx_ndcg", temperature=temperature)
+    values, grads = per_list(lambda y, s: oracles_listwise.approx_ndcg(y, s, temperature))
+    assert_close(losses * weights, values)
+    assert_close(grad, grads, rtol=2e-5, atol=2e-6)
+    np.testing.assert_array_equal(weights, RELEVANT.astype(np.float32))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_listnet_equals_its_oracle(temperature):
+    losses, weights, grad = run("listnet", temperature=temperature)
+    values, grads = per_list(lambda y, s: oracles_listwise.listnet(y, s, temperature))
+    assert_close(losses * weights, values)
+    assert_close(grad, grads, rtol=2e-5, atol=2e-6)
+    assert_close(weights, np.where(VALID, LABELS, 0).sum(axis=1))  # the label sums
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0])
+def test_softndcg_equals_the_rank_binomial_oracle(sigma):
+    losses, weights, grad = run("softndcg", sigma=sigma, method="exact")
+
+    def oracle(y, s):
+        if not (y > 0).any():
+            return 0.0, np.zeros(len(y))
+        value, gradient = SOFTRANK.soft_ndcg_and_gradient(s, y, sigma)
+        return -value, -gradient
+
+    values, grads = per_list(oracle)
+    assert_close(losses * weights, values)
+    assert_close(grad, grads, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("sigma", [1.0, 2.5])
+def test_ranknet_equals_its_oracle(sigma):
+    losses, weights, grad = run("ranknet", sigma=sigma)
+    values = [oracles.ranknet(y, s, sigma) if r else 0.0
+              for y, s, r in zip(LABELS, SCORES, RELEVANT)]
+    assert_close(losses * weights, values)
+    assert_close(grad, [oracles_pairwise.ranknet_gradient(y, s, sigma)
+                        for y, s in zip(LABELS, SCORES)], atol=2e-6)
+    np.testing.assert_array_equal(weights, RELEVANT.astype(np.float32))
+
+
+@pytest.mark.parametrize("margin,squared", [(1.0, False), (0.5, True)])
+def test_ndcg_beta_hinge_equals_its_oracle(margin, squared):
+    losses, weights, grad = run("ndcg_beta_hinge", margin=margin, squared=squared)
+    values = [oracles.ndcg_beta_hinge(y, s, margin, squared) for y, s in zip(LABELS, SCORES)]
+    assert_close(losses * weights, values)
+    assert_close(grad, [oracles_pairwise.ndcg_beta_hinge_gradient(y, s, margin, squared)
+                        for y, s in zip(LABELS, SCORES)], atol=2e-6)
+    assert np.all(weights[RELEVANT] > 0) and np.all(weights[~RELEVANT] == 0)
+
+
+def test_pairwise_gradient_oracles_are_the_derivatives_of_their_values():
+    """The closed forms of support.oracles_pairwise against central differences of the
+    value oracles (float64 NumPy), so the loss is held to a checked oracle."""
+    rng = np.random.default_rng(5)
+    y = np.array([2.0, 0.0, 1.0, 0.0, 3.0, -1.0])
+    s = rng.normal(size=6)
+    cases = [(oracles.ranknet, oracles_pairwise.ranknet_gradient, {"sigma": 1.5}),
+             (oracles.ndcg_beta_hinge, oracles_pairwise.ndcg_beta_hinge_gradient,
+              {"margin": 1.0, "squared": True}),
+             (oracles.ndcg_beta_hinge, oracles_pairwise.ndcg_beta_hinge_gradient,
+              {"margin": 0.5, "squared": False})]
+    for value, gradient, kwargs in cases:
+        eps, numeric = 1e-6, np.zeros(6)
+        for i in range(5):
+            step = np.eye(6)[i] * eps
+            numeric[i] = (value(y, s + step, **kwargs) - value(y, s - step, **kwargs)) / (2 * eps)
+        np.testing.assert_allclose(gradient(y, s, **kwargs), numeric, rtol=1e-6, atol=1e-8)
+
+
+def _wassrank_oracle(y, s, cost_type, target, regularization, iterations, **cost_options):
+    """WassRank's ``<P, C>`` by the plain log-space Sinkhorn algorithm in NumPy, and the
+    dual-potential gradient ``a_i (f_i - <a, f>)``; 0 without a relevant document."""
+    if not (y > 0).any():
+        return 0.0, np.zeros(len(y))
+    cost = oracles_pairwise.wassrank_cost(y, cost_type, **cost_options)
+    a = oracles_pairwise.softmax(s)
+    if target == "softmax":
+        columns, b = np.ones(len(y), bool), oracles_pairwise.softmax(y)
+    else:  # the normalized gains, over the documents that have any
+        gains = 2.0 ** y - 1.0
+        columns = gains > 0
+        b = gains[columns] / gains.sum()
+    plan, f, _ = SOFTRANK.sinkhorn_numpy(a, b, cost[:, columns], regularization, iterations)
+    return float(np.sum(plan * cost[:, columns])), a * (f - a @ f)
+
+
+@pytest.mark.parametrize("cost_type,target", [("eg", "gain"), ("dg", "softmax")])
+def test_wassrank_equals_plain_sinkhorn_with_the_dual_gradient(cost_type, target):
+    options = dict(cost_type=cost_type, target=target, regularization=0.5,
+                   sinkhorn_iterations=30, epsilon_scaling=False, gain_base=2.0,
+                   non_rele_gap=5.0, var_penalty=0.5)
+    losses, weights, grad = run("wassrank", **options)
+    values, grads = per_list(lambda y, s: _wassrank_oracle(
+        y, s, cost_type, target, 0.5, 30, gain_base=2.0, non_rele_gap=5.0, var_penalty=0.5))
+    assert_close(losses * weights, values, rtol=1e-4, atol=1e-5)
+    assert_close(grad, grads, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(weights, RELEVANT.astype(np.float32))
+
+
+def test_wassrank_gradient_is_the_gradient_of_entropic_transport_at_convergence():
+    """At convergence the dual potential is the gradient of OT_lambda(softmax(s), b) =
+    <P, C> - lambda H(P): central differences of the NumPy oracle (float64)."""
+    y = np.array([2.0, 0.0, 1.0, 3.0], np.float32)
+    s = np.array([0.2, 0.9, -0.4, 0.1], np.float32)
+    _, _, grad = run("wassrank", labels=y[None], scores=s[None], regularization=1.0,
+                     sinkhorn_iterations=300, cost_type="dg", target="softmax",
+                     epsilon_scaling=False)
+    cost = oracles_pairwise.wassrank_cost(y, "dg")
+    b = oracles_pairwise.softmax(y)
+
+    def objective(scores):
+        return SOFTRANK.entropic_ot(oracles_pairwise.softmax(scores), b, cost, 1.0, 300)
+
+    eps, numeric = 1e-6, np.zeros(4)
+    for i in range(4):
+        step = np.eye(4)[i] * eps
+        numeric[i] = (objective(s + step) - objective(s - step)) / (2 * eps)
+    assert_close(grad[0], numeric, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("key,options", [
+    ("expected_utility", {}),  # topn 10 >= every list: full rankings
+    ("expected_utility", {"metric": "ap", "topn": 3, "num_samples": 3, "baseline": True}),
+    ("mdprank", {"gamma": 0.8, "topn": 3, "num_samples": 2}),
+    ("mdprank", {"normalize": False}),
+])
+def test_policy_gradient_surrogates_by_finite_differences_in_float64(key, options):
+    """With a fixed seed the sampled rankings and their rewards are constants of the
+    scores (a small step moves no Gumbel key past another), so the surrogate's gradient
+    (the REINFORCE estimator) is its derivative: central differences per list along
+    random directions. Padded documents get exactly zero gradient."""
+    with autodiff.float64():
+        labels, scores = LABELS.astype(np.float64), SCORES.astype(np.float64)
+        losses, weights, grad = run(key, labels, scores, **options)
+        assert losses.dtype == np.float64 and grad.dtype == np.float64
+        assert np.all(np.isfinite(losses)) and np.all(grad[~VALID] == 0)
+        rng, eps = np.random.default_rng(1), 1e-6
+        for _ in range(2):
+            direction = rng.normal(size=scores.shape) * VALID
+            up, _, _ = run(key, labels, scores + eps * direction, **options)
+            down, _, _ = run(key, labels, scores - eps * direction, **options)
+            numeric = (up - down) * weights / (2 * eps)
+            assert_close(np.sum(grad * direction, axis=1), numeric, rtol=1e-6, atol=1e-8)
+        assert np.abs(grad[RELEVANT]).max() > 0
+
+
+@pytest.mark.parametrize("key", SAMPLED)
+def test_policy_gradient_surrogates_are_minus_weighted_log_probabilities(key):
+    """The sampled rewards are in [0, 1] (nDCG / AP of a sampled ranking), and the
+    surrogate is minus reward-weighted log-probabilities (<= 0): so >= 0, 0 without a
+    relevant document, and the logged sampled metric lies in [0, 1]."""
+    losses, weights, _ = run(key, num_samples=4)
+    assert np.all(losses >= 0) and np.all(losses[~RELEVANT] == 0)
+    loss = tfrx.losses.get(key, seed=3, num_samples=4)
+    loss(LABELS, SCORES)
+    assert 0.0 < float(autodiff.to_numpy(loss.sampled_metric)) <= 1.0
+
+
+# --- properties over the registry ------------------------------------------------------
+
+@pytest.mark.parametrize("key", KEYS)
+def test_finite_at_extreme_and_tied_scores(key):
+    for scores in (SCORES * 1e4, -SCORES * 1e4, np.full_like(SCORES, 0.5),
+                   np.where(VALID, 3e4, 0.0).astype(np.float32)):
+        losses, weights, grad = run(key, scores=scores)
+        assert np.all(np.isfinite(losses)) and np.all(np.isfinite(weights)), key
+        assert np.all(np.isfinite(grad)) and np.all(grad[~VALID] == 0), key
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_padding_is_ignored_whatever_its_score(key):
+    """Padded documents (label -1, or ``mask`` False) change nothing, NaN and
+    infinite scores included, and get exactly zero gradient."""
+    losses, weights, grad = run(key)
+    for fill in (np.nan, np.inf, -np.inf, 1e30, -5.0):
+        padded = np.where(VALID, SCORES, fill).astype(np.float32)
+        again = run(key, scores=padded)
+        for name, actual, expected in zip(("losses", "weights", "grad"), again,
+                                          (losses, weights, grad)):
+            np.testing.assert_array_equal(actual, expected, err_msg=f"{key} {name} {fill}")
+    # the mask argument narrows validity as label -1 does (another program: rounding)
+    masked = run(key, labels=np.where(VALID, LABELS, 3.0).astype(np.float32), mask=VALID)
+    for actual, expected in zip(masked, (losses, weights, grad)):
+        assert_close(actual, expected, rtol=1e-6, atol=1e-7)
+    assert np.all(masked[2][~VALID] == 0)
+
+
+#: lists of 5 valid documents padded to 7 in different places (one without a relevant
+#: document), and the same lists with their padding deleted
+PADDED_LABELS = np.array([[2.0, -1.0, 0.0, 1.0, -1.0, 0.0, 3.0],
+                          [-1.0, -1.0, 1.0, 0.0, 2.0, 0.0, 4.0],
+                          [0.0, 1.0, 0.0, 0.0, 1.0, -1.0, -1.0],
+                          [0.0, -1.0, 0.0, 0.0, -1.0, 0.0, 0.0]], np.float32)
+DELETED_LABELS = PADDED_LABELS[PADDED_LABELS >= 0].reshape(4, 5)
+DELETED_SCORES = SCORES[PADDED_LABELS >= 0].reshape(4, 5)
+
+
+@pytest.mark.parametrize("key", [key for key in KEYS if key not in SAMPLED])
+def test_masking_equals_deleting_the_padded_documents(key):
+    losses, weights, grad = run(key, labels=PADDED_LABELS)
+    deleted = run(key, labels=DELETED_LABELS, scores=DELETED_SCORES)
+    rtol = PROPERTY_RTOL.get(key, 1e-5)
+    assert_close(deleted[0], losses, rtol=rtol, what=key)
+    assert_close(deleted[1], weights)
+    assert_close(deleted[2], grad[PADDED_LABELS >= 0].reshape(4, 5), rtol=rtol, atol=1e-6)
+    assert np.all(grad[PADDED_LABELS < 0] == 0)
+
+
+@pytest.mark.parametrize("key", [key for key in KEYS if key not in SAMPLED])
+def test_permuting_the_documents_of_a_list_permutes_the_gradient(key):
+    losses, weights, grad = run(key)
+    order = np.random.default_rng(3).permutation(LABELS.shape[1])
+    again = run(key, labels=LABELS[:, order], scores=SCORES[:, order])
+    rtol = PROPERTY_RTOL.get(key, 1e-5)
+    assert_close(again[0], losses, rtol=rtol)
+    assert_close(again[1], weights)
+    assert_close(again[2], grad[:, order], rtol=rtol, atol=1e-6)
+
+
+@pytest.mark.parametrize("key", SEEDED)
+def test_a_seed_replays_its_draws_and_another_seed_draws_others(key):
+    first, second = run(key, seed=11), run(key, seed=11)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    other = run(key, seed=12)
+    assert (not np.array_equal(other[2], first[2])) == (key in SAMPLED)
+    if key in SAMPLED:  # fresh randomness without a seed
+        assert not np.array_equal(run(key, seed=None)[2], run(key, seed=None)[2])
+
+
+@pytest.mark.parametrize("key", SEEDED)
+def test_a_seeded_class_draws_afresh_at_every_call_and_replays_from_its_seed(key):
+    def calls(loss):
+        return [float(autodiff.to_numpy(loss(LABELS, SCORES))) for _ in range(3)]
+
+    values = calls(CLASSES[key](seed=5))
+    assert values == calls(CLASSES[key](seed=5))
+    if key in SAMPLED:
+        assert len(set(values)) == 3
+
+
+# --- the bad-input policy ----------------------------------------------------------------
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_broken_list_is_nan_with_zero_gradient_while_the_others_train(key):
+    """A NaN or infinite score of a valid document, or a label above the maximum:
+    that list's loss is NaN and its gradient exactly 0; the other lists keep their
+    values and gradients (the same draws: the seed and shapes are unchanged)."""
+    clean = run(key, total="losses")
+    broken = BAD.any(axis=1)
+    assert broken.tolist() == [True, False, True, True]
+    for what, labels, scores in [
+            ("nan score", LABELS, np.where(BAD, np.nan, SCORES)),
+            ("+inf score", LABELS, np.where(BAD, np.inf, SCORES)),
+            ("-inf score", LABELS, np.where(BAD, -np.inf, SCORES)),
+            ("label 40", np.where(BAD, 40.0, LABELS), SCORES)]:
+        losses, weights, grad = run(key, labels=labels.astype(np.float32),
+                                    scores=scores.astype(np.float32), total="losses")
+        assert np.all(np.isnan(losses[broken])), (key, what)
+        assert np.all(grad[broken] == 0), (key, what)
+        assert_close(losses[~broken], clean[0][~broken], what=f"{key} {what}")
+        assert_close(grad[~broken], clean[2][~broken], what=f"{key} {what}")
+        np.testing.assert_array_equal(weights[~broken], clean[1][~broken])
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_broken_list_makes_the_keras_loss_nan_and_the_other_lists_train(key):
+    scores = np.where(BAD & (np.arange(4) == 0)[:, None], np.nan, SCORES).astype(np.float32)
+    broken_loss, clean_loss = (CLASSES[key](**OPTIONS[key]) for _ in range(2))
+    value, grad = autodiff.value_and_grad(broken_loss, LABELS, scores)
+    clean_value, clean = autodiff.value_and_grad(clean_loss, LABELS, SCORES)
+    assert np.isnan(value) and np.isfinite(clean_value) and np.all(grad[0] == 0)
+    assert_close(grad[1:], clean[1:], atol=1e-7)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_no_list_no_document_all_padding_and_no_relevant_document(key):
+    for shape in ((0, 7), (0, 0)):
+        losses, weights, grad = run(key, labels=np.zeros(shape, np.float32),
+                                    scores=np.zeros(shape, np.float32))
+        assert losses.shape == weights.shape == (0,) and grad.shape == shape
+        empty = autodiff.to_numpy(CLASSES[key](**OPTIONS[key])(
+            np.zeros(shape, np.float32), np.zeros(shape, np.float32)))
+        assert float(empty) == 0.0
+    labels = np.concatenate([np.full((1, 7), -1.0, np.float32), LABELS[1:]])  # all padding
+    losses, weights, grad = run(key, labels=labels)  # list 1: no relevant document
+    assert np.all(np.isfinite(losses)) and np.all(weights[:2] == 0) and np.all(weights[2:] > 0)
+    assert np.all(grad[:2] == 0) and np.abs(grad[2:]).max() > 0
+
+
+# --- the Keras classes ---------------------------------------------------------------------
+
+#: a non-default configuration of each loss, for the round trips
+NON_DEFAULT = {
+    "twin_sigmoid": dict(metric="ap_min", topn=5, gradient="type2", alpha_b=1.3,
+                         tie_break=False, seed=[3, 4]),
+    "softndcg": dict(sigma=0.3, topn=5, discount_alpha=-0.2, method="normal",
+                     sinkhorn_iterations=2),
+    "wassrank": dict(regularization=0.2, sinkhorn_iterations=7, cost_type="dg",
+                     target="softmax", gain_base=2.0, non_rele_gap=5.0, var_penalty=0.1,
+                     epsilon_scaling=False),
+    "expected_utility": dict(metric="nerr", topn=3, num_samples=5, temperature=0.7,
+                             baseline=True, seed=[3, 4]),
+    "mdprank": dict(gamma=0.8, topn=3, num_samples=5, temperature=0.7, normalize=False,
+                    seed=[3, 4]),
+    "ranknet": dict(sigma=2.0),
+    "ndcg_beta_hinge": dict(margin=0.5, squared=True),
+    "approx_ndcg": dict(temperature=0.5),
+    "listnet": dict(temperature=0.5),
+}
+
+
+def value_of(loss, labels=LABELS, scores=SCORES, sample_weight=None):
+    return autodiff.to_numpy(loss(labels, scores, sample_weight=sample_weight))
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_get_builds_the_class_by_key_class_name_and_preset(key):
+    assert set(NON_DEFAULT) == set(KEYS)
+    cls = CLASSES[key]
+    assert type(tfrx.losses.get(cls.__name__)) is cls and tfrx.losses.get(key).name == key
+    loss = tfrx.losses.get(key, **NON_DEFAULT[key])
+    assert loss.options == cls.spec.check_options(**NON_DEFAULT[key])
+    for preset, kwargs in cls.spec.presets.items():
+        assert tfrx.losses.get(preset).options == {**cls.spec.defaults, **kwargs}
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_class_computes_its_function_per_list(key):
+    loss = CLASSES[key](reduction="none", **OPTIONS[key])
+    per_list_values = value_of(loss)
+    assert per_list_values.shape == (len(LABELS), 1)
+    if key not in SAMPLED:  # (the class folds a step counter into the seed)
+        losses, weights, _ = run(key)
+        assert_close(per_list_values[:, 0], losses * weights)
+    reduced = value_of(CLASSES[key](**OPTIONS[key]))
+    assert_close(reduced, per_list_values.sum() / len(LABELS))
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_config_round_trips_through_json(key):
+    loss = CLASSES[key](reduction="sum", name="mine", **NON_DEFAULT[key])
+    config = json.loads(json.dumps(loss.get_config()))
+    again = CLASSES[key].from_config(config)
+    assert again.get_config() == loss.get_config() and again.name == "mine"
+    assert_close(value_of(again), value_of(loss))  # (a seeded loss: both at their first call)
+    serialized = json.loads(json.dumps(keras.losses.serialize(loss)))
+    restored = keras.losses.deserialize(serialized)
+    assert type(restored) is CLASSES[key] and restored.get_config() == loss.get_config()
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_sample_weights_per_list_and_per_item(key):
+    per_list_values = value_of(CLASSES[key](reduction="none", **OPTIONS[key]))[:, 0]
+    list_weights = np.array([[0.5], [2.0], [1.5], [3.0]], np.float32)
+    assert_close(value_of(CLASSES[key](**OPTIONS[key]), sample_weight=list_weights),
+                 np.sum(per_list_values * list_weights[:, 0]) / len(LABELS))
+    assert_close(value_of(CLASSES[key](reduction="sum", **OPTIONS[key]),
+                          sample_weight=list_weights[:, 0]),
+                 np.sum(per_list_values * list_weights[:, 0]))
+    item_weights = np.random.default_rng(4).uniform(0.5, 2.0, LABELS.shape).astype(np.float32)
+    relevance = np.where(VALID, LABELS, 0.0)
+    label_weighted = np.divide((item_weights * relevance).sum(1), relevance.sum(1),
+                               out=np.zeros(len(LABELS)), where=relevance.sum(1) > 0)
+    assert_close(value_of(CLASSES[key](**OPTIONS[key]), sample_weight=item_weights),
+                 np.sum(per_list_values * label_weighted) / len(LABELS))
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_keras_rs_dict_labels_equal_padded_labels(key):
+    y_true = {"labels": np.where(VALID, LABELS, 2.0).astype(np.float32), "mask": VALID}
+    assert_close(value_of(CLASSES[key](**OPTIONS[key]), y_true),
+                 value_of(CLASSES[key](**OPTIONS[key])))
+
+
+def _scorer(num_features=3, list_size=7):
+    return keras.Sequential([keras.Input((list_size, num_features)),
+                             keras.layers.Dense(1, kernel_initializer="ones"),
+                             keras.layers.Reshape((list_size,))])
+
+
+def _seed_state(loss):
+    store = {}
+    loss.save_own_variables(store)
+    return np.asarray(store["seed_step"]) if "seed_step" in store else None
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_keras_file_keeps_the_options_and_the_seeded_step_state(key, tmp_path):
+    """A compiled model saved as ``.keras`` and loaded back has the loss with its
+    options; a seeded loss's step counter travels with it (after 3 training steps the
+    loaded loss draws what the trained one draws next, not what a new one draws)."""
+    features = np.random.default_rng(6).normal(size=(12, 7, 3)).astype(np.float32)
+    labels = np.tile(LABELS, (3, 1))
+    model = _scorer()
+    loss = tfrx.losses.get(key, **NON_DEFAULT[key])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+    if key in SEEDED:
+        model.fit(features, labels, batch_size=4, epochs=1, verbose=0, shuffle=False)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    assert type(loaded.loss) is CLASSES[key]
+    assert loaded.loss.get_config() == loss.get_config()
+    if key in SEEDED:
+        state = _seed_state(loss)
+        np.testing.assert_array_equal(_seed_state(loaded.loss), state)
+        assert not np.array_equal(state, _seed_state(tfrx.losses.get(key, **NON_DEFAULT[key])))
+        scores = autodiff.to_numpy(model(features[:4]))
+        next_value = value_of(loss, labels[:4], scores)
+        assert_close(value_of(loaded.loss, labels[:4], scores), next_value)
+        if key in SAMPLED:
+            fresh = tfrx.losses.get(key, **NON_DEFAULT[key])
+            assert not np.isclose(value_of(fresh, labels[:4], scores), next_value)
+
+
+# --- compiled = eager, dtypes ---------------------------------------------------------------
+
+#: on PyTorch, the losses compiled by ``torch.compile`` here (tens of seconds each on CI's
+#: CPUs): twin-sigmoid, whose custom gradients are the likeliest to break a graph capture
+TORCH_COMPILED = ("twin_sigmoid",)
+TORCH_COMPILE_SKIP = ("torch.compile takes tens of seconds per loss on CI's CPUs: "
+                      f"{', '.join(TORCH_COMPILED)} stands for the others (PyTorch's model.fit "
+                      "runs eagerly by default)")
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_compiled_value_and_gradient_equal_eager(key):
+    if BACKEND == "torch" and key not in TORCH_COMPILED:
+        pytest.skip(TORCH_COMPILE_SKIP)
+    function = FUNCTIONS[key]
+
+    def fn(y, s):
+        losses, weights = function(y, s, **OPTIONS[key])
+        return losses * weights
+
+    value, grad = autodiff.compiled_value_and_grad(fn, LABELS, SCORES)
+    eager_value, eager_grad = autodiff.value_and_grad(fn, LABELS, SCORES)
+    rtol = PROPERTY_RTOL.get(key, 1e-5)  # (XLA fuses and reorders the sums)
+    assert_close(value, eager_value, rtol=rtol)
+    assert_close(grad, eager_grad, rtol=rtol, atol=1e-6)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_gradient_through_a_compiled_loss_equals_eager(key):
+    """``grad(jit(loss))`` (JAX's other order): the loss compiled alone, differentiated
+    outside; custom gradients must not capture the compiled program's tracers."""
+    if BACKEND == "torch":
+        pytest.skip("on PyTorch a compiled function's gradient is its compiled backward: "
+                    "test_compiled_value_and_gradient_equal_eager")
+    function = FUNCTIONS[key]
+
+    def fn(y, s):
+        losses, weights = function(y, s, **OPTIONS[key])
+        return losses * weights
+
+    value, grad = autodiff.value_and_grad(autodiff.compiled(fn), LABELS, SCORES)
+    eager_value, eager_grad = autodiff.value_and_grad(fn, LABELS, SCORES)
+    rtol = PROPERTY_RTOL.get(key, 1e-5)
+    assert_close(value, eager_value, rtol=rtol)
+    assert_close(grad, eager_grad, rtol=rtol, atol=1e-6)
+
+
+@pytest.fixture
+def mixed_float16():
+    before = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    yield
+    keras.mixed_precision.set_global_policy(before)
+
+
+@pytest.mark.usefixtures("mixed_float16")
+@pytest.mark.parametrize("key", KEYS)
+def test_mixed_float16_computes_in_float32(key):
+    loss = CLASSES[key](**OPTIONS[key])
+    half = keras.ops.cast(SCORES, "float16")
+    value = loss(LABELS, half)
+    assert keras.backend.standardize_dtype(value.dtype) == "float32"
+    single = autodiff.to_numpy(keras.ops.cast(half, "float32"))
+    assert_close(autodiff.to_numpy(value), value_of(CLASSES[key](**OPTIONS[key]), LABELS, single))
+    _, grad = autodiff.value_and_grad(lambda y, s: CLASSES[key](**OPTIONS[key])(y, s),
+                                      LABELS, SCORES.astype(np.float16))
+    assert grad.dtype == np.float16 and np.all(np.isfinite(grad))
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_float64_scores_compute_in_float64(key):
+    with autodiff.float64():
+        losses, weights, grad = run(key, LABELS.astype(np.float64), SCORES.astype(np.float64))
+        assert losses.dtype == weights.dtype == grad.dtype == np.float64
+        assert np.all(np.isfinite(losses)) and np.all(np.isfinite(grad))
+        single = run(key)
+    if key not in SAMPLED:  # (float64 draws its noise with more bits: other samples)
+        assert_close(losses, single[0], rtol=1e-4, atol=1e-5)
+        assert_close(grad, single[2], rtol=1e-3, atol=1e-5)

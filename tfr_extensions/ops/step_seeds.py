@@ -1,0 +1,52 @@
+"""Seeds that change at every call, in TensorFlow: the step counter of a seeded loss
+or model and the stateless seed of each call (see
+:class:`tfr_extensions.losses.base.StepSeeded`; on JAX and PyTorch the same
+mixin draws from a Keras ``SeedGenerator``, :mod:`tfr_extensions.keras_ops.random`).
+
+>>> counter = step_counter()
+>>> first, second = seed_at_step([1, 2], 0, counter), seed_at_step([1, 2], 0, counter)
+>>> bool((first.numpy() != second.numpy()).any()), int(counter.numpy())
+(True, 2)
+"""
+import tensorflow as tf
+
+from tfr_extensions import backend
+from tfr_extensions.backend import keras
+from tfr_extensions.ops import lists
+
+#: the name of a seeded loss's or model's step counter (its variable, and its entry
+#: in a Keras 3 weights file)
+SEED_STEP = "seed_step"
+
+
+def step_counter(layer=None):
+    """The call counter, 0 at first: a non-trainable int64 weight of ``layer`` (so
+    Keras saves it with the model's weights), or a plain ``tf.Variable`` (a loss).
+    Synchronized on write and updated by the first replica only under a strategy."""
+    if isinstance(layer, keras.layers.Layer):
+        replicas = ({"aggregation": "only_first_replica"} if backend.IS_KERAS_3 else
+                    {"synchronization": tf.VariableSynchronization.ON_WRITE,
+                     "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA})
+        return layer.add_weight(name=SEED_STEP, shape=(), dtype="int64",
+                                initializer="zeros", trainable=False, **replicas)
+    with tf.init_scope():
+        return tf.Variable(0, dtype=tf.int64, trainable=False, name=SEED_STEP,
+                           synchronization=tf.VariableSynchronization.ON_WRITE,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def seed_at_step(seed, salt: int, counter) -> tf.Tensor:
+    """The stateless seed ``int32 [2]`` of this call: ``fold_in(seed + salt, step)``
+    with ``step`` the counter before this call (which it then advances); under a
+    strategy of several replicas each replica folds in its replica id too."""
+    step = counter.assign_add(1) - 1
+    folded = lists.fold_in(lists.seed_tensor(seed, salt), step)
+    replica = tf.distribute.get_replica_context()
+    if replica is not None and replica.num_replicas_in_sync > 1:
+        folded = lists.fold_in(folded, replica.replica_id_in_sync_group)
+    return folded
+
+
+def fresh_seed() -> tf.Tensor:
+    """A random stateless seed, for ``seed=None`` (non-reproducible on purpose)."""
+    return lists.fresh_seed()

@@ -1,0 +1,253 @@
+"""The prepared GPU script: ``tfrx-train`` and the losses on JAX and PyTorch, no TensorFlow.
+
+    python -m benchmarks.gpu --out gpu_results            # the GPU run (about 6 minutes)
+    python -m benchmarks.gpu --tiny --out /tmp/gpu_tiny   # the same code, tiny, on a CPU
+
+It runs unchanged on a machine with JAX and PyTorch and no TensorFlow (the lent GPU
+machine: Python 3.12, JAX 0.11 with CUDA, PyTorch 2.11; carry Keras, its missing
+needs and Rax as wheels, and this repository). Each part runs in a process of its
+own (Keras picks its backend once), and each writes its JSON to ``--out`` as it
+ends, so that a cut-off run still returns what it measured.
+
+**Training** (:func:`train_part`), per backend and loss: MSLR-WEB30K-shaped
+synthetic data generated here (``--queries`` queries of 20..200 documents, 136
+features; 60/20/20 train/validation/test), trained through the real job,
+:func:`pipelines.train.run`: ``R4.L`` with ``twin_ndcg_type3`` and, for the ratio,
+``approx_ndcg``, batches of ``--batch`` lists, ``--epochs`` epochs of ``--steps``
+steps (the first compiles each padded list size). Reported from the last epoch:
+its seconds, steps/s and lists/s, the fraction of training time spent waiting for
+input (:attr:`pipelines.keras_runtime.TrainingStream.wait_seconds`), peak device
+memory (JAX's ``peak_bytes_in_use``, ``torch.cuda.max_memory_allocated``), the
+loss's share of a step (forward and backward of the loss alone on a batch of the
+training shape, compiled as the step is, against the step's time), and test nDCG@5.
+
+**Loss throughput** (:mod:`benchmarks.backend_throughput`): at GPU-sized batches
+(``--lists`` lists, L = ``--sizes``), ours against Rax's ApproxNDCG on JAX and the
+port of TF-Ranking's ApproxNDCG on PyTorch (eager), with the fraction of the fused
+pair-pass limit. Skipped, saying so, where the peer is not installed.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOSSES = ("twin_ndcg_type3", "approx_ndcg")
+FULL = {"queries": 20000, "batch": 128, "steps": 60, "epochs": 2, "sizes": [128, 512, 1024],
+        "lists": 256}
+TINY = {"queries": 240, "batch": 8, "steps": 3, "epochs": 2, "sizes": [32], "lists": 4}
+
+
+def synthetic_splits(queries: int, seed: int = 0):
+    """MSLR-WEB30K-shaped synthetic data, split 60/20/20 by query."""
+    from pipelines import common  # pylint: disable=import-outside-toplevel
+    import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
+    data = tfrx.data.synthetic(num_queries=queries, num_features=136, seed=seed,
+                               list_size=(20, 200))
+    return common.Splits(*common.split_queries(data, (0.6, 0.2, 0.2), seed))
+
+
+def peak_memory(backend: str) -> Dict[str, object]:
+    """The device and its peak memory in bytes so far (None where not reported)."""
+    if backend == "jax":
+        import jax  # pylint: disable=import-outside-toplevel
+        device = jax.devices()[0]
+        stats = device.memory_stats() or {}
+        return {"device": f"{device.platform}:{device.device_kind}",
+                "peak_bytes": stats.get("peak_bytes_in_use")}
+    import torch  # pylint: disable=import-outside-toplevel
+    if torch.cuda.is_available():
+        return {"device": f"cuda:{torch.cuda.get_device_name()}",
+                "peak_bytes": int(torch.cuda.max_memory_allocated())}
+    return {"device": "cpu", "peak_bytes": None}
+
+
+def loss_seconds(backend: str, loss, labels, scores, repeats: int = 10) -> float:
+    """Seconds of one forward and backward pass of ``loss`` alone on ``(labels, scores)``
+    (NumPy), compiled as the training step is on that backend (``jax.jit``; eager on
+    PyTorch), after a warm-up."""
+    from keras import ops  # pylint: disable=import-outside-toplevel
+    if backend == "jax":
+        import jax  # pylint: disable=import-outside-toplevel
+        grad = jax.jit(jax.value_and_grad(lambda s, y: loss(y, s)))
+        y, s = ops.convert_to_tensor(labels), ops.convert_to_tensor(scores)
+
+        def once():
+            value, g = grad(s, y)
+            g.block_until_ready()
+    else:
+        import torch  # pylint: disable=import-outside-toplevel
+        y = ops.convert_to_tensor(labels)
+        s = ops.convert_to_tensor(scores).requires_grad_(True)
+
+        def once():
+            value = loss(y, s)
+            value.backward()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+    once()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        once()
+    return (time.perf_counter() - start) / repeats
+
+
+def train_part(backend: str, loss_name: str, size: Dict, out: str) -> Dict:
+    """One training run of the job on this process's backend (see the module docstring)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from pipelines import train  # pylint: disable=import-outside-toplevel
+    import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
+    start = time.perf_counter()
+    splits = synthetic_splits(size["queries"])
+    data_seconds = time.perf_counter() - start
+    output_dir = tempfile.mkdtemp(prefix=f"gpu_{backend}_{loss_name}_")
+    config = train.TrainConfig(
+        name=f"gpu_{backend}_{loss_name}", loss=loss_name, scorer="R4.L",
+        epochs=size["epochs"], batch_size=size["batch"], steps_per_epoch=size["steps"],
+        seed=0, output_dir=output_dir, tensorboard=False, verbose=0)
+    result = train.run(config, splits=splits, overwrite=True)
+    last = result.timing["epochs"][-1]
+    row = {"backend": backend, "loss": loss_name, "queries": size["queries"],
+           "batch": size["batch"], "steps_per_epoch": size["steps"],
+           "data_seconds": data_seconds, "epoch_seconds": result.epoch_seconds,
+           "last_epoch_steps_per_s": last["steps_per_second"],
+           "last_epoch_lists_per_s": last["steps_per_second"] * size["batch"],
+           "last_epoch_input_wait_fraction": last["input_wait_fraction"],
+           "input_wait_fraction": result.timing["input_wait_fraction"],
+           "test_ndcg_5": result.test.summary["ndcg@5"],
+           **peak_memory(backend)}
+    # the loss alone on a batch of the training shape, against the step
+    batches = train.training_batches(config, splits.train)
+    _, labels = batches.batch(0, 0)
+    scores = np.random.default_rng(0).normal(size=labels.shape).astype(np.float32)
+    loss = tfrx.losses.get(loss_name)
+    seconds = loss_seconds(backend, lambda y, s: loss(y, s), labels, scores)
+    row.update(loss_seconds=seconds, list_size=int(labels.shape[1]),
+               loss_share_of_step=seconds * last["steps_per_second"])
+    with open(os.path.join(out, f"train_{backend}_{loss_name}.json"), "w") as f:
+        json.dump(row, f, indent=1)
+    return row
+
+
+def installed(module: str) -> bool:
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    return importlib.util.find_spec(module) is not None
+
+
+def run_child(args: List[str], backend: str, timeout: float) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    return subprocess.run([sys.executable, "-m", "benchmarks.gpu", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def main(argv=None) -> Dict[str, list]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="gpu_results")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes (a CPU check)")
+    parser.add_argument("--backends", nargs="+", default=["jax", "torch"])
+    parser.add_argument("--parts", nargs="+", default=["train", "throughput"])
+    parser.add_argument("--budget", type=float, default=420.0,
+                        help="seconds; parts that would start after it are skipped")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--loss", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    size = TINY if args.tiny else FULL
+    os.makedirs(args.out, exist_ok=True)
+    if args.child == "train":
+        row = train_part(os.environ["KERAS_BACKEND"], args.loss, size, args.out)
+        print("ROW" + json.dumps(row), flush=True)
+        return {}
+    start = time.perf_counter()
+    rows: Dict[str, list] = {"train": [], "throughput": [], "skipped": []}
+    backends = [b for b in args.backends if installed(b)]
+    rows["skipped"] += [f"{b}: not installed" for b in args.backends if b not in backends]
+
+    def budget_left(part: str) -> float:
+        left = args.budget - (time.perf_counter() - start)
+        if left <= 0:
+            rows["skipped"].append(f"{part}: over the --budget")
+        return left
+
+    if "train" in args.parts:
+        for backend in backends:
+            for loss_name in LOSSES:
+                left = budget_left(f"train {backend} {loss_name}")
+                if left <= 0:
+                    continue
+                proc = run_child(["--child", "train", "--loss", loss_name, "--out", args.out]
+                                 + (["--tiny"] if args.tiny else []), backend, timeout=left + 60)
+                lines = [l for l in proc.stdout.splitlines() if l.startswith("ROW")]
+                if proc.returncode or not lines:
+                    rows["skipped"].append(f"train {backend} {loss_name}: failed: "
+                                           + proc.stderr[-2000:])
+                    continue
+                rows["train"].append(json.loads(lines[-1][3:]))
+                print(f"train {backend} {loss_name}: done at "
+                      f"{time.perf_counter() - start:.0f} s", flush=True)
+    if "throughput" in args.parts:
+        peers = {"jax": "rax", "torch": "torch"}
+        for backend in backends:
+            if not installed(peers[backend]):
+                rows["skipped"].append(f"throughput {backend}: its peer {peers[backend]} is "
+                                       "not installed")
+                continue
+            left = budget_left(f"throughput {backend}")
+            if left <= 0:
+                continue
+            path = os.path.join(args.out, f"throughput_{backend}.json")
+            command = ["-c", "from benchmarks import backend_throughput as b; b.main()",
+                       "--backends", backend, "--sizes", *map(str, size["sizes"]),
+                       "--lists", str(size["lists"]), "--losses", *LOSSES,
+                       "--torch-modes", "eager", "--steps-per-call", "5", "--windows", "2",
+                       "--seconds", "0.25", "--json", path]
+            env = dict(os.environ, KERAS_BACKEND=backend,
+                       PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+            proc = subprocess.run([sys.executable, *command], env=env, cwd=REPO,
+                                  capture_output=True, text=True, timeout=left + 60)
+            if proc.returncode or not os.path.exists(path):
+                rows["skipped"].append(f"throughput {backend}: failed: {proc.stderr[-2000:]}")
+                continue
+            with open(path) as f:
+                rows["throughput"] += json.load(f)
+    with open(os.path.join(args.out, "gpu.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print_summary(rows)
+    print(f"finished in {time.perf_counter() - start:.0f} s")
+    return rows
+
+
+def print_summary(rows: Dict[str, list]) -> None:
+    """The tables of the closing note."""
+    train_rows = rows["train"]
+    if train_rows:
+        print(f"training ({train_rows[0].get('device')}):")
+        print(f"{'backend':<7}{'loss':<17}{'epoch s':>9}{'steps/s':>9}{'lists/s':>9}"
+              f"{'wait':>7}{'peak MiB':>10}{'loss/step':>10}{'test nDCG@5':>12}")
+        for r in train_rows:
+            peak = r["peak_bytes"] / 2**20 if r["peak_bytes"] else float("nan")
+            print(f"{r['backend']:<7}{r['loss']:<17}{r['epoch_seconds'][-1]:>9.1f}"
+                  f"{r['last_epoch_steps_per_s']:>9.2f}{r['last_epoch_lists_per_s']:>9.0f}"
+                  f"{r['last_epoch_input_wait_fraction']:>7.1%}{peak:>10.0f}"
+                  f"{r['loss_share_of_step']:>10.2f}{r['test_ndcg_5']:>12.4f}")
+        for backend in dict.fromkeys(r["backend"] for r in train_rows):
+            by_loss = {r["loss"]: r for r in train_rows if r["backend"] == backend}
+            if set(LOSSES) <= set(by_loss):
+                ratio = (by_loss["twin_ndcg_type3"]["last_epoch_steps_per_s"]
+                         / by_loss["approx_ndcg"]["last_epoch_steps_per_s"])
+                print(f"{backend}: steps with twin_ndcg_type3 / steps with approx_ndcg = "
+                      f"{ratio:.2f}")
+    for r in rows["throughput"]:
+        print(f"throughput {r['backend']} {r['mode']} L={r['size']} lists={r['lists']} "
+              f"{r['loss']}: {r['lists_per_s']:.3g} lists/s, {r['limit_fraction']:.2f} of limit")
+    for line in rows["skipped"]:
+        print(f"skipped: {line.splitlines()[0] if line else line}")
+
+
+if __name__ == "__main__":
+    main()

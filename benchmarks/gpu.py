@@ -37,17 +37,18 @@ from typing import Dict, List
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOSSES = ("twin_ndcg_type3", "approx_ndcg")
-FULL = {"queries": 20000, "batch": 128, "steps": 60, "epochs": 2, "sizes": [128, 512, 1024],
-        "lists": 256}
-TINY = {"queries": 240, "batch": 8, "steps": 3, "epochs": 2, "sizes": [32], "lists": 4}
+FULL = {"queries": 20000, "list_range": (20, 200), "batch": 128, "steps": 60, "epochs": 2,
+        "sizes": [128, 512, 1024], "lists": 256}
+TINY = {"queries": 120, "list_range": (5, 12), "batch": 8, "steps": 3, "epochs": 2,
+        "sizes": [32], "lists": 4}
 
 
-def synthetic_splits(queries: int, seed: int = 0):
-    """MSLR-WEB30K-shaped synthetic data, split 60/20/20 by query."""
+def synthetic_splits(queries: int, list_range=(20, 200), seed: int = 0):
+    """MSLR-WEB30K-shaped synthetic data (136 features), split 60/20/20 by query."""
     from pipelines import common  # pylint: disable=import-outside-toplevel
     import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
     data = tfrx.data.synthetic(num_queries=queries, num_features=136, seed=seed,
-                               list_size=(20, 200))
+                               list_size=tuple(list_range))
     return common.Splits(*common.split_queries(data, (0.6, 0.2, 0.2), seed))
 
 
@@ -102,7 +103,7 @@ def train_part(backend: str, loss_name: str, size: Dict, out: str) -> Dict:
     from pipelines import train  # pylint: disable=import-outside-toplevel
     import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
     start = time.perf_counter()
-    splits = synthetic_splits(size["queries"])
+    splits = synthetic_splits(size["queries"], size["list_range"])
     data_seconds = time.perf_counter() - start
     output_dir = tempfile.mkdtemp(prefix=f"gpu_{backend}_{loss_name}_")
     config = train.TrainConfig(
@@ -152,6 +153,7 @@ def main(argv=None) -> Dict[str, list]:
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (a CPU check)")
     parser.add_argument("--backends", nargs="+", default=["jax", "torch"])
     parser.add_argument("--parts", nargs="+", default=["train", "throughput"])
+    parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=LOSSES)
     parser.add_argument("--budget", type=float, default=420.0,
                         help="seconds; parts that would start after it are skipped")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -176,7 +178,7 @@ def main(argv=None) -> Dict[str, list]:
 
     if "train" in args.parts:
         for backend in backends:
-            for loss_name in LOSSES:
+            for loss_name in args.losses:
                 left = budget_left(f"train {backend} {loss_name}")
                 if left <= 0:
                     continue
@@ -203,7 +205,7 @@ def main(argv=None) -> Dict[str, list]:
             path = os.path.join(args.out, f"throughput_{backend}.json")
             command = ["-c", "from benchmarks import backend_throughput as b; b.main()",
                        "--backends", backend, "--sizes", *map(str, size["sizes"]),
-                       "--lists", str(size["lists"]), "--losses", *LOSSES,
+                       "--lists", str(size["lists"]), "--losses", *args.losses,
                        "--torch-modes", "eager", "--steps-per-call", "5", "--windows", "2",
                        "--seconds", "0.25", "--json", path]
             env = dict(os.environ, KERAS_BACKEND=backend,

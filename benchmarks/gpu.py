@@ -151,7 +151,8 @@ def main(argv=None) -> Dict[str, list]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="gpu_results")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (a CPU check)")
-    parser.add_argument("--backends", nargs="+", default=["jax", "torch"])
+    parser.add_argument("--backends", nargs="+", default=["jax", "torch"],
+                        choices=["jax", "torch"])
     parser.add_argument("--parts", nargs="+", default=["train", "throughput"])
     parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=LOSSES)
     parser.add_argument("--budget", type=float, default=420.0,

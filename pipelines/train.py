@@ -1,29 +1,35 @@
-"""Train a neural ranker on LETOR/LibSVM data with any registered loss.
+"""Train a neural ranker on LETOR/LibSVM data with any registered loss, on any Keras backend.
 
     python -m pipelines.train --data ../shared/data/MQ2008 --fold 1 \\
         --loss twin_ndcg_type3 --loss-args '{"topn": 10}' --scorer R4.L --epochs 20
     python -m pipelines.train --data synthetic --epochs 3     # the embedded default
+    KERAS_BACKEND=jax tfrx-train --data synthetic --epochs 3  # no TensorFlow needed
 
 :func:`run` is three steps: :func:`prepare` (strategy, seed, data, the output
-folder's guard), :func:`fit` (Keras ``fit`` inside the distribution strategy's
-scope, resuming from the backup, keeping each scorer's epoch with the best exact
-validation metric, ``ndcg@5``) and :func:`finish` (evaluates validation and test
-per query, exports, writes). It writes, under ``--output-dir`` (default
-``runs/<name>``): ``config.json`` (the resolved :class:`TrainConfig`),
-``results.json`` (history, best epoch, validation/test means and their
-no-relevant rule; a mean over no query is ``null``), ``vali_per_query.csv`` /
-``test_per_query.csv``, ``logs/`` (TensorBoard), with ``--export-dir`` a TF
-Serving SavedModel, and last ``done.json``, the completion marker. Files are
-written atomically; JSON is strict.
+folder's guard), :func:`fit` (Keras ``fit`` inside the strategy's scope, resuming
+from the backup, keeping each scorer's epoch with the best exact validation metric,
+``ndcg@5``) and :func:`finish` (evaluates validation and test per query, saves and
+exports, writes). It writes, under ``--output-dir`` (default ``runs/<name>``):
+``config.json`` (the resolved :class:`TrainConfig`), ``results.json`` (history,
+best epoch, validation/test means and their no-relevant rule; a mean over no query
+is ``null``), ``vali_per_query.csv`` / ``test_per_query.csv``, ``logs/``
+(TensorBoard), on Keras 3 ``model.keras`` (the served scorer; it loads on any
+backend), with ``--export-dir`` a TF Serving SavedModel, and last ``done.json``, the
+completion marker. Files are written atomically; JSON is strict.
 
-A killed run resumes from ``backup/`` when rerun with the same config; a
-finished run of the same config is not trained again; a run of another config
-in the folder is refused unless ``--overwrite``. The ``loss`` names the kind of
-model (:mod:`pipelines.trainable`): ``--loss irgan_<mode>`` trains an IRGAN, whose
-generator and discriminator are selected and evaluated each at its own best epoch.
-``--strategy multi_worker`` trains on several machines (``TF_CONFIG``). Why ``fit``
-rather than TF-Ranking's pipeline classes, and how resuming works:
-``docs/notes/train_pipeline.md``.
+Two routes, by :func:`on_tensorflow`: on Keras 2 and Keras 3's TensorFlow backend,
+tf.data, TensorFlow's strategies (``--strategy mirrored``, or ``multi_worker`` on
+several machines from ``TF_CONFIG``) and checkpoint; on Keras 3's JAX and PyTorch
+backends, :mod:`pipelines.keras_runtime` (``RankingPyDataset`` input, ``--strategy
+data_parallel`` and several JAX processes) and :mod:`pipelines.keras_backup`, where
+``--export-dir`` is written by ``tfrx-export`` (:mod:`pipelines.export`) on
+TensorFlow. A killed run resumes from ``backup/`` when rerun with the same config;
+a finished run of the same config is not trained again; a run of another config in
+the folder is refused unless ``--overwrite``. The ``loss`` names the kind of model
+(:mod:`pipelines.trainable`): ``--loss irgan_<mode>`` trains an IRGAN (TensorFlow),
+whose generator and discriminator are selected and evaluated each at its own best
+epoch. Why ``fit`` rather than TF-Ranking's pipeline classes, and how resuming
+works: ``docs/notes/train_pipeline.md``.
 """
 import argparse
 import dataclasses

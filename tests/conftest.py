@@ -49,6 +49,16 @@ def _tf_ops_suites_ignored():
 collect_ignore = _tf_ops_suites_ignored()
 
 
+def _keras_3_only():
+    """The helpers of the Keras 3 suites (``keras.ops``), which Keras 2 cannot import
+    (``--doctest-modules`` would collect them)."""
+    from tfr_extensions import backend  # pylint: disable=import-outside-toplevel
+    return [] if backend.IS_KERAS_3 else ["support/autodiff.py"]
+
+
+collect_ignore += _keras_3_only()
+
+
 def pytest_terminal_summary(terminalreporter):
     from tfr_extensions import backend  # pylint: disable=import-outside-toplevel
     if collect_ignore and not backend.HAS_TENSORFLOW:

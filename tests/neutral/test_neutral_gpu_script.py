@@ -10,7 +10,10 @@ import pytest
 
 from tfr_extensions import backend
 
-pytestmark = pytest.mark.skipif(not backend.IS_KERAS_3, reason="the script is Keras 3's")
+pytestmark = pytest.mark.skipif(
+    not backend.IS_KERAS_3 or backend.uses_tensorflow_ops(),
+    reason="the script is for Keras 3's JAX and PyTorch backends (a GPU machine has no "
+           "TensorFlow)")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 

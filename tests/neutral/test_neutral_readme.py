@@ -27,6 +27,8 @@ def test_the_quickstart_trains_saves_and_loads(tmp_path, monkeypatch):
     (tmp_path / "Fold1").mkdir()
     tfrx.data.write_libsvm(data, str(tmp_path / "Fold1" / "train.txt"))
     monkeypatch.chdir(tmp_path)
+    # the block sets KERAS_BACKEND where it is unset: this process's, restored afterwards
+    monkeypatch.setenv("KERAS_BACKEND", backend.backend_name())
     namespace = {}
     exec(compile(quickstart(), str(README), "exec"), namespace)  # noqa: S102
     model, keras = namespace["model"], namespace["keras"]

@@ -20,6 +20,7 @@ comes out NaN in every feature.
 >>> ops.convert_to_numpy(z).tolist()
 [[[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]]
 """
+import keras
 import numpy as np
 from keras import ops
 
@@ -77,8 +78,18 @@ def query_zscore(features, mask=None):
     # Exact test of "constant over the valid documents" (the dtype's largest finite
     # value stands in for +-infinity: padded entries never win).
     largest_finite = float(np.finfo(dtype).max)
-    largest = ops.max(ops.where(valid, features, -largest_finite * ones), axis=1, keepdims=True)
-    smallest = ops.min(ops.where(valid, features, largest_finite * ones), axis=1, keepdims=True)
+    # one more document, at each reduction's identity, so that no reduction is empty
+    # (lists of no document); on TensorFlow an ``initial`` as well (a batch of no list:
+    # Keras's TensorFlow max refuses an empty tensor where NumPy's would)
+    edge = ops.zeros_like(ops.sum(features, axis=1, keepdims=True))  # [B, 1, F]
+    identity = ({"initial": largest_finite} if keras.backend.backend() == "tensorflow"
+                else {})
+    largest = -ops.min(ops.concatenate([ops.where(valid, -features, largest_finite * ones),
+                                        edge + largest_finite], axis=1),
+                       axis=1, keepdims=True, **identity)
+    smallest = ops.min(ops.concatenate([ops.where(valid, features, largest_finite * ones),
+                                        edge + largest_finite], axis=1),
+                       axis=1, keepdims=True, **identity)
     varies = ops.logical_and(largest > smallest, variance > 0)  # [B, 1, F]
     scale = ops.sqrt(ops.where(varies, variance, ops.ones_like(variance)))
     normalized = ops.where(ops.logical_and(valid, varies), centred / scale, zeros)

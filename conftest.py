@@ -14,6 +14,7 @@ import tempfile
 # same small programs again and again); set before JAX is first imported.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       os.path.join(tempfile.gettempdir(), f"tfrx-jax-cache-{os.getuid()}"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 
 from tfr_extensions import backend  # noqa: E402
 from tfr_extensions import compat  # noqa: E402

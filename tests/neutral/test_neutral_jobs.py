@@ -1,4 +1,4 @@
-"""``tfrx-demo`` and ``tfrx-cv`` (which runs ``tfrx-train`` and ``tfrx-lambdamart`` for each
+"""``tfrx-demo`` and ``tfrx-cv`` (which runs ``tfrx-train`` and ``tfrx-lambdamart`` for a
 fold) on Keras 3's JAX and PyTorch backends, as installed: the console scripts beside this
 interpreter, without TensorFlow on the jax and torch stacks. The TensorFlow route of the
 same jobs is tested by ``tests/pipelines``."""
@@ -48,19 +48,19 @@ def test_the_demo_trains_compares_and_says_how_to_export(tmp_path):
         assert not (tmp_path / "saved_models").exists()
 
 
-def test_cross_validation_trains_each_method_on_each_fold_and_reports(tmp_path):
-    out = run_script("tfrx-cv", "--folds", "1,2", "--methods", "twin_ndcg_type3,lambdamart",
+def test_cross_validation_trains_each_method_and_reports(tmp_path):
+    out = run_script("tfrx-cv", "--folds", "1", "--methods", "twin_ndcg_type3,lambdamart",
                      "--epochs", "1", "--lambdamart-rounds", "10", "--output-dir", "cv",
                      "--report-dir", "report", cwd=tmp_path)
-    assert "4 runs trained, 0 skipped" in out
+    assert "2 runs trained, 0 skipped" in out
     table = pd.read_csv(tmp_path / "report" / "comparison.csv")
     assert len(table) == 2 and table["ndcg@5"].between(0.0, 1.0).all()
-    for fold in (1, 2):
+    for fold in (1,):
         runs = list((tmp_path / "cv").glob(f"twin_ndcg_type3/*/fold{fold}/results.json"))
         assert len(runs) == 1, sorted(map(str, (tmp_path / "cv").rglob("results.json")))
         stored = json.loads(runs[0].read_text())
         assert "'jax'" in stored["backend"] or "'torch'" in stored["backend"]
-    again = run_script("tfrx-cv", "--folds", "1,2", "--methods", "twin_ndcg_type3,lambdamart",
+    again = run_script("tfrx-cv", "--folds", "1", "--methods", "twin_ndcg_type3,lambdamart",
                        "--epochs", "1", "--lambdamart-rounds", "10", "--output-dir", "cv",
                        "--report-dir", "report", cwd=tmp_path)
-    assert "0 runs trained, 4 skipped" in again  # finished runs of the same config
+    assert "0 runs trained, 2 skipped" in again  # finished runs of the same config

@@ -6,8 +6,8 @@ import pytest
 
 from tfr_extensions import backend
 
-pytestmark = pytest.mark.skipif(not backend.IS_KERAS_3,
-                                reason="keras.ops is Keras 3's")
+if not backend.IS_KERAS_3:
+    pytest.skip("keras.ops is Keras 3's", allow_module_level=True)
 
 from keras import ops  # noqa: E402  (after the skip: Keras 3 only)
 

@@ -1,6 +1,7 @@
 """``keras_ops.pairs.row_sums`` against the NumPy sum over all pairs, on each of its
 routes: all pairs at once (PyTorch, TensorFlow, a GPU), and on JAX's CPU the blocks of a
-compiled loop (inside ``jax.jit``) or of a Python loop (eager)."""
+compiled loop (inside ``jax.jit``, and eagerly past ``EAGER_MAX_PAIRS``) or of a Python
+loop (eagerly up to it)."""
 import numpy as np
 import pytest
 
@@ -31,7 +32,10 @@ def oracle(scores, weights):
 
 # 0 documents; fewer than a block; more than one block of each route, with a ragged last
 @pytest.mark.parametrize("size", [0, 5, 300])
-def test_row_sums_equal_the_sum_over_all_pairs_eagerly_and_compiled(size):
+@pytest.mark.parametrize("eager_max_pairs", [pairs.EAGER_MAX_PAIRS, 0])
+def test_row_sums_equal_the_sum_over_all_pairs_eagerly_and_compiled(size, eager_max_pairs,
+                                                                     monkeypatch):
+    monkeypatch.setattr(pairs, "EAGER_MAX_PAIRS", eager_max_pairs)
     rng = np.random.default_rng(size)
     scores = rng.integers(0, 6, (3, size)).astype(np.float32)  # ties within lists
     weights = rng.uniform(0.0, 2.0, (3, size)).astype(np.float32)

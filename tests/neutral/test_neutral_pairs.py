@@ -15,8 +15,8 @@ from keras import ops  # noqa: E402  (after the skip: Keras 3 only)
 from tfr_extensions.keras_ops import pairs  # noqa: E402
 
 
-def above_and_tied_terms(scores, weights):
-    """A pair term of two columns: ``w_j [s_j > s_i] + w_j / 2 [s_j = s_i]``."""
+def above_and_tied_terms(scores):
+    """The terms of two columns (scores, weights): ``w_j ([s_j > s_i] + [s_j = s_i] / 2)``."""
     def terms(other_scores, other_weights):
         above = ops.cast(other_scores > scores[:, :, None], "float32")
         tied = ops.cast(ops.equal(other_scores, scores[:, :, None]), "float32")
@@ -42,7 +42,7 @@ def test_row_sums_equal_the_sum_over_all_pairs_eagerly_and_compiled(size, eager_
     want = oracle(scores, weights)
 
     def row_sums(s, w):
-        return pairs.row_sums(above_and_tied_terms(s, w), [s, w], [np.inf, 0.0])
+        return pairs.row_sums(above_and_tied_terms(s), [s, w], [np.inf, 0.0])
 
     eager = ops.convert_to_numpy(row_sums(ops.array(scores), ops.array(weights)))
     assert eager.shape == (3, size)

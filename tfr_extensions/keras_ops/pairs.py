@@ -18,8 +18,8 @@ and 12x slower at L = 1024 on an H200, ``docs/notes/keras_ops_backends.md``).
 
 Run eagerly on JAX (outside ``jax.jit``: ``tfrx.metrics`` called on arrays, the
 evaluation of the jobs), ``keras.ops.map`` compiles a new loop program at every
-call, for its ``terms`` are a new closure each time (0.2 s a call on 2 cores:
-the evaluation of a tiny run took 30 of its 45 s). There, up to
+call, for its ``terms`` are a new closure each time (0.2-0.3 s a call on 2
+cores: a tiny ``tfrx-train`` run took 44 s, 25 s with the loop below). There, up to
 :data:`EAGER_MAX_PAIRS` pairs, the blocks are a Python loop of broadcast sums
 instead, whose operations JAX compiles once per shape (``[B, L, BLOCK]`` per
 intermediate). Past it the compiled loop runs faster despite its compile
@@ -30,6 +30,8 @@ from typing import Callable, Sequence
 
 import keras
 from keras import ops
+
+from tfr_extensions.keras_ops import random as keras_random
 
 #: Columns per block on JAX on a CPU.
 BLOCK = 32
@@ -43,12 +45,6 @@ def _on_xla_cpu() -> bool:
         return False
     import jax  # pylint: disable=import-outside-toplevel
     return jax.default_backend() == "cpu"
-
-
-def _traced(tensors) -> bool:
-    """Whether any of ``tensors`` is a JAX tracer (inside ``jax.jit`` or a transformation)."""
-    import jax  # pylint: disable=import-outside-toplevel
-    return any(isinstance(t, jax.core.Tracer) for t in tensors)
 
 
 def _blocks(values, fill):
@@ -76,7 +72,7 @@ def row_sums(terms: Callable, columns: Sequence, fills: Sequence):
     if not _on_xla_cpu():
         return ops.sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
     batch, size = ops.shape(columns[0])[0], ops.shape(columns[0])[1]
-    if not _traced(columns) and batch * size * size <= EAGER_MAX_PAIRS:
+    if not keras_random.jax_tracing() and batch * size * size <= EAGER_MAX_PAIRS:
         def block_of(start):  # eager: operations compiled once per shape, not a loop per call
             return ops.sum(terms(*(c[:, None, start:start + BLOCK] for c in columns)), axis=-1)
         total = block_of(0)

@@ -63,7 +63,7 @@ def _on_jax() -> bool:
     return keras.backend.backend() == "jax"
 
 
-def _jax_tracing() -> bool:
+def jax_tracing() -> bool:
     """Whether JAX is tracing here (``jax.jit``, ``jax.grad``, ...): an array made
     now is a tracer."""
     import jax  # pylint: disable=import-outside-toplevel
@@ -82,7 +82,7 @@ def assignment_persists(variable) -> bool:
     scope = _stateless_scope()
     if scope is not None:
         return scope.get_current_value(variable) is not None
-    return not (_on_jax() and _jax_tracing())
+    return not (_on_jax() and jax_tracing())
 
 
 class SeedGenerator(keras.random.SeedGenerator):
@@ -106,7 +106,7 @@ class SeedGenerator(keras.random.SeedGenerator):
         """The state variable ``[2]`` (``[seed, draws]``), host draws included."""
         variable = self._state_variable
         if self._host_ahead and _stateless_scope() is None and not (
-                _on_jax() and _jax_tracing()):
+                _on_jax() and jax_tracing()):
             with self._lock:
                 if self._host_ahead:
                     if self._value_of(variable) is self._host_source:
@@ -222,7 +222,7 @@ def _global_stream() -> _HostStream:
 def _keras_seed(seed):
     """``seed`` as the ``keras.random`` functions of this backend take it."""
     if seed is None:
-        if _on_jax() and _jax_tracing():
+        if _on_jax() and jax_tracing():
             return _global_stream().next()
         return None
     if isinstance(seed, (int, np.integer)):
@@ -258,7 +258,7 @@ def _jax_raw_key(seed):
     global stream eagerly, of the host stream in traced code)."""
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     if seed is None:
-        return _global_stream().next() if _jax_tracing() else jnp.asarray(
+        return _global_stream().next() if jax_tracing() else jnp.asarray(
             _global_stream()._host_next())  # pylint: disable=protected-access
     if isinstance(seed, (int, np.integer, list, tuple)):
         return jnp.asarray([_as_int(seed), 0], jnp.uint32)

@@ -40,9 +40,14 @@ NEEDS_TENSORFLOW = (
     "benchmarks",
 )
 
+#: the PyTorch-native bodies compute on torch tensors through Keras's PyTorch backend
+NEEDS_TORCH_BACKEND = ("tfr_extensions/torch_ops",)
+
 collect_ignore = [] if compat.has_tf_ranking() else list(NEEDS_TF_RANKING)
 if not backend.IS_KERAS_3:
     collect_ignore += list(NEEDS_KERAS_3)
+if backend.backend_name() != "torch":
+    collect_ignore += list(NEEDS_TORCH_BACKEND)
 if not backend.HAS_TENSORFLOW:
     collect_ignore += [path for path in NEEDS_TENSORFLOW if path not in collect_ignore]
 

@@ -9,9 +9,12 @@ of 32 and 128 documents, 16 of 512 and 1024):
   classes run on JAX) against Rax 0.4's ApproxNDCG,
   ``rax.approx_t12n(rax.ndcg_metric)`` (as a loss: minus it), and Rax's
   ``softmax_loss``.
-* **PyTorch**, eager and under ``torch.compile``: ours against a direct port of
-  TF-Ranking's ApproxNDCG (:func:`torch_approx_ndcg`, the computation of
-  :class:`benchmarks.peers.PortedApproxNDCGLoss`, pairs by broadcasting).
+* **PyTorch**, eager and under ``torch.compile``: ours (the PyTorch-native bodies of
+  :mod:`tfr_extensions.torch_ops` the specs pick there; ``--with-keras-ops`` adds
+  the ``keras.ops`` bodies) against a direct port of TF-Ranking's ApproxNDCG
+  (:func:`torch_approx_ndcg`, the computation of
+  :class:`benchmarks.peers.PortedApproxNDCGLoss`, pairs by broadcasting); under
+  ``torch.compile`` the graph breaks of each of ours (``torch._dynamo.explain``).
 * **TensorFlow** (``--with-tensorflow``, where it imports): our TensorFlow
   implementation of the same loss (``tfrx.losses.get``), in graph mode and under
   XLA, timed in the JAX process, so that the keras.ops twin is compared with
@@ -47,16 +50,16 @@ import numpy as np
 
 BATCH_FOR_SIZE = {32: 64, 128: 64, 512: 16, 1024: 16}
 SIZES = (32, 128, 512, 1024)
-#: our losses timed: name -> (module of tfr_extensions.keras_ops.losses, body, options)
+#: our losses timed: name -> (the public function of ``tfrx.losses``, options)
 OURS = {
-    "twin_ndcg_type3": ("twin_sigmoid", "twin_sigmoid_loss",
+    "twin_ndcg_type3": ("twin_sigmoid_loss",
                         dict(metric="ndcg", topn=None, gradient="type3", alpha_b=1.0,
                              tie_break=True, seed=0)),
-    "twin_ap_type3": ("twin_sigmoid", "twin_sigmoid_loss",
+    "twin_ap_type3": ("twin_sigmoid_loss",
                       dict(metric="ap", topn=None, gradient="type3", alpha_b=1.0,
                            tie_break=True, seed=0)),
-    "approx_ndcg": ("listwise", "approx_ndcg_loss", dict(temperature=0.1)),
-    "listnet": ("listwise", "listnet_loss", {}),
+    "approx_ndcg": ("approx_ndcg_loss", dict(temperature=0.1)),
+    "listnet": ("listnet_loss", {}),
 }
 
 
@@ -71,19 +74,20 @@ def make_batch(list_size: int, seed: int = 0, lists: int = None):
     return labels.astype(np.float32), rng.normal(size=(batch, list_size)).astype(np.float32)
 
 
-def our_loss(name: str) -> Callable:
-    """``(labels, scores) -> mean weighted loss`` of our keras.ops body ``name``, with
-    the bad-input screening the Keras classes apply (no TensorFlow involved)."""
-    import importlib  # pylint: disable=import-outside-toplevel
+def our_loss(name: str, which: str = None) -> Callable:
+    """``(labels, scores) -> mean weighted loss`` of our loss ``name``, with the
+    bad-input screening the Keras classes apply (no TensorFlow involved): the body the
+    spec picks on this backend (the PyTorch-native one on PyTorch), or implementation
+    ``which`` (``"keras_ops"``)."""
     from keras import ops  # pylint: disable=import-outside-toplevel
-    from tfr_extensions.keras_ops import screening  # pylint: disable=import-outside-toplevel
-    from tfr_extensions.ops.conventions import MAX_LABEL  # pylint: disable=import-outside-toplevel
-    module, body_name, options = OURS[name]
-    body = getattr(importlib.import_module(f"tfr_extensions.keras_ops.losses.{module}"), body_name)
+    import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
+    function, options = OURS[name]
+    spec = getattr(tfrx.losses, function).spec
+    checked = spec.check_options(**options)
+    spec.compute(*(ops.zeros((1, 2)),) * 2, None, checked, which)  # imports, not when traced
 
     def loss(labels, scores):
-        losses, weights, _ = screening.screened_loss(body, labels, scores, None, MAX_LABEL,
-                                                    options)
+        losses, weights, _ = spec.compute(labels, scores, None, checked, which)
         return ops.mean(losses * weights)
     return loss
 
@@ -177,10 +181,11 @@ def jax_step(loss: Callable, steps: int, forward_only: bool) -> Callable:
 
 # --- PyTorch --------------------------------------------------------------------
 
-def torch_approx_ndcg(labels, scores, temperature: float = 0.1):
+def torch_approx_ndcg(labels, scores, temperature: float = 0.1, per_list: bool = False):
     """TF-Ranking's ApproxNDCG (``benchmarks.peers.PortedApproxNDCGLoss``) in PyTorch:
     approximate ranks from all pairs by broadcasting, gains ``(2^y - 2^-max) / 2^max``
-    (TF-Ranking's safe gains), minus nDCG per list, mean over the batch."""
+    (TF-Ranking's safe gains), minus nDCG per list (``per_list``) or its mean over the
+    batch."""
     import torch  # pylint: disable=import-outside-toplevel
     logits = scores / temperature
     mask = labels >= 0
@@ -200,7 +205,8 @@ def torch_approx_ndcg(labels, scores, temperature: float = 0.1):
     positions = torch.arange(1, labels.shape[1] + 1, dtype=labels.dtype, device=labels.device)
     ideal = (ideal_gains / torch.log1p(positions)).sum(dim=-1)
     inverse = torch.where(ideal > 0, 1.0 / ideal, torch.zeros_like(ideal))
-    return (-dcg * inverse * nonzero.to(dcg.dtype)).mean()
+    losses = -dcg * inverse * nonzero.to(dcg.dtype)
+    return losses if per_list else losses.mean()
 
 
 def torch_limit(labels, scores):
@@ -209,10 +215,23 @@ def torch_limit(labels, scores):
     return (torch.sigmoid(scores[:, :, None] - scores[:, None, :]) * weights[:, None, :]).sum()
 
 
-def torch_competitors(names: List[str]) -> Dict[str, Callable]:
+def torch_competitors(names: List[str], with_keras_ops: bool = False) -> Dict[str, Callable]:
+    """Ours (the PyTorch-native bodies where a loss has one; with ``with_keras_ops`` its
+    ``keras.ops`` body as well, as ``<name>@keras_ops``), the port and the limit."""
     out = {name: our_loss(name) for name in names}
+    if with_keras_ops:
+        out.update({f"{name}@keras_ops": our_loss(name, "keras_ops") for name in names})
     out.update({"torch_approx_ndcg": torch_approx_ndcg, "limit": torch_limit})
     return out
+
+
+def torch_graph_breaks(loss: Callable, labels, scores) -> int:
+    """Graph breaks of ``torch.compile`` in ``loss`` (``torch._dynamo.explain``)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    torch._dynamo.reset()  # pylint: disable=protected-access
+    explained = torch._dynamo.explain(loss)(  # pylint: disable=protected-access
+        labels, scores.detach().clone().requires_grad_(True))
+    return int(explained.graph_break_count)
 
 
 def torch_step(loss: Callable, steps: int, forward_only: bool, compiled: bool) -> Callable:
@@ -300,12 +319,13 @@ def best_rates(runs: Dict[str, Callable], args_for: Dict[str, tuple], lists_per_
 
 
 def run_backend(backend: str, sizes, names, modes, steps, windows, seconds,
-                with_tensorflow: bool, lists: int = None) -> List[dict]:
+                with_tensorflow: bool, lists: int = None,
+                with_keras_ops: bool = False) -> List[dict]:
     import keras  # pylint: disable=import-outside-toplevel
     from keras import ops  # pylint: disable=import-outside-toplevel
     assert keras.backend.backend() == backend, (keras.backend.backend(), backend)
     device = _device(backend)
-    rows = []
+    rows, breaks = [], {}
     for size in sizes:
         labels_np, scores_np = make_batch(size, lists=lists)
         labels, scores = ops.convert_to_tensor(labels_np), ops.convert_to_tensor(scores_np)
@@ -316,7 +336,12 @@ def run_backend(backend: str, sizes, names, modes, steps, windows, seconds,
                 runs = {n: jax_step(f, steps, forward_only=n == "limit")
                         for n, f in competitors.items()}
             else:
-                competitors = torch_competitors(names)
+                competitors = torch_competitors(names, with_keras_ops)
+                if mode == "compile":
+                    for name in names:
+                        breaks[name] = torch_graph_breaks(competitors[name], labels, scores)
+                        print(f"torch compile L={size}: {name}: {breaks[name]} graph breaks",
+                              flush=True)
                 runs = {n: torch_step(f, steps, forward_only=n == "limit",
                                       compiled=mode == "compile")
                         for n, f in competitors.items()}
@@ -334,7 +359,8 @@ def run_backend(backend: str, sizes, names, modes, steps, windows, seconds,
                              "lists": labels_np.shape[0], "loss": name, "lists_per_s": rate,
                              "pairs_per_s": rate * size * size,
                              "limit_fraction": rate * size * size / limit_pairs,
-                             "limit_pairs_per_s": limit_pairs})
+                             "limit_pairs_per_s": limit_pairs,
+                             "graph_breaks": breaks.get(name) if mode == "compile" else None})
             _print_size(backend, mode, size, rates, limit_pairs)
     return rows
 
@@ -371,6 +397,8 @@ def main(argv=None) -> None:
     parser.add_argument("--steps-per-call", type=int, default=10)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--with-keras-ops", action="store_true",
+                        help="on PyTorch, also time each loss's keras.ops body (NAME@keras_ops)")
     parser.add_argument("--with-tensorflow", action="store_true",
                         help="also time our TensorFlow implementation (in the JAX process)")
     parser.add_argument("--json", help="write every row here")
@@ -381,7 +409,8 @@ def main(argv=None) -> None:
         modes = ["jit"] if args.worker == "jax" else args.torch_modes
         rows = run_backend(args.worker, args.sizes, args.losses, modes, args.steps_per_call,
                            args.windows, args.seconds,
-                           args.with_tensorflow and args.worker == "jax", args.lists)
+                           args.with_tensorflow and args.worker == "jax", args.lists,
+                           args.with_keras_ops)
         print("ROWS" + json.dumps(rows), flush=True)
         return
     rows = []
@@ -392,6 +421,7 @@ def main(argv=None) -> None:
                    "--steps-per-call", str(args.steps_per_call), "--windows", str(args.windows),
                    "--seconds", str(args.seconds)] + (
                        ["--with-tensorflow"] if args.with_tensorflow else []) + (
+                       ["--with-keras-ops"] if args.with_keras_ops else []) + (
                        ["--lists", str(args.lists)] if args.lists else [])
         env = {**os.environ, "KERAS_BACKEND": backend}
         proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)

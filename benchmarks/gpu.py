@@ -22,9 +22,20 @@ loss's share of a step (forward and backward of the loss alone on a batch of the
 training shape, compiled as the step is, against the step's time), and test nDCG@5.
 
 **Loss throughput** (:mod:`benchmarks.backend_throughput`): at GPU-sized batches
-(``--lists`` lists, L = ``--sizes``), ours against Rax's ApproxNDCG on JAX and the
-port of TF-Ranking's ApproxNDCG on PyTorch (eager), with the fraction of the fused
-pair-pass limit. Skipped, saying so, where the peer is not installed.
+(256 lists at L = 128, 512 and 1024, and 1024 lists at L = 128), ours against Rax's
+ApproxNDCG on JAX and the port of TF-Ranking's ApproxNDCG on PyTorch (eager and
+``torch.compile``, with the graph breaks), with the fraction of the fused pair-pass
+limit. Skipped, saying so, where the peer is not installed.
+
+**Training steps** (:mod:`benchmarks.backend_train_step`): ``fit`` steps per second of
+the job's model with ours against the peer loss (MSLR-shaped synthetic data, batches of
+128 queries).
+
+**Memory** (:mod:`benchmarks.backend_memory`): peak device memory of one forward and
+backward pass at 256 lists of 1024, ours against the peer.
+
+The parts run in this order (``--parts``): throughput, steps, memory, train; a part
+that would start after ``--budget`` seconds is skipped, saying so.
 """
 import argparse
 import json
@@ -38,9 +49,14 @@ from typing import Dict, List
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOSSES = ("twin_ndcg_type3", "approx_ndcg")
 FULL = {"queries": 20000, "list_range": (20, 200), "batch": 128, "steps": 60, "epochs": 2,
-        "sizes": [128, 512, 1024], "lists": 256}
+        "sizes": [128, 512, 1024], "lists": 256, "big_lists": 1024, "torch_modes": ["eager",
+                                                                                   "compile"],
+        "step_args": ["--queries", "4000", "--batch", "128", "--steps", "20", "--rounds", "2"],
+        "memory_args": ["--size", "1024", "--lists", "256"]}
 TINY = {"queries": 120, "list_range": (5, 12), "batch": 8, "steps": 3, "epochs": 2,
-        "sizes": [32], "lists": 4}
+        "sizes": [32], "lists": 4, "big_lists": 8, "torch_modes": ["eager"],
+        "step_args": ["--queries", "60", "--batch", "8", "--steps", "2", "--rounds", "1"],
+        "memory_args": ["--size", "32", "--lists", "4"]}
 
 
 def synthetic_splits(queries: int, list_range=(20, 200), seed: int = 0):
@@ -147,13 +163,22 @@ def run_child(args: List[str], backend: str, timeout: float) -> subprocess.Compl
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_module(args: List[str], backend: str, timeout: float) -> subprocess.CompletedProcess:
+    """``python -m <args>`` on ``backend``, in the repository."""
+    env = dict(os.environ, KERAS_BACKEND=backend,
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def main(argv=None) -> Dict[str, list]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="gpu_results")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (a CPU check)")
     parser.add_argument("--backends", nargs="+", default=["jax", "torch"],
                         choices=["jax", "torch"])
-    parser.add_argument("--parts", nargs="+", default=["train", "throughput"])
+    parser.add_argument("--parts", nargs="+", default=["throughput", "steps", "memory", "train"],
+                        choices=["throughput", "steps", "memory", "train"])
     parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=LOSSES)
     parser.add_argument("--budget", type=float, default=420.0,
                         help="seconds; parts that would start after it are skipped")
@@ -167,7 +192,8 @@ def main(argv=None) -> Dict[str, list]:
         print("ROW" + json.dumps(row), flush=True)
         return {}
     start = time.perf_counter()
-    rows: Dict[str, list] = {"train": [], "throughput": [], "skipped": []}
+    rows: Dict[str, list] = {"train": [], "throughput": [], "steps": [], "memory": [],
+                             "skipped": []}
     backends = [b for b in args.backends if installed(b)]
     rows["skipped"] += [f"{b}: not installed" for b in args.backends if b not in backends]
 
@@ -177,6 +203,46 @@ def main(argv=None) -> Dict[str, list]:
             rows["skipped"].append(f"{part}: over the --budget")
         return left
 
+    def module_rows(part: str, backend: str, module_args: List[str]):
+        """What ``python -m <module_args> --json <file>`` wrote, or None (said in skipped)."""
+        left = budget_left(f"{part} {backend}")
+        if left <= 0:
+            return None
+        path = os.path.join(args.out, f"{part.replace(' ', '_')}_{backend}.json")
+        proc = run_module([*module_args, "--json", path], backend, timeout=left + 60)
+        if proc.returncode or not os.path.exists(path):
+            rows["skipped"].append(f"{part} {backend}: failed: {proc.stderr[-2000:]}")
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    if "throughput" in args.parts:
+        peers = {"jax": "rax", "torch": "torch"}
+        for backend in backends:
+            if not installed(peers[backend]):
+                rows["skipped"].append(f"throughput {backend}: its peer {peers[backend]} is "
+                                       "not installed")
+                continue
+            for sizes, lists in ((size["sizes"], size["lists"]),
+                                 (size["sizes"][:1], size["big_lists"])):
+                rows["throughput"] += module_rows(
+                    f"throughput {lists} lists", backend,
+                    ["benchmarks.backend_throughput", "--backends", backend,
+                     "--sizes", *map(str, sizes), "--lists", str(lists),
+                     "--losses", *args.losses, "--torch-modes", *size["torch_modes"],
+                     "--steps-per-call", "5", "--windows", "2", "--seconds", "0.25"]) or []
+    if "steps" in args.parts:
+        for backend in backends:
+            rows["steps"] += module_rows("steps", backend, [
+                "benchmarks.backend_train_step", "--shapes", "mslr", *size["step_args"]]) or []
+    if "memory" in args.parts:
+        for backend in backends:
+            peak = module_rows("memory", backend, [
+                "benchmarks.backend_memory", "--backends", backend, *size["memory_args"]])
+            if peak:
+                rows["memory"].append({"backend": backend, "peak_bytes": peak[backend],
+                                       **dict(zip(("size", "lists"),
+                                                  map(int, size["memory_args"][1::2])))})
     if "train" in args.parts:
         for backend in backends:
             for loss_name in args.losses:
@@ -193,31 +259,6 @@ def main(argv=None) -> Dict[str, list]:
                 rows["train"].append(json.loads(lines[-1][3:]))
                 print(f"train {backend} {loss_name}: done at "
                       f"{time.perf_counter() - start:.0f} s", flush=True)
-    if "throughput" in args.parts:
-        peers = {"jax": "rax", "torch": "torch"}
-        for backend in backends:
-            if not installed(peers[backend]):
-                rows["skipped"].append(f"throughput {backend}: its peer {peers[backend]} is "
-                                       "not installed")
-                continue
-            left = budget_left(f"throughput {backend}")
-            if left <= 0:
-                continue
-            path = os.path.join(args.out, f"throughput_{backend}.json")
-            command = ["-c", "from benchmarks import backend_throughput as b; b.main()",
-                       "--backends", backend, "--sizes", *map(str, size["sizes"]),
-                       "--lists", str(size["lists"]), "--losses", *args.losses,
-                       "--torch-modes", "eager", "--steps-per-call", "5", "--windows", "2",
-                       "--seconds", "0.25", "--json", path]
-            env = dict(os.environ, KERAS_BACKEND=backend,
-                       PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-            proc = subprocess.run([sys.executable, *command], env=env, cwd=REPO,
-                                  capture_output=True, text=True, timeout=left + 60)
-            if proc.returncode or not os.path.exists(path):
-                rows["skipped"].append(f"throughput {backend}: failed: {proc.stderr[-2000:]}")
-                continue
-            with open(path) as f:
-                rows["throughput"] += json.load(f)
     with open(os.path.join(args.out, "gpu.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print_summary(rows)
@@ -246,8 +287,22 @@ def print_summary(rows: Dict[str, list]) -> None:
                 print(f"{backend}: steps with twin_ndcg_type3 / steps with approx_ndcg = "
                       f"{ratio:.2f}")
     for r in rows["throughput"]:
+        breaks = "" if r.get("graph_breaks") is None else f", {r['graph_breaks']} graph breaks"
         print(f"throughput {r['backend']} {r['mode']} L={r['size']} lists={r['lists']} "
-              f"{r['loss']}: {r['lists_per_s']:.3g} lists/s, {r['limit_fraction']:.2f} of limit")
+              f"{r['loss']}: {r['lists_per_s']:.3g} lists/s, {r['limit_fraction']:.2f} of limit"
+              f"{breaks}")
+    for r in rows["steps"]:
+        rates = r["steps_per_s"]
+        print(f"steps {r['backend']} ({r['device']}) {r['shape']} {r['mode']}: "
+              + ", ".join(f"{name} {rate:.2f}/s" for name, rate in rates.items())
+              + f"; twin / peer {rates['twin_ndcg_type3'] / rates['peer']:.2f}")
+    for r in rows["memory"]:
+        peak = r["peak_bytes"]
+        peer = peak.get("rax_approx_ndcg") or peak.get("torch_approx_ndcg")
+        print(f"memory {r['backend']} {r['lists']} lists of {r['size']}: "
+              + ", ".join(f"{name} {value / 2**20:.1f} MiB "
+                          f"({value / peer if peer else float('nan'):.2f})"
+                          for name, value in peak.items()))
     for line in rows["skipped"]:
         print(f"skipped: {line.splitlines()[0] if line else line}")
 

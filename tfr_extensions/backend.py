@@ -118,6 +118,10 @@ def uses_tensorflow_ops() -> bool:
 #: the two implementations of the array math (:func:`implementation`)
 TENSORFLOW = "tensorflow"
 KERAS_OPS = "keras_ops"
+#: a loss's optional PyTorch-native body (:mod:`tfr_extensions.torch_ops`), run in
+#: place of its :data:`KERAS_OPS` body on Keras 3's PyTorch backend
+#: (:meth:`tfr_extensions.losses.base.LossSpec.implementation_of`)
+TORCH = "torch"
 
 
 def implementation() -> str:

@@ -355,7 +355,7 @@ def test_jax_jit_draws_fresh_seeds_that_continue_the_eager_stream():
     np.testing.assert_allclose(values, expected, rtol=1e-5)
     assert len(set(expected)) == 3
     generator = traced._seed_generator  # pylint: disable=protected-access
-    start = keras_random._as_int(3)  # pylint: disable=protected-access
+    start = keras_random.as_int(3)
     assert harness.to_numpy(generator.state).tolist() == [start, 3]
     # A state assigned between compiled steps (weights loaded) is where they go on.
     generator.state.assign(np.array([start, 1], np.uint32))

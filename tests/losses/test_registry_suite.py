@@ -17,6 +17,7 @@ values under XLA as in graph mode; accept ragged input equal to padded input;
 replay with its seed and draw afresh at every call; and train a Keras model
 under the mixed_float16 policy.
 """
+import importlib.util
 import inspect
 import json
 
@@ -137,6 +138,8 @@ def test_every_body_takes_the_public_functions_options(key):
     where Keras 3 is installed)."""
     spec = CLASSES[key].spec
     implementations = [base.TENSORFLOW] + ([base.KERAS_OPS] if backend.IS_KERAS_3 else [])
+    if backend.IS_KERAS_3 and base.TORCH in spec.bodies and importlib.util.find_spec("torch"):
+        implementations.append(base.TORCH)  # the PyTorch-native body, where it has one
     for implementation in implementations:
         body = spec.body(implementation)
         parameters = inspect.signature(body).parameters

@@ -51,7 +51,7 @@ from keras import ops
 Seed = Union[None, int, Sequence[int], "keras.KerasTensor"]
 
 
-def _as_int(seed, salt: int = 0) -> int:
+def as_int(seed, salt: int = 0) -> int:
     """One int for Keras's ``SeedGenerator`` from an int or a pair of ints."""
     if isinstance(seed, (list, tuple)):
         first, second = (int(s) for s in seed)
@@ -178,7 +178,7 @@ def state_value(generator) -> np.ndarray:
 def seed_generator(seed, salt: int = 0) -> keras.random.SeedGenerator:
     """A :class:`SeedGenerator` for an int or pair-of-ints ``seed`` and a stream
     ``salt``; ``seed=None`` starts it at random (Keras's convention)."""
-    return SeedGenerator(None if seed is None else _as_int(seed, salt))
+    return SeedGenerator(None if seed is None else as_int(seed, salt))
 
 
 def next_seed(generator: keras.random.SeedGenerator):
@@ -230,13 +230,13 @@ def _keras_seed(seed):
     if isinstance(seed, keras.random.SeedGenerator):
         return seed
     if isinstance(seed, (list, tuple)):
-        return _as_int(seed)
+        return as_int(seed)
     if _on_jax():
         return ops.cast(seed, "uint32")  # a jax.Array seed is a raw PRNG key there
     if getattr(seed, "is_meta", False):  # torch's shape inference: no values, nothing drawn
         return 0
     values = ops.convert_to_numpy(seed).astype("int64").tolist()  # torch, tensorflow: eager
-    return _as_int(values)
+    return as_int(values)
 
 
 # MurmurHash3's 32-bit finalizer (a bijection with full avalanche) and four odd
@@ -261,7 +261,7 @@ def _jax_raw_key(seed):
         return _global_stream().next() if jax_tracing() else jnp.asarray(
             _global_stream()._host_next())  # pylint: disable=protected-access
     if isinstance(seed, (int, np.integer, list, tuple)):
-        return jnp.asarray([_as_int(seed), 0], jnp.uint32)
+        return jnp.asarray([as_int(seed), 0], jnp.uint32)
     if isinstance(seed, keras.random.SeedGenerator):
         return ops.cast(next_seed(seed), "uint32")
     return ops.cast(seed, "uint32")
@@ -297,6 +297,6 @@ def fold_in(seed, step: Optional[int]) -> Seed:
     if seed is None or step is None:
         return seed
     if isinstance(seed, (int, list, tuple)):
-        return _as_int(seed, salt=int(step) + 1)
+        return as_int(seed, salt=int(step) + 1)
     return ops.convert_to_tensor(seed) + ops.cast(ops.convert_to_tensor([0, int(step) + 1]),
                                                   keras.backend.standardize_dtype(seed.dtype))

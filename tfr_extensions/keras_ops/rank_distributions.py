@@ -111,16 +111,14 @@ def win_probabilities(scores, mask, sigma: float, columns=None):
     scaled = _clamp(scores * numerics.constant(0.5 / sigma, dtype), bound)
     scaled = ops.where(mask, scaled, numerics.constant(-2.0 * bound, dtype))
     size = scores.shape[1]
-    documents = np.arange(size)
+    documents = ops.arange(size, dtype="int32")  # (not NumPy: torch.compile traces this)
     if columns is None:
         losers = scaled
-        same = documents[:, None, None] == documents[None, None, :]  # [L, 1, L]
-        same = ops.convert_to_tensor(same)
+        same = ops.equal(documents[:, None, None], documents[None, None, :])  # [L, 1, L]
     else:
         columns = ops.cast(columns, "int32")
         losers = ops.take_along_axis(scaled, columns, axis=1)
-        same = ops.equal(ops.convert_to_tensor(documents.astype("int32"))[:, None, None],
-                         columns[None, :, :])  # [L, B, K]
+        same = ops.equal(documents[:, None, None], columns[None, :, :])  # [L, B, K]
     z = ops.where(same, numerics.constant(NEUTRAL_Z, dtype),
                   ops.transpose(scaled)[:, :, None] - losers[None, :, :])
     return 0.5 + 0.5 * ops.erf(z)

@@ -94,17 +94,31 @@ SEED_STEP = "seed_step"
 #: the two implementations of the array math, and the rule that picks one
 TENSORFLOW, KERAS_OPS = backend.TENSORFLOW, backend.KERAS_OPS
 implementation = backend.implementation
-#: each implementation's bad-input policy (the same functions in both)
+#: the optional PyTorch-native body of a loss (:mod:`tfr_extensions.torch_ops`)
+TORCH = backend.TORCH
+#: each implementation's bad-input policy (the same functions in both; the
+#: PyTorch-native bodies run under the ``keras.ops`` one)
 SCREENING = {TENSORFLOW: "tfr_extensions.ops.screening",
-             KERAS_OPS: "tfr_extensions.keras_ops.screening"}
+             KERAS_OPS: "tfr_extensions.keras_ops.screening",
+             TORCH: "tfr_extensions.keras_ops.screening"}
+
+
+_LOADED_SCREENING: Dict[str, Any] = {}
 
 
 def screening(which: Optional[str] = None):
     """The bad-input module of implementation ``which`` (default: :func:`implementation`)."""
-    return importlib.import_module(SCREENING[which or implementation()])
+    path = SCREENING[which or implementation()]
+    if path not in _LOADED_SCREENING:  # (a plain dict: see _LOADED_BODIES)
+        _LOADED_SCREENING[path] = importlib.import_module(path)
+    return _LOADED_SCREENING[path]
 
 
-@functools.lru_cache(maxsize=None)
+#: the bodies imported so far, by path (a plain dict, which ``torch.compile`` reads
+#: without a graph break; ``functools.lru_cache`` and ``importlib`` would break it)
+_LOADED_BODIES: Dict[str, Callable] = {}
+
+
 def load_body(path: str) -> Callable:
     """The function at ``"package.module:function"``, imported on first use (a
     TensorFlow body imports TensorFlow; a ``keras.ops`` body needs Keras 3).
@@ -112,13 +126,17 @@ def load_body(path: str) -> Callable:
     Raises:
       tfr_extensions.backend.UnsupportedBackendError: its module does not import here.
     """
+    if path in _LOADED_BODIES:
+        return _LOADED_BODIES[path]
     module_name, _, name = path.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), name)
+        body = getattr(importlib.import_module(module_name), name)
     except ImportError as error:
         raise backend.UnsupportedBackendError(
             f"The loss body {path} does not import in this process ({backend.describe()}): "
             f"{error}") from error
+    _LOADED_BODIES[path] = body
+    return body
 
 
 #: an option's check: ``check(value, option_name) -> the value to use``; raises ValueError
@@ -142,8 +160,10 @@ class LossSpec:
         key (the rule of :mod:`~tfr_extensions.losses.registry`) and the Keras
         class's default name; its keyword-only parameters but ``mask`` are the
         options, with their defaults.
-      bodies: implementation (:data:`TENSORFLOW`, :data:`KERAS_OPS`) ->
-        ``"module:function"`` of its body, imported on first use.
+      bodies: implementation (:data:`TENSORFLOW`, :data:`KERAS_OPS`, and optionally
+        :data:`TORCH`) -> ``"module:function"`` of its body, imported on first use.
+        A :data:`TORCH` body runs in place of the :data:`KERAS_OPS` one on Keras's
+        PyTorch backend (:meth:`implementation_of`).
       checks: option name -> :data:`Check`, exactly one per option (enforced).
       max_label: ``options -> the largest valid label``; :data:`MAX_LABEL
         <tfr_extensions.ops.conventions.MAX_LABEL>` when None.
@@ -181,11 +201,15 @@ class LossSpec:
             raise TypeError(f"{self.function.__name__}: `checks` must cover exactly its "
                             f"keyword-only options {sorted(self.defaults)} (and it must take "
                             f"`mask`); got {sorted(self.checks)}.")
-        if set(self.bodies) != {TENSORFLOW, KERAS_OPS}:
+        required = {TENSORFLOW, KERAS_OPS}
+        if not required <= set(self.bodies) <= required | {TORCH}:
             raise TypeError(f"{self.function.__name__}: `bodies` must name one body per "
-                            f"implementation, {TENSORFLOW!r} and {KERAS_OPS!r}; got "
-                            f"{sorted(self.bodies)}.")
+                            f"implementation, {TENSORFLOW!r} and {KERAS_OPS!r} (and may name "
+                            f"a PyTorch-native one, {TORCH!r}); got {sorted(self.bodies)}.")
         self.function.spec = self  # the public function knows its spec
+        if implementation() != TENSORFLOW:  # imported now, not where torch.compile traces
+            self.body()                     # (an import breaks its graph); Keras 3 modules
+            screening(self.implementation_of())
 
     @property
     def key(self) -> str:
@@ -212,14 +236,25 @@ class LossSpec:
         """The largest valid label under checked ``options``."""
         return conventions.MAX_LABEL if self.max_label is None else self.max_label(options)
 
+    def implementation_of(self, which: Optional[str] = None) -> str:
+        """``which``, or by default :func:`implementation`'s rule, with this loss's
+        :data:`TORCH` body in place of its :data:`KERAS_OPS` one on Keras's PyTorch
+        backend where it names one."""
+        if which is not None:
+            return which
+        which = implementation()
+        if which == KERAS_OPS and TORCH in self.bodies and backend.backend_name() == "torch":
+            return TORCH
+        return which
+
     def body(self, which: Optional[str] = None) -> Callable[..., Output]:
-        """The body of implementation ``which`` (default: :func:`implementation`'s rule)."""
-        return load_body(self.bodies[which or implementation()])
+        """The body of implementation ``which`` (default: :meth:`implementation_of`)."""
+        return load_body(self.bodies[self.implementation_of(which)])
 
     def compute(self, labels, scores, mask, options, which: Optional[str] = None) -> Output:
         """``(losses, weights, aux)`` for checked ``options``: the body of implementation
-        ``which`` (default: :func:`implementation`'s rule) under the bad-input policy."""
-        which = which or implementation()
+        ``which`` (default: :meth:`implementation_of`) under the bad-input policy."""
+        which = self.implementation_of(which)
         return screening(which).screened_loss(self.body(which), labels, scores, mask,
                                               self.label_limit(options), options)
 

@@ -107,7 +107,8 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
 
 APPROX_NDCG = base.LossSpec(approx_ndcg_loss, {
     base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:approx_ndcg_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:approx_ndcg_loss"},
+    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:approx_ndcg_loss",
+    base.TORCH: "tfr_extensions.torch_ops.listwise:approx_ndcg_loss"},
     {"temperature": validation.validate_positive})
 
 
@@ -126,7 +127,8 @@ class ApproxNDCGLoss(base.RankingLoss):
 
 LISTNET = base.LossSpec(listnet_loss, {
     base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:listnet_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:listnet_loss"},
+    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:listnet_loss",
+    base.TORCH: "tfr_extensions.torch_ops.listwise:listnet_loss"},
     {"temperature": validation.validate_positive})
 
 

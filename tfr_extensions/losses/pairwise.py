@@ -76,7 +76,8 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None, margin=1.0, squared=False
 
 RANKNET = base.LossSpec(ranknet_loss, {
     base.TENSORFLOW: "tfr_extensions.ops.losses.pairwise:ranknet_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.pairwise:ranknet_loss"},
+    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.pairwise:ranknet_loss",
+    base.TORCH: "tfr_extensions.torch_ops.pairwise:ranknet_loss"},
     {"sigma": validation.validate_positive})
 
 

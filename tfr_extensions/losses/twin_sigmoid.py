@@ -54,6 +54,7 @@ def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gr
 TWIN_SIGMOID = base.LossSpec(twin_sigmoid_loss, {
     base.TENSORFLOW: "tfr_extensions.ops.losses.twin_sigmoid:twin_sigmoid_loss",
     base.KERAS_OPS: "tfr_extensions.keras_ops.losses.twin_sigmoid:twin_sigmoid_loss",
+    base.TORCH: "tfr_extensions.torch_ops.twin_sigmoid:twin_sigmoid_loss",
 }, {
     "metric": vocabulary.canonical_metric,
     "topn": validation.validate_topn,

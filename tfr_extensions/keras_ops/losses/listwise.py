@@ -15,6 +15,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import pairs
 from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.keras_ops.losses.pairwise import clip_scores, dtype_max
 
@@ -23,10 +24,14 @@ def approx_ranks(scores, mask, temperature: float = 1.0):
     r"""Smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
     \sigma((s_j - s_i)/T)` over the valid documents j; ``[B, L]``, 1/2 at padded
     documents. The twin of :func:`tfr_extensions.losses.listwise.approx_ranks`."""
-    diffs = (scores[:, None, :] - scores[:, :, None]) / temperature  # [B, i, j]: (s_j - s_i)/T
-    pair_mask = ops.logical_and(mask[:, :, None], mask[:, None, :])
-    beats = ops.where(pair_mask, ops.sigmoid(diffs), ops.zeros_like(diffs))
-    return ops.sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
+    rows = scores[:, :, None]
+    weights = ops.cast(mask, scores.dtype)
+
+    def beats(columns, column_weights):  # [B, i, j]: sigma((s_j - s_i)/T) over valid j
+        return column_weights * ops.sigmoid((columns - rows) / temperature)
+
+    sums = pairs.row_sums(beats, [scores, weights], [0.0, 0.0])  # (pairs unstored on XLA:CPU)
+    return ops.where(mask, sums + 0.5, 0.5)  # sigma(0) = 1/2 on the diagonal: + 1/2
 
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):

@@ -1,0 +1,168 @@
+"""The PyTorch-native bodies (:mod:`tfr_extensions.torch_ops`) on Keras's PyTorch backend.
+
+Against the ``keras.ops`` bodies, values and gradients on lists with padding, ties in
+scores and labels, lists of no document and lists without a relevant document, in
+float32 and float64; one ``torch.compile`` graph per loss (``torch._dynamo.explain``)
+and compiled = eager; the row blocks of a CPU; the tie keys. The NumPy oracles of
+every loss run on these bodies in ``tests/neutral/test_neutral_losses.py`` (the spec
+picks them on this backend).
+"""
+import numpy as np
+import pytest
+
+from tfr_extensions import backend
+
+if backend.backend_name() != "torch":
+    pytest.skip("the PyTorch-native bodies run on Keras's PyTorch backend",
+                allow_module_level=True)
+
+import torch  # noqa: E402
+
+import tfr_extensions as tfrx  # noqa: E402
+from tfr_extensions.losses import base  # noqa: E402
+from tfr_extensions.ops import vocabulary  # noqa: E402
+from tfr_extensions.torch_ops import pairs  # noqa: E402
+from tfr_extensions.torch_ops import twin_sigmoid  # noqa: E402
+from support import oracles  # noqa: E402
+
+TWIN_CASES = [("twin_sigmoid", dict(metric=metric, gradient=gradient, topn=topn, alpha_b=1.5,
+                                    seed=3))
+              for metric in vocabulary.PAPER_METRICS for gradient in ("type1", "type2", "type3")
+              for topn in (None, 3)]
+CASES = TWIN_CASES + [
+    ("twin_sigmoid", dict(metric="ndcg", gradient="type3", tie_break=False)),
+    ("approx_ndcg", {}), ("approx_ndcg", dict(temperature=1.3)),
+    ("listnet", {}), ("listnet", dict(temperature=0.5)),
+    ("ranknet", {}), ("ranknet", dict(sigma=1.7)),
+]
+
+
+def batch(size, lists, dtype, seed=0, tied_scores=True):
+    """Graded labels with padding, one list of padding only, one without a relevant
+    document, tied scores (and labels) in another (unless not ``tied_scores``)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.choice(5, size=(lists, size), p=[0.5, 0.3, 0.13, 0.05, 0.02]).astype(float)
+    labels[rng.random((lists, size)) < 0.15] = -1.0
+    scores = rng.normal(size=(lists, size)) * 3.0
+    labels[0] = -1.0
+    labels[1] = np.where(labels[1] >= 0, 0.0, -1.0)
+    if size > 2:
+        labels[2, 1] = labels[2, 0]
+        if tied_scores:
+            scores[2, :3] = scores[2, 0]
+    return torch.tensor(labels, dtype=dtype), torch.tensor(scores, dtype=dtype)
+
+
+def value_and_gradient(spec, which, labels, scores, options):
+    scores = scores.clone().requires_grad_(True)
+    losses, weights, _ = spec.compute(labels, scores, None, spec.check_options(**options), which)
+    factors = torch.arange(1, len(losses) + 1, dtype=losses.dtype)
+    (torch.nan_to_num(losses) * weights * factors).sum().backward()
+    return losses.detach().numpy(), weights.numpy(), scores.grad.numpy()
+
+
+@pytest.mark.parametrize("key,options", CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_the_torch_body_equals_the_keras_ops_body(key, options, dtype):
+    spec = getattr(tfrx.losses, f"{key}_loss").spec
+    assert spec.implementation_of() == base.TORCH
+    # (float64: keras.ops' softplus, PyTorch's, is linear above 20, so the keras.ops
+    # RankNet is off by up to e^-20 per pair; the torch body is exact to rounding)
+    tolerance = dict(rtol=2e-5, atol=2e-6) if dtype == torch.float32 else dict(rtol=1e-8,
+                                                                            atol=1e-10)
+    # tied scores draw different tie keys in the two bodies (each its own stream)
+    tied_scores = key != "twin_sigmoid" or not options.get("tie_break", True)
+    for size in (1, 13, 70):
+        labels, scores = batch(size, 6, dtype, seed=size, tied_scores=tied_scores)
+        ours = value_and_gradient(spec, base.TORCH, labels, scores, options)
+        theirs = value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, **tolerance)
+
+
+def test_ranknet_in_float64_is_exact_to_rounding():
+    """PyTorch's softplus is linear above 20; float64 needs 40 (the body's threshold).
+    The oracle: Eq. 4 as :math:`(1 - \\bar P) o + \\log(1 + e^{-o})`, in float64."""
+    labels, scores = batch(40, 5, torch.float64, seed=4)
+    scores = scores * 10.0
+    losses, _ = tfrx.losses.ranknet_loss(labels, scores)
+    for y, s, loss in zip(labels.numpy()[2:], scores.numpy()[2:], losses.numpy()[2:]):
+        y, s = y[y >= 0], s[y >= 0]
+        i, j = np.triu_indices(len(y), k=1)
+        o, target = s[i] - s[j], 0.5 * (1.0 + np.sign(y[i] - y[j]))
+        np.testing.assert_allclose(loss, np.mean((1.0 - target) * o + np.logaddexp(0.0, -o)),
+                                   rtol=1e-13)
+
+
+@pytest.mark.parametrize("blocks", [1, 7])
+def test_row_blocks_give_the_results_of_one_block(blocks, monkeypatch):
+    """A CPU runs the pairs over blocks of rows; any block size gives the same results."""
+    labels, scores = batch(50, 6, torch.float64, seed=9)
+    cases = [(getattr(tfrx.losses, f"{key}_loss").spec, options)
+             for key, options in CASES[:3] + CASES[-5:]]
+    whole = [value_and_gradient(spec, base.TORCH, labels, scores, options)
+             for spec, options in cases]
+    monkeypatch.setattr(pairs, "CPU_BLOCK_PAIRS", blocks * 6 * 50)  # `blocks` rows per block
+    assert len(pairs.row_blocks(scores)) == -(-50 // blocks)
+    for (spec, options), expected in zip(cases, whole):
+        for a, b in zip(value_and_gradient(spec, base.TORCH, labels, scores, options), expected):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("key,options", [CASES[2], CASES[-7], CASES[-5], CASES[-2]],
+                         ids=lambda c: str(c))
+def test_torch_compile_makes_one_graph_equal_to_eager(key, options, monkeypatch):
+    """Also over several blocks of rows (4 here, the last one shorter)."""
+    monkeypatch.setattr(pairs, "CPU_BLOCK_PAIRS", 7 * 5 * 24)
+    spec = getattr(tfrx.losses, f"{key}_loss").spec
+    checked = spec.check_options(**options)
+
+    def mean_loss(labels, scores):
+        losses, weights, _ = spec.compute(labels, scores, None, checked)
+        return (losses * weights).mean()
+
+    labels, scores = batch(24, 5, torch.float32, seed=1)
+    assert len(pairs.row_blocks(scores)) == 4
+    torch._dynamo.reset()  # pylint: disable=protected-access
+    explained = torch._dynamo.explain(mean_loss)(labels, scores.clone().requires_grad_(True))  # pylint: disable=protected-access
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), \
+        explained.break_reasons
+    compiled = torch.compile(mean_loss, dynamic=False, backend="aot_eager")
+    results = []
+    for fn in (mean_loss, compiled):
+        x = scores.clone().requires_grad_(True)
+        value = fn(labels, x)
+        value.backward()
+        results.append((value.detach().numpy(), x.grad.numpy()))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_tie_keys_are_distinct_reproducible_and_seeded_by_ints_or_tensors():
+    keys = twin_sigmoid.tie_keys((64, 33), 7, "cpu")
+    assert all(len(set(row)) == 33 for row in keys.tolist())
+    assert int(keys.min()) >= 0 and int(keys.max()) < 2**31
+    assert torch.equal(keys, twin_sigmoid.tie_keys((64, 33), 7, "cpu"))
+    assert not torch.equal(keys, twin_sigmoid.tie_keys((64, 33), 8, "cpu"))
+    pair = twin_sigmoid.tie_keys((4, 9), (3, 5), "cpu")
+    assert torch.equal(pair, twin_sigmoid.tie_keys((4, 9), torch.tensor([3, 5]), "cpu"))
+    # a random order of ties: over 4000 lists of 3 tied documents each document leads
+    # about a third of the time
+    keys = twin_sigmoid.tie_keys((4000, 3), 11, "cpu")
+    leads = np.bincount(keys.argmax(dim=-1).numpy(), minlength=3) / 4000.0
+    np.testing.assert_allclose(leads, 1.0 / 3.0, atol=0.03)
+
+
+def test_ranks_backward_sums_the_pairs_of_the_papers_derivatives():
+    """Eq. 17-18 with Eq. 11/20/21 against the dense NumPy Jacobian of the ranks."""
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 3, (3, 9)).astype(np.float64)
+    scores = rng.normal(size=(3, 9))
+    delta = rng.normal(size=(3, 9))
+    for gradient in ("type1", "type2", "type3"):
+        grads = twin_sigmoid.ranks_backward(
+            torch.tensor(delta), torch.tensor(scores), torch.tensor(labels),
+            torch.ones(3, 9, dtype=torch.bool), 1.3, gradient).numpy()
+        expected = np.stack([delta[b] @ oracles.rank_jacobian(labels[b], scores[b], 1.3, gradient)
+                             for b in range(3)])
+        np.testing.assert_allclose(grads, expected, rtol=1e-12, atol=1e-12)

@@ -1,0 +1,129 @@
+r"""ApproxNDCG and ListNet in PyTorch: the PyTorch-native bodies of
+:func:`tfr_extensions.losses.approx_ndcg_loss` and
+:func:`tfr_extensions.losses.listnet_loss` (the contracts of their ``keras.ops``
+bodies, :mod:`tfr_extensions.keras_ops.losses.listwise`).
+
+ApproxNDCG (``approxndcg-revisited.txt``, Eq. 3-6) is one
+``torch.autograd.Function``. With :math:`x = s / T`, :math:`S_{ij} = \sigma(x_j -
+x_i)` and :math:`m` the valid documents, the smooth ranks are :math:`\hat\pi_i =
+\tfrac12 + (S m)_i` (Eq. 5-6; the diagonal gives the 1/2 that makes them 1-based),
+the loss :math:`-\frac{1}{IDCG}\sum_i g_i / \log_2(1 + \hat\pi_i)` (Eq. 3-4). Its
+gradient, from :math:`c_i = \partial\,\mathrm{nDCG} / \partial \hat\pi_i` and the
+symmetric :math:`P = S \odot (1 - S)`:
+
+.. math:: \frac{\partial\,\mathrm{nDCG}}{\partial s_k} = \frac{m_k}{T}
+   \left[(P c)_k - c_k (P m)_k\right]
+
+(the diagonal terms of the two sums cancel). Both are computed in the forward pass
+over blocks of rows (:mod:`tfr_extensions.torch_ops.pairs`): the ``x`` differences
+and one ``sigmoid`` per pair in place, a batched matrix product for the ranks;
+where a gradient is wanted, once more with ``P`` in place and a batched matrix
+product with :math:`[c, m]` (the ranks of the whole list come first). The backward
+pass scales the saved ``[B, L]`` gradient by the upstream one; no ``[B, L, L]``
+tensor outlives the forward pass.
+
+ListNet is O(B L) and runs as plain PyTorch operations under autograd.
+"""
+import functools
+import math
+
+import torch
+
+from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.torch_ops import pairs
+
+
+def _clip(x):
+    """``x`` clipped to +-``dtype.max / 4``: differences of two stay finite."""
+    bound = torch.finfo(x.dtype).max / 4.0
+    return torch.clamp(x, -bound, bound)
+
+
+def _safe_divide(numerator, denominator):
+    """``numerator / denominator`` where ``denominator > 0``, else 0."""
+    positive = denominator > 0
+    return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
+
+
+def _pair_sigmoids(x, block):
+    """:math:`S_{ij} = \\sigma(x_j - x_i)` for the rows ``block``, ``[B, R, L]``."""
+    return (x[:, None, :] - x[:, block, None]).sigmoid_()
+
+
+class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
+    """Per-list approxNDCG ``[B]`` of ``scores`` with the gradient of the module
+    docstring (computed in the forward pass when ``scores`` needs one)."""
+
+    @staticmethod
+    def forward(ctx, scores, gains, inverse_ideal, valid, temperature):
+        # pylint: disable=arguments-differ
+        weights = valid.to(scores.dtype)
+        x = _clip(torch.where(valid, scores, 0.0) / temperature)
+        blocks = pairs.row_blocks(x)
+        ranks = 0.5 + torch.cat([torch.bmm(_pair_sigmoids(x, block), weights[:, :, None])
+                                 for block in blocks], dim=1)[..., 0]  # 1/2 + S m
+        log_ranks = torch.log1p(ranks)  # ln(1 + rank) >= ln 1.5
+        ndcg = (gains * (math.log(2.0) / log_ranks)).sum(dim=-1) * inverse_ideal
+        if ctx.needs_input_grad[0]:
+            rank_grads = -(gains * math.log(2.0) * inverse_ideal[:, None]
+                           / ((1.0 + ranks) * log_ranks * log_ranks))  # c
+            columns = torch.stack([rank_grads, weights], dim=-1)
+            sums = torch.cat([  # the pairs again: P c and P m, P = S (1 - S) in place
+                torch.bmm(pair.addcmul_(pair, pair, value=-1.0), columns)
+                for pair in map(functools.partial(_pair_sigmoids, x), blocks)], dim=1)
+            ctx.save_for_backward(
+                weights * (sums[..., 0] - rank_grads * sums[..., 1]) / temperature)
+        return ndcg
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, upstream):  # pylint: disable=arguments-differ
+        (grads,) = ctx.saved_tensors
+        return upstream[:, None] * grads, None, None, None, None
+
+
+def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
+    r"""ApproxNDCG, per list: minus nDCG at the smooth ranks of Eq. 5-6 (module
+    docstring); the PyTorch-native twin of
+    :func:`tfr_extensions.keras_ops.losses.listwise.approx_ndcg_loss`.
+
+    Returns ``(losses, weights)`` ``[batch]``: minus approxNDCG, and 1 for lists with
+    a relevant document (0, with loss 0, otherwise).
+
+    >>> losses, _ = approx_ndcg_loss(torch.tensor([[1., 0.]]), torch.tensor([[0.6, 0.8]]),
+    ...                              mask=torch.tensor([[True, True]]))
+    >>> round(float(losses[0]), 6)  # TF-Ranking's docstring: -0.655107
+    -0.655107
+    """
+    gains = torch.where(mask, torch.exp2(labels) - 1.0, 0.0)
+    ideal = rank_metrics.ideal_dcg(labels, mask)
+    inverse_ideal = _safe_divide(torch.ones_like(ideal), ideal)
+    ndcg = _ApproxNDCG.apply(scores, gains, inverse_ideal, mask, float(temperature))
+    return -ndcg, lists.has_relevant(labels, mask).to(scores.dtype)
+
+
+def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
+    r"""ListNet, per list: the cross entropy :math:`-\sum_i \frac{y_i}{\sum_k y_k}
+    \log \mathrm{softmax}(s/T)_i` over the valid documents, weight :math:`\sum_k
+    y_k`; the PyTorch-native twin of
+    :func:`tfr_extensions.keras_ops.losses.listwise.listnet_loss` (the same
+    clipping and the same shift by the largest valid logit).
+
+    >>> losses, weights = listnet_loss(torch.tensor([[1., 0.]]), torch.tensor([[0., 0.]]),
+    ...                                mask=torch.tensor([[True, True]]))
+    >>> round(float(losses[0]), 6), float(weights[0])  # log 2
+    (0.693147, 1.0)
+    """
+    logits = _clip(_clip(scores) / temperature)  # (s / T may overflow)
+    floor = -torch.finfo(scores.dtype).max / 4.0  # the lowest clipped logit
+    label_sum = labels.sum(dim=-1)  # padded labels are 0
+    if scores.shape[1] == 0:  # lists of no document: no maximum to take
+        return scores.sum(dim=-1) * 0.0, label_sum
+    top = torch.where(mask, logits, floor).amax(dim=-1, keepdim=True).detach()
+    shifted = torch.where(mask, logits - top, 0.0)  # in [-max/2, 0]
+    total = torch.where(mask, torch.exp(shifted), 0.0).sum(dim=-1, keepdim=True)
+    log_total = torch.log(torch.where(total > 0, total, 1.0))
+    targets = _safe_divide(labels, label_sum[:, None])
+    terms = torch.where(mask, targets * (log_total - shifted), 0.0)
+    return terms.sum(dim=-1), label_sum

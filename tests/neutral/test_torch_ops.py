@@ -166,3 +166,19 @@ def test_ranks_backward_sums_the_pairs_of_the_papers_derivatives():
         expected = np.stack([delta[b] @ oracles.rank_jacobian(labels[b], scores[b], 1.3, gradient)
                              for b in range(3)])
         np.testing.assert_allclose(grads, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_seeded_keras_class_compiles_to_one_graph_and_advances_its_seed():
+    """The class's step seed (``keras_ops.random.SeedGenerator.next`` on PyTorch) adds no
+    NumPy array, so a compiled step stays one graph; the seeds advance as Keras's do."""
+    from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
+    generator = keras_random.seed_generator(5)
+    first, second = (keras_random.next_seed(generator).tolist() for _ in range(2))
+    assert second == [first[0], first[1] + 1]
+    labels, scores = batch(16, 4, torch.float32, seed=2)
+    loss = tfrx.losses.get("twin_ndcg_type3", seed=0)
+    loss(labels, scores)
+    torch._dynamo.reset()  # pylint: disable=protected-access
+    explained = torch._dynamo.explain(loss)(labels, scores.clone().requires_grad_(True))  # pylint: disable=protected-access
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), \
+        explained.break_reasons

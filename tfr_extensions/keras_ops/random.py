@@ -150,6 +150,13 @@ class SeedGenerator(keras.random.SeedGenerator):
     def next(self, ordered=True):
         if ordered and _on_jax() and not assignment_persists(self._state_variable):
             return self._traced_next()
+        if ordered and keras.backend.backend() == "torch":
+            # Keras's own adds a NumPy array, which breaks a torch.compile graph
+            # (Keras's own, with the increment a list: Keras puts it on the state's device)
+            state = self.state
+            seed = state.value * 1  # (a copy)
+            state.assign(ops.add(state, ops.convert_to_tensor([0, 1], dtype=state.dtype)))
+            return seed
         return super().next(ordered=ordered)
 
     def _traced_next(self):

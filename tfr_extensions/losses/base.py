@@ -21,7 +21,10 @@ the array math, the same function in both: TensorFlow
 (:attr:`LossSpec.bodies`), and :func:`tfr_extensions.backend.implementation` picks
 one by one rule:
 the TensorFlow body on Keras 2 and on Keras 3's TensorFlow backend, the
-``keras.ops`` body on Keras 3's JAX and PyTorch backends. The public functions
+``keras.ops`` body on Keras 3's JAX and PyTorch backends. A loss whose pairs dominate
+may name a third, PyTorch-native body (:data:`TORCH`, :mod:`tfr_extensions.torch_ops`),
+which runs in place of its ``keras.ops`` body on Keras's PyTorch backend
+(:meth:`LossSpec.implementation_of`). The public functions
 and the Keras classes are this one code for every backend; this module imports
 no TensorFlow.
 

@@ -209,7 +209,11 @@ def main(argv=None) -> Dict[str, list]:
         if left <= 0:
             return None
         path = os.path.join(args.out, f"{part.replace(' ', '_')}_{backend}.json")
-        proc = run_module([*module_args, "--json", path], backend, timeout=left + 60)
+        try:
+            proc = run_module([*module_args, "--json", path], backend, timeout=left + 60)
+        except subprocess.TimeoutExpired:
+            rows["skipped"].append(f"{part} {backend}: cut off after {left + 60:.0f} s")
+            return None
         if proc.returncode or not os.path.exists(path):
             rows["skipped"].append(f"{part} {backend}: failed: {proc.stderr[-2000:]}")
             return None

@@ -34,12 +34,6 @@ from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.torch_ops import pairs
 
 
-def _clip(x):
-    """``x`` clipped to +-``dtype.max / 4``: differences of two stay finite."""
-    bound = torch.finfo(x.dtype).max / 4.0
-    return torch.clamp(x, -bound, bound)
-
-
 def _safe_divide(numerator, denominator):
     """``numerator / denominator`` where ``denominator > 0``, else 0."""
     positive = denominator > 0
@@ -59,7 +53,7 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
     def forward(ctx, scores, gains, inverse_ideal, valid, temperature):
         # pylint: disable=arguments-differ
         weights = valid.to(scores.dtype)
-        x = _clip(torch.where(valid, scores, 0.0) / temperature)
+        x = pairs.clip(torch.where(valid, scores, 0.0) / temperature)
         blocks = pairs.row_blocks(x)
         ranks = 0.5 + torch.cat([torch.bmm(_pair_sigmoids(x, block), weights[:, :, None])
                                  for block in blocks], dim=1)[..., 0]  # 1/2 + S m
@@ -115,7 +109,7 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     >>> round(float(losses[0]), 6), float(weights[0])  # log 2
     (0.693147, 1.0)
     """
-    logits = _clip(_clip(scores) / temperature)  # (s / T may overflow)
+    logits = pairs.clip(pairs.clip(scores) / temperature)  # (s / T may overflow)
     floor = -torch.finfo(scores.dtype).max / 4.0  # the lowest clipped logit
     label_sum = labels.sum(dim=-1)  # padded labels are 0
     if scores.shape[1] == 0:  # lists of no document: no maximum to take

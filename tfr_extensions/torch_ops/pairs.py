@@ -17,7 +17,7 @@ one graph (no ``out=`` into slices, which it refuses).
 """
 from typing import List
 
-import torch  # noqa: F401  (the doctests' namespace)
+import torch
 
 #: Most pairs (``B R L``) in one row block on a CPU: 1 MiB a float32 block.
 CPU_BLOCK_PAIRS = 1 << 18
@@ -38,3 +38,8 @@ def row_blocks(scores) -> List[slice]:
     return [slice(start, min(start + step, size)) for start in range(0, size, step)] or [
         slice(0, 0)]
 
+
+def clip(x):
+    """``x`` clipped to +-``dtype.max / 4``: differences of two stay finite."""
+    bound = torch.finfo(x.dtype).max / 4.0
+    return torch.clamp(x, -bound, bound)

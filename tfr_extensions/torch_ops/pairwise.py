@@ -31,12 +31,6 @@ from tfr_extensions.torch_ops import pairs
 _LINEAR_ABOVE = {torch.float32: 20.0, torch.float64: 40.0}
 
 
-def _clip(x):
-    """``x`` clipped to +-``dtype.max / 4``: differences of two stay finite."""
-    bound = torch.finfo(x.dtype).max / 4.0
-    return torch.clamp(x, -bound, bound)
-
-
 class _RankNetMean(torch.autograd.Function):  # pylint: disable=abstract-method
     """``share`` :math:`\\times \\sum_{i<j} C_{ij}` per list ``[B]`` of the scaled
     scores ``x`` (module docstring); each pair's share is taken before the sums,
@@ -78,7 +72,7 @@ def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     >>> round(float(losses[0]), 6)  # log 2
     0.693147
     """
-    x = _clip(sigma * _clip(scores))  # (sigma * s may overflow)
+    x = pairs.clip(sigma * pairs.clip(scores))  # (sigma * s may overflow)
     x = torch.where(mask, x, 0.0)
     count = mask.to(scores.dtype).sum(dim=-1)
     num_pairs = count * (count - 1.0) / 2.0

@@ -22,6 +22,7 @@ import tfr_extensions as tfrx  # noqa: E402
 from tfr_extensions.losses import base  # noqa: E402
 from tfr_extensions.ops import vocabulary  # noqa: E402
 from tfr_extensions.torch_ops import pairs  # noqa: E402
+from tfr_extensions.torch_ops import rank_metrics  # noqa: E402
 from tfr_extensions.torch_ops import twin_sigmoid  # noqa: E402
 from support import oracles  # noqa: E402
 
@@ -166,6 +167,40 @@ def test_ranks_backward_sums_the_pairs_of_the_papers_derivatives():
         expected = np.stack([delta[b] @ oracles.rank_jacobian(labels[b], scores[b], 1.3, gradient)
                              for b in range(3)])
         np.testing.assert_allclose(grads, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("topn", [None, 1, 4, 20])
+def test_ndcg_of_ranks_is_eq_15_and_its_derivative_eq_32(topn):
+    """At fractional ranks (padding, a list without a relevant document): the value
+    of Eq. 15 by NumPy, and the rank derivative by central differences."""
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 4, (4, 9)).astype(np.float64)
+    mask = rng.random((4, 9)) > 0.2
+    labels[1] = 0.0
+    labels = np.where(mask, labels, 0.0)
+    ranks = rng.uniform(1.0, 9.0, (4, 9))
+    positions = np.argsort(np.argsort(ranks, kind="stable"), kind="stable") + 1
+    args = (torch.tensor(labels), None, torch.tensor(mask), topn, torch.tensor(positions))
+    value, grad = rank_metrics.ndcg_value_and_rank_gradient(
+        *args[:1], torch.tensor(ranks), *args[2:])
+
+    def numpy_ndcg(r):
+        gains = np.where(mask, 2.0 ** labels - 1.0, 0.0)
+        within = mask & (positions <= (topn or 9))
+        ideal = -np.sort(-gains, axis=-1)[:, :topn or 9]
+        ideal_dcg = (ideal / np.log2(np.arange(2, ideal.shape[1] + 2))).sum(-1)
+        dcg = np.where(within, gains / np.log2(1.0 + r), 0.0).sum(-1)
+        return np.divide(dcg, ideal_dcg, out=np.zeros(4), where=ideal_dcg > 0)
+
+    np.testing.assert_allclose(value.numpy(), numpy_ndcg(ranks), rtol=1e-12)
+    assert value[1] == 0.0 and (grad[1] == 0.0).all()
+    step = 1e-6
+    for d in range(9):
+        shift = np.zeros_like(ranks)
+        shift[:, d] = step
+        numeric = (numpy_ndcg(ranks + shift) - numpy_ndcg(ranks - shift)) / (2 * step)
+        np.testing.assert_allclose(grad[:, d].numpy(), np.where(mask[:, d], numeric, 0.0),
+                                   atol=1e-8)
 
 
 def test_the_seeded_keras_class_compiles_to_one_graph_and_advances_its_seed():

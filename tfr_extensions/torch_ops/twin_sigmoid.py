@@ -5,7 +5,7 @@ Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization
 The value is the exact metric at the exact ranks (Eq. 12), computed by
 :func:`tfr_extensions.keras_ops.twin_sigmoid.exact_forward_ranks` and
 :func:`tfr_extensions.keras_ops.rank_metrics.value_and_rank_gradient` (a sort,
-O(B L log L)); the gradient chains the metric's rank derivative
+O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`); the gradient chains the metric's rank derivative
 :math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
 
 .. math:: \frac{\partial M}{\partial s_k} = -c \sum_j g_{kj}\,(\delta_j + c\,\delta_k),
@@ -31,7 +31,9 @@ from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.keras_ops.twin_sigmoid import exact_forward_ranks
+from tfr_extensions.ops import vocabulary
 from tfr_extensions.torch_ops import pairs
+from tfr_extensions.torch_ops.rank_metrics import ndcg_value_and_rank_gradient
 
 
 def _half_scaled(scores, alpha_b: float):
@@ -186,8 +188,12 @@ def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gr
         labels, scores, mask = lists.prepare_lists(labels, scores)
     with torch.no_grad():
         ranks, positions = forward_ranks(scores, mask, tie_break, seed)
-        value, rank_gradient = rank_metrics.value_and_rank_gradient(
-            metric, labels, ranks, mask, topn, positions)
+        if vocabulary.canonical_metric(metric) == "ndcg":
+            value, rank_gradient = ndcg_value_and_rank_gradient(labels, ranks, mask, topn,
+                                                                positions)
+        else:
+            value, rank_gradient = rank_metrics.value_and_rank_gradient(
+                metric, labels, ranks, mask, topn, positions)
     value = _TwinSigmoidGradient.apply(scores, value, rank_gradient, labels, mask,
                                        float(alpha_b), gradient)
     return -value, lists.has_relevant(labels, mask).to(scores.dtype)

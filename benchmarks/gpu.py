@@ -227,12 +227,14 @@ def main(argv=None) -> Dict[str, list]:
                 rows["skipped"].append(f"throughput {backend}: its peer {peers[backend]} is "
                                        "not installed")
                 continue
-            for sizes, lists in ((size["sizes"], size["lists"]),
-                                 (size["sizes"][:1], size["big_lists"])):
+            # one process per shape, so that a shape that fails costs only its own rows
+            shapes = [(n, size["lists"]) for n in size["sizes"]]
+            shapes.append((size["sizes"][0], size["big_lists"]))
+            for list_size, lists in shapes:
                 rows["throughput"] += module_rows(
-                    f"throughput {lists} lists", backend,
+                    f"throughput {lists} lists of {list_size}", backend,
                     ["benchmarks.backend_throughput", "--backends", backend,
-                     "--sizes", *map(str, sizes), "--lists", str(lists),
+                     "--sizes", str(list_size), "--lists", str(lists),
                      "--losses", *args.losses, "--torch-modes", *size["torch_modes"],
                      "--steps-per-call", "5", "--windows", "2", "--seconds", "0.25"]) or []
     if "steps" in args.parts:

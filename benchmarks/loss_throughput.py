@@ -76,6 +76,11 @@ CASES: Dict[str, Tuple[str, dict, str]] = {
     "softndcg10_exact": ("softndcg", {"topn": 10, "method": "exact"}, "ApproxNDCG"),
     "softndcg10_normal": ("softndcg", {"topn": 10, "method": "normal"}, "ApproxNDCG"),
     "wassrank": ("wassrank", {}, "ApproxNDCG"),
+    # LambdaLoss's NDCG-Loss2++ and NeuralNDCG beside the metric approximation they compete
+    # with (TF-Ranking's own LambdaLoss, PairwiseLogisticLoss + NDCGLambdaWeightV2, has no
+    # port in benchmarks.peers)
+    "lambdaloss": ("lambda_ndcg_loss2pp", {}, "ApproxNDCG"),
+    "neural_ndcg": ("neural_ndcg", {}, "ApproxNDCG"),
     "expected_utility_1": ("expected_utility", {"num_samples": 1, "topn": 10, "seed": 0}, "Softmax"),
     "expected_utility_5": ("expected_utility", {"num_samples": 5, "topn": 10, "seed": 0}, "Softmax"),
     "mdprank_1": ("mdprank", {"num_samples": 1, "topn": 10, "seed": 0}, "Softmax"),

@@ -8,6 +8,8 @@ labels it. :data:`METHODS` holds the presets in report order;
 
 >>> METHODS["twin_ndcg_type3"].loss, METHODS["listnet"].overrides["learning_rate"]
 ('twin_ndcg_type3', 0.01)
+>>> METHODS["lambdaloss"].loss, METHODS["neural_ndcg"].family
+('lambda_ndcg_loss2pp', 'metric approximation')
 >>> resolve_method("lambdamart_seeds").key
 'lambdamart_paper'
 """
@@ -82,6 +84,9 @@ METHODS: Dict[str, Method] = {m.key: m for m in [
     Method("listmle", "ListMLE", "listwise surrogate", loss="list_mle_loss"),
     Method("approxndcg", "ApproxNDCG", "metric approximation", loss="approx_ndcg_loss",
            loss_args={"temperature": 0.1}),  # alpha = 1 / temperature = 10
+    Method("lambdaloss", "LambdaLoss (NDCG-Loss2++)", "pairwise surrogate",
+           loss="lambda_ndcg_loss2pp"),
+    Method("neural_ndcg", "NeuralNDCG", "metric approximation", loss="neural_ndcg"),
     Method("wassrank", "WassRank", "listwise surrogate", loss="wassrank"),
     Method("softndcg", "SoftNDCG", "metric approximation", loss="softndcg"),
     *[_twin(metric, gradient, label)

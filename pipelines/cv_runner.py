@@ -1,27 +1,30 @@
-"""Runs the (method, grid point, fold) trainings of a cross-validated comparison.
+"""Runs the (method, grid point, fold, seed) trainings of a cross-validated comparison.
 
-:class:`CVConfig` holds the comparison's settings, the training ones as
-templates: a :class:`pipelines.train.TrainConfig` for the neural methods and a
-:class:`pipelines.lambdamart.LambdaMARTConfig` for the tree methods. A run's
-config is its template with the fields the comparison decides
-(:data:`NEURAL_RUN_FIELDS`, :data:`LAMBDAMART_RUN_FIELDS`: its name, data, fold,
-seed, folder, ...) set, then the method preset's settings and the grid point
-(:func:`neural_config`, :func:`lambdamart_config`); a grid may set every other
-field of the template (:data:`NEURAL_GRID_FIELDS`, :data:`LAMBDAMART_GRID_FIELDS`,
-derived from the dataclasses). :func:`plan` lists the runs, :func:`run_all`
-trains those not finished before, and :func:`load_run` reads a finished run
-back for the report (:mod:`pipelines.cv_report`).
+:class:`pipelines.cv_config.CVConfig` (also reachable here) holds the
+comparison's settings, the training ones as templates. A run's config is its
+template with the fields the comparison decides
+(:data:`~pipelines.cv_config.NEURAL_RUN_FIELDS`,
+:data:`~pipelines.cv_config.LAMBDAMART_RUN_FIELDS`: its name, data, fold, seed,
+folder, ...) set, then the method preset's settings and the grid point
+(:func:`neural_config`, :func:`lambdamart_config`). :func:`plan` lists the
+runs, :func:`run_all` trains those not finished before, and :func:`load_run`
+reads a finished run back for the report (:mod:`pipelines.cv_report`).
 
-Each run lives in ``<output-dir>/<method>/<grid point>/fold<k>/``. Neural
-runs (a loss, or an IRGAN) are :func:`pipelines.train.run` with the test
+Each run lives in ``<output-dir>/<method>/<grid point>/fold<k>/``, or, with
+``seeds``, in ``<output-dir>/<method>/<grid point>/seed<s>/fold<k>/`` (one run
+per seed, :func:`method_seeds`: every neural method, and a tree method whose
+seed changes its training, :func:`seed_matters`; a tree method whose seed does
+nothing runs once, in the folder without a seed). The data (the synthetic
+sample and its folds) is the same for every seed. Neural runs (a loss, or an
+IRGAN) are :func:`pipelines.train.run` with the test
 metric logged after every epoch (``test_curve``), so they resume from their
 backup when interrupted; LambdaMART runs are :func:`pipelines.lambdamart.run`
 plus ``curves.json`` (nDCG@5 over the boosting iterations). Either way the
 run ends with a ``done.json`` marker that records its identity
 (:func:`run_identity`: the method preset, the grid point and the run's whole
-resolved config, e.g. its epochs, seed and learning rate). A run whose marker
-holds the identity of the command is skipped; a run whose settings changed is
-trained again.
+resolved config, e.g. its epochs, seed and learning rate; a run of a seed
+also has the seed in its name). A run whose marker holds the identity of the
+command is skipped; a run whose settings changed is trained again.
 
 >>> config = CVConfig(methods=("twin_ndcg_type3",), grid=parse_grid(
 ...     ["twin_*:learning_rate=0.001,0.01"]), train=TrainConfig(epochs=30))
@@ -31,10 +34,13 @@ trained again.
 >>> run = neural_config(resolve_method("twin_ndcg_type3"), points[1], 2, "out", config)
 >>> run.epochs, run.learning_rate, run.fold, run.test_curve
 (30, 0.01, 2, True)
+>>> seeded = dataclasses.replace(config, seeds=(0, 1))
+>>> [method_seeds(seeded, resolve_method(m)) for m in ("twin_ndcg_type3", "lambdamart")]
+[(0, 1), (None,)]
+>>> os.path.relpath(run_dir(seeded, "twin_ndcg_type3", points[1], 2, seed=1), "runs")
+'cv_comparison/twin_ndcg_type3/learning_rate=0.01/seed1/fold2'
 """
 import dataclasses
-import fnmatch
-import itertools
 import json
 import os
 import time
@@ -44,232 +50,81 @@ import numpy as np
 
 from . import callbacks
 from . import common
-from . import flags
 from . import lambdamart
 from . import run_dir as run_folder
 from . import train
 from . import trainable
-from .cv_presets import (Method, canonical_spec, default_methods, parse_value,
-                                  resolve_method)
+from .cv_config import (  # noqa: F401  (the comparison's settings, also reachable here)
+    LAMBDAMART_GRID_FIELDS, LAMBDAMART_RUN_FIELDS, NEURAL_GRID_FIELDS, NEURAL_METHOD_FIELDS,
+    NEURAL_RUN_FIELDS, CVConfig, GridEntry, config_name, format_grid_entry, grid_points,
+    parse_grid, parse_grid_entry, reference_matches, row_keys)
+from .cv_presets import Method, resolve_method
 from .lambdamart import LambdaMARTConfig
 from .train import TrainConfig
 from tfr_extensions import evaluation
-from tfr_extensions.ops import validation
 
 SELECTION_METRIC = "ndcg@5"
 CURVE_POINTS = 40  # LambdaMART: iterations at which the curve is evaluated
 CURVES_FILE = "curves.json"  # LambdaMART runs: the nDCG@5 curves over the iterations
 CONFIG_FILE = "cv_config.json"  # the comparison's CVConfig, in its output dir
 
-GridEntry = Tuple[str, str, Tuple[Any, ...]]
-
-#: :class:`TrainConfig` fields the comparison sets for each neural run (from its own data,
-#: seed and no-relevant rule, the method preset, the fold and the protocol), so that neither
-#: the ``train`` template nor a grid sets them
-NEURAL_RUN_FIELDS = ("name", "data", "fold", "loss", "loss_args", "seed", "output_dir",
-                     "export_dir", "validation_metric", "no_relevant", "test_curve",
-                     "tensorboard", "verbose")
-#: :class:`TrainConfig` fields a method preset sets (a grid may, the template may not)
-NEURAL_METHOD_FIELDS = ("scorer",)
-#: the :class:`TrainConfig` fields a grid may set (any other grid parameter of a neural
-#: method is a loss argument, written ``loss.<arg>``): all but :data:`NEURAL_RUN_FIELDS`
-NEURAL_GRID_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig)
-                           if f.name not in NEURAL_RUN_FIELDS)
-#: :class:`LambdaMARTConfig` fields the comparison sets for each tree run
-LAMBDAMART_RUN_FIELDS = ("name", "data", "fold", "seed", "output_dir", "no_relevant")
-#: the :class:`LambdaMARTConfig` fields a grid may set: all but
-#: :data:`LAMBDAMART_RUN_FIELDS` and ``params``, as any other grid parameter of a tree
-#: method is a LightGBM parameter (or, ``objective.<arg>``, an objective argument) added to
-#: the template's ``params``
-LAMBDAMART_GRID_FIELDS = tuple(f.name for f in dataclasses.fields(LambdaMARTConfig)
-                               if f.name not in (*LAMBDAMART_RUN_FIELDS, "params"))
+#: one run of :func:`plan`: (method, grid point, fold, seed; None: the single run of
+#: ``CVConfig.seed``, in the folder without a seed)
+Run = Tuple[Method, Dict[str, Any], int, Optional[int]]
+#: LightGBM parameters (and aliases) whose value other than the default (1.0 for a
+#: fraction, false for extra trees) makes the trees depend on the seed
+LIGHTGBM_SEEDED_FRACTIONS = ("bagging_fraction", "subsample", "sub_row", "bagging",
+                             "pos_bagging_fraction", "pos_sub_row", "pos_subsample",
+                             "pos_bagging", "neg_bagging_fraction", "neg_sub_row",
+                             "neg_subsample", "neg_bagging", "feature_fraction",
+                             "sub_feature", "colsample_bytree", "feature_fraction_bynode",
+                             "sub_feature_bynode", "colsample_bynode")
+LIGHTGBM_SEEDED_FLAGS = ("extra_trees", "extra_tree")
 
 
-def parse_grid_entry(spec: str) -> GridEntry:
-    """``"twin_ndcg_*:learning_rate=0.001,0.01"`` -> ``("twin_ndcg_*", "learning_rate",
-    (0.001, 0.01))``; values are parsed as JSON where possible."""
-    pattern, sep, rest = spec.partition(":")
-    param, eq, values = rest.partition("=")
-    if not sep or not eq or not pattern or not param or not values:
-        raise ValueError(f"`grid` entries must look like 'PATTERN:PARAM=V1,V2'; got {spec!r}.")
-    return pattern, param, tuple(parse_value(v) for v in values.split(","))
+# ----------------------------------------------------------------------------- seeds
+def seed_matters(cv: CVConfig, method: Method) -> bool:
+    """Whether the seed changes what ``method`` trains: always for a neural method (initial
+    weights, data order, randomized losses); for a tree method, when a grid point (or its
+    preset, or the template) uses a twin-sigmoid objective with tie breaking (the
+    objective's seed) or LightGBM's sampling (:data:`LIGHTGBM_SEEDED_FRACTIONS` below 1,
+    :data:`LIGHTGBM_SEEDED_FLAGS` set). LambdaMART's ``lambdarank`` without sampling
+    (``deterministic``) gives the same trees for every seed."""
+    if method.kind != "lambdamart":
+        return True
+    for point in grid_points(cv, method):
+        config = lambdamart_config(method, point, cv.folds[0], "", cv)
+        params = dict(config.params)
+        tie_break = params.get(lambdamart.OBJECTIVE_ARG_PREFIX + "tie_break",
+                               config.objective_args.get("tie_break", True))
+        objective = params.get("objective", config.objective)
+        if objective != "lambdarank" and tie_break:
+            return True
+        if any(float(params[k]) < 1.0 for k in LIGHTGBM_SEEDED_FRACTIONS if k in params) or \
+                any(params.get(k) for k in LIGHTGBM_SEEDED_FLAGS):
+            return True
+    return False
 
 
-def format_grid_entry(entry: GridEntry) -> str:
-    """The inverse of :func:`parse_grid_entry`.
-
-    >>> format_grid_entry(("twin_*", "scorer", ("R4.L", "CE4.L")))
-    'twin_*:scorer=R4.L,CE4.L'
-    """
-    pattern, param, values = entry
-
-    def text(value):
-        plain = value if isinstance(value, str) else json.dumps(value)
-        return plain if parse_value(plain) == value else json.dumps(value)
-    return f"{pattern}:{param}=" + ",".join(text(v) for v in values)
-
-
-def parse_grid(specs: Sequence[str]) -> Tuple[GridEntry, ...]:
-    """``["twin_ndcg_*:learning_rate=0.001,0.01"]`` -> ``(("twin_ndcg_*", "learning_rate",
-    (0.001, 0.01)),)`` (:func:`parse_grid_entry` of each).
-
-    >>> parse_grid(["lambdamart:num_leaves=31,63", "twin_*:loss.alpha_b=1,2.5"])
-    (('lambdamart', 'num_leaves', (31, 63)), ('twin_*', 'loss.alpha_b', (1, 2.5)))
-    """
-    return tuple(parse_grid_entry(spec) for spec in specs)
-
-
-def _check_template(template: Any, template_class: type, field: str,
-                    fixed: Sequence[str]) -> None:
-    """Raises unless ``template`` is a ``template_class`` whose ``fixed`` fields keep
-    their defaults (the comparison sets them for each run)."""
-    if not isinstance(template, template_class):
-        raise TypeError(f"`{field}` must be a {template_class.__name__}; got "
-                        f"{type(template).__name__} (CVConfig.from_json reads a JSON dict).")
-    default = template_class()
-    changed = [name for name in fixed if getattr(template, name) != getattr(default, name)]
-    if changed:
-        raise ValueError(
-            f"`{field}` sets {[f'{name}={getattr(template, name)!r}' for name in changed]}, "
-            f"which the comparison sets for each run (data, seed and no_relevant are "
-            f"CVConfig's own fields; a method's scorer is its preset's or a grid's); leave "
-            f"them at their defaults.")
-
-
-@dataclasses.dataclass(frozen=True)
-class CVConfig:
-    """Everything a comparison depends on (written as ``cv_config.json``).
-
-    Attributes:
-      name: comparison name: the report's file names, and runs/cv_<name>.
-      data: 'synthetic' (the embedded data, folds 1..5) or a folder with Fold<k>/.
-      folds: the folds to run, comma-separated.
-      methods: comma-separated presets of pipelines.cv_presets (e.g. ranknet,lambdamart,
-        twin_ndcg_type3[scorer=CE4.L]); none: every default preset.
-      grid: PATTERN:PARAM=V1,V2 (repeatable): the values of PARAM for the methods whose key
-        matches the fnmatch PATTERN. PARAM is, for neural methods, a TrainConfig field other
-        than those the comparison sets for each run (pipelines.cv_runner.NEURAL_GRID_FIELDS:
-        learning_rate, l2, scorer, batch_size, epochs, hidden_units, ...) or 'loss.<arg>';
-        for tree methods, such a LambdaMARTConfig field (LAMBDAMART_GRID_FIELDS: preset,
-        num_boost_round, early_stopping_rounds, objective, ...), 'objective.<arg>' or a
-        LightGBM parameter.
-      train: the TrainConfig template of the neural methods (flags: its epochs, batch_size,
-        learning_rate and l2); each run sets its name, data, fold, loss, seed, folder and
-        the protocol's fields (NEURAL_RUN_FIELDS), then the preset's and the grid's.
-      seed: the seed of every run.
-      lambdamart: the LambdaMARTConfig template of the tree methods (flags: --lambdamart-preset,
-        --lambdamart-rounds, --lambdamart-early-stopping, --num-threads); its params are
-        the base of each run's.
-      no_relevant: evaluation rule for lists without a relevant document: exclude, count as
-        zero, or count as one.
-      output_dir: where the runs go; none: runs/cv_<name>.
-      report_dir: where the report goes.
-    """
-
-    name: str = "comparison"
-    data: str = common.SYNTHETIC
-    folds: Tuple[int, ...] = (1, 2, 3, 4, 5)
-    methods: Tuple[str, ...] = ()
-    grid: Tuple[GridEntry, ...] = dataclasses.field(default=(), metadata=flags.option(
-        repeated=True, parse=parse_grid_entry, format=format_grid_entry,
-        metavar="PATTERN:PARAM=V1,V2"))
-    # A comparison trains longer than one run by default (30 epochs, TrainConfig's 20).
-    train: TrainConfig = dataclasses.field(
-        default_factory=lambda: TrainConfig(epochs=30), metadata=flags.nested(
-        {"epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate",
-         "l2": "l2"}, help_prefix="neural methods: "))
-    seed: int = 0
-    lambdamart: LambdaMARTConfig = dataclasses.field(
-        default_factory=LambdaMARTConfig, metadata=flags.nested(
-            {"lambdamart_preset": "preset", "lambdamart_rounds": "num_boost_round",
-             "lambdamart_early_stopping": "early_stopping_rounds",
-             "num_threads": "num_threads"}, help_prefix="tree methods: "))
-    no_relevant: str = dataclasses.field(
-        default="exclude", metadata=flags.option(choices=evaluation.NO_RELEVANT_RULES))
-    output_dir: Optional[str] = None
-    report_dir: str = os.path.join("docs", "results")
-
-    def __post_init__(self):
-        from tfr_extensions import compat
-        methods = tuple(canonical_spec(m) for m in self.methods) or default_methods()
-        object.__setattr__(self, "methods", methods)
-        _check_template(self.train, TrainConfig, "train",
-                        NEURAL_RUN_FIELDS + NEURAL_METHOD_FIELDS)
-        _check_template(self.lambdamart, LambdaMARTConfig, "lambdamart", LAMBDAMART_RUN_FIELDS)
-        validation.validate_choice(self.no_relevant, evaluation.NO_RELEVANT_RULES, "no_relevant")
-        for m in self.methods:
-            if resolve_method(m).needs_tf_ranking and not compat.has_tf_ranking():
-                raise ValueError(f"Method {m!r} trains a TF-Ranking loss, and TF-Ranking does not "
-                                 "import here (the tf221 and keras3 stacks have none); leave it "
-                                 "out.")
-        if not self.folds:
-            raise ValueError("`folds` must name at least one fold; got ().")
-
-    @property
-    def resolved_output_dir(self) -> str:
-        return self.output_dir or os.path.join("runs", f"cv_{self.name}")
-
-    def to_json(self) -> Dict[str, Any]:
-        """The JSON form (``cv_config.json``): the templates as nested objects."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> "CVConfig":
-        """The config of :meth:`to_json`'s dict, or of the flat ``cv_config.json`` of older
-        versions, whose training settings are the names of today's flags (``epochs``,
-        ``lambdamart_rounds``, ...; :func:`pipelines.flags.with_flags`).
-
-        Raises:
-          ValueError: a key is neither a field nor a flag.
-        """
-        value = dict(value)
-        names = {f.name for f in dataclasses.fields(cls)}
-        try:
-            fields = {name: value.pop(name) for name in list(value) if name in names}
-            for name, template_class in (("train", TrainConfig),
-                                         ("lambdamart", LambdaMARTConfig)):
-                if isinstance(fields.get(name), Mapping):
-                    fields[name] = template_class(**fields[name])
-            for name in ("folds", "methods"):
-                if name in fields:
-                    fields[name] = tuple(fields[name])
-            if "grid" in fields:
-                fields["grid"] = tuple((pattern, param, tuple(values))
-                                       for pattern, param, values in fields["grid"])
-            return flags.with_flags(cls(**fields), **value)  # the rest: older flat keys
-        except TypeError as error:
-            raise ValueError(f"not a CVConfig, nested or flat (as older versions wrote "
-                             f"cv_config.json): {error}") from error
-
-
-def grid_points(config: CVConfig, method: Method) -> List[Dict[str, Any]]:
-    """The hyperparameter settings of ``method`` (``[{}]`` without a grid).
-
-    Patterns match the full method spec: ``twin_ndcg_*`` also matches
-    ``twin_ndcg_type3[scorer=CE4.L]``, ``twin_ndcg_type?`` does not.
-    """
-    axes: Dict[str, Tuple[Any, ...]] = {}
-    for pattern, param, values in config.grid:
-        if fnmatch.fnmatchcase(method.key, pattern):
-            axes[param] = values
-    if not axes:
-        return [{}]
-    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
-
-
-def config_name(point: Mapping[str, Any]) -> str:
-    """A folder name for a grid point: ``default`` or ``learning_rate=0.01,...``."""
-    if not point:
-        return "default"
-    return ",".join(f"{k}={v}" for k, v in sorted(point.items())).replace("/", "_")
+def method_seeds(cv: CVConfig, method: Method) -> Tuple[Optional[int], ...]:
+    """The seeds ``method`` trains with: ``cv.seeds`` when there are some and its seed
+    matters (:func:`seed_matters`); else ``(None,)``: one run of ``cv.seed`` in the folder
+    without a seed (the layout without seeds)."""
+    if cv.seeds and seed_matters(cv, method):
+        return cv.seeds
+    return (None,)
 
 
 # ----------------------------------------------------------------------------- configs
+def _run_name(method: Method, fold: int, seed: Optional[int]) -> str:
+    return f"{method.key}_fold{fold}" if seed is None else f"{method.key}_seed{seed}_fold{fold}"
+
+
 def neural_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: str,
-                  cv: CVConfig) -> TrainConfig:
-    """The :class:`pipelines.train.TrainConfig` of one neural (method, grid point, fold):
-    the ``train`` template with the comparison's settings (:data:`NEURAL_RUN_FIELDS`), then
-    the preset's settings, then the grid point."""
+                  cv: CVConfig, seed: Optional[int] = None) -> TrainConfig:
+    """The :class:`pipelines.train.TrainConfig` of one neural (method, grid point, fold,
+    seed; None: ``cv.seed``): the ``train`` template with the comparison's settings
+    (:data:`NEURAL_RUN_FIELDS`), then the preset's settings, then the grid point."""
     point = {**method.overrides, **point}
     fields = {k: v for k, v in point.items() if k in NEURAL_GRID_FIELDS}
     loss_args = dict(method.loss_args)
@@ -280,45 +135,67 @@ def neural_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: 
                          f"'loss.<arg>'; got {unknown}.")
     loss = method.loss
     return dataclasses.replace(cv.train, **{
-        "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold,
-        "loss": loss, "loss_args": loss_args, "scorer": method.scorer, "seed": cv.seed,
+        "name": _run_name(method, fold, seed), "data": cv.data, "fold": fold,
+        "loss": loss, "loss_args": loss_args, "scorer": method.scorer,
+        "seed": cv.seed if seed is None else seed,
         "output_dir": out_dir, "export_dir": None, "validation_metric": SELECTION_METRIC,
         "no_relevant": cv.no_relevant, "test_curve": True, "tensorboard": False, "verbose": 0,
         **fields})
 
 
 def lambdamart_config(method: Method, point: Mapping[str, Any], fold: int, out_dir: str,
-                      cv: CVConfig) -> LambdaMARTConfig:
+                      cv: CVConfig, seed: Optional[int] = None) -> LambdaMARTConfig:
     """The :class:`pipelines.lambdamart.LambdaMARTConfig` of one LambdaMART
-    (method, grid point, fold): the ``lambdamart`` template with the comparison's
-    settings (:data:`LAMBDAMART_RUN_FIELDS`), then the preset's settings and the grid
-    point (a parameter that is no field goes into ``params``)."""
+    (method, grid point, fold, seed; None: ``cv.seed``): the ``lambdamart`` template with
+    the comparison's settings (:data:`LAMBDAMART_RUN_FIELDS`), then the preset's settings
+    and the grid point (a parameter that is no field goes into ``params``)."""
     point = {**method.overrides, **point}
     fields = {k: v for k, v in point.items() if k in LAMBDAMART_GRID_FIELDS}
     params = {**cv.lambdamart.params,
               **{k: v for k, v in point.items() if k not in LAMBDAMART_GRID_FIELDS}}
     return dataclasses.replace(cv.lambdamart, **{
-        "name": f"{method.key}_fold{fold}", "data": cv.data, "fold": fold, "params": params,
-        "seed": cv.seed, "output_dir": out_dir, "no_relevant": cv.no_relevant, **fields})
+        "name": _run_name(method, fold, seed), "data": cv.data, "fold": fold,
+        "params": params, "seed": cv.seed if seed is None else seed, "output_dir": out_dir,
+        "no_relevant": cv.no_relevant, **fields})
 
 
-def run_dir(cv: CVConfig, method: str, point: Mapping[str, Any], fold: int) -> str:
-    return os.path.join(cv.resolved_output_dir, method, config_name(point), f"fold{fold}")
+def run_dir(cv: CVConfig, method: str, point: Mapping[str, Any], fold: int,
+            seed: Optional[int] = None) -> str:
+    """``<output dir>/<method>/<grid point>/fold<k>``, or with a seed
+    ``.../<grid point>/seed<s>/fold<k>``."""
+    seed_dir = () if seed is None else (f"seed{seed}",)
+    return os.path.join(cv.resolved_output_dir, method, config_name(point), *seed_dir,
+                        f"fold{fold}")
 
 
-def plan(cv: CVConfig) -> List[Tuple[Method, Dict[str, Any], int]]:
-    """Every (method, grid point, fold) run, fold-major (so early folds finish first)."""
-    return [(resolve_method(m), point, fold) for fold in cv.folds for m in cv.methods
-            for point in grid_points(cv, resolve_method(m))]
+def plan(cv: CVConfig) -> List[Run]:
+    """Every (method, grid point, fold, seed) run: seed after seed (a tree method whose
+    seed does nothing with the first), each fold-major (so early folds finish first and
+    the first seed gives a whole comparison before the next starts)."""
+    passes: Tuple[Optional[int], ...] = cv.seeds or (None,)
+    methods = [(method, method_seeds(cv, method)) for method in map(resolve_method, cv.methods)]
+    runs: List[Run] = []
+    for index, seed in enumerate(passes):
+        for fold in cv.folds:
+            for method, seeds in methods:
+                if seed in seeds:
+                    run_seed = seed
+                elif index == 0 and seeds == (None,):
+                    run_seed = None
+                else:
+                    continue
+                runs += [(method, point, fold, run_seed) for point in grid_points(cv, method)]
+    return runs
 
 
 def run_identity(cv: CVConfig, method: Method, point: Mapping[str, Any],
-                 fold: int) -> Dict[str, Any]:
+                 fold: int, seed: Optional[int] = None) -> Dict[str, Any]:
     """What a finished run must match to be skipped or reported: the method preset, the
     grid point (with the preset's overrides) and the run's whole resolved config
-    (:func:`neural_config` / :func:`lambdamart_config`) but its folder, as JSON."""
+    (:func:`neural_config` / :func:`lambdamart_config`; its seed and, for a run of
+    ``seeds``, its name with the seed) but its folder, as JSON."""
     make = lambdamart_config if method.kind == "lambdamart" else neural_config
-    config = dataclasses.asdict(make(method, point, fold, "", cv))
+    config = dataclasses.asdict(make(method, point, fold, "", cv, seed))
     config.pop("output_dir")
     identity = {"method": dataclasses.asdict(method),
                 "grid_point": {**method.overrides, **point}, "config": config}
@@ -354,11 +231,12 @@ def run_status(path: str, identity: Mapping[str, Any]) -> Tuple[str, List[str]]:
 
 # ----------------------------------------------------------------------------- training
 def train_neural(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
-                 cv: CVConfig, identity: Mapping[str, Any], retrain: bool) -> None:
-    """:func:`pipelines.train.run` of one neural (method, grid point, fold), its marker
+                 cv: CVConfig, identity: Mapping[str, Any], retrain: bool,
+                 seed: Optional[int] = None) -> None:
+    """:func:`pipelines.train.run` of one neural (method, grid point, fold, seed), its marker
     holding ``identity``. It resumes an interrupted run of the same config; ``retrain``
     (settings changed), or the unfinished outputs of another config, start afresh."""
-    config = neural_config(method, point, fold, out_dir, cv)
+    config = neural_config(method, point, fold, out_dir, cv, seed)
     marker = {"identity": dict(identity)}
     try:
         train.run(config, splits, overwrite=retrain, marker=marker)
@@ -372,12 +250,13 @@ def _json_curve(values: Sequence[float]) -> List[Optional[float]]:
 
 
 def train_lambdamart(method: Method, point: Mapping[str, Any], fold: int, splits, out_dir: str,
-                     cv: CVConfig, identity: Mapping[str, Any], retrain: bool) -> None:
-    """:func:`pipelines.lambdamart.run` of one tree (method, grid point, fold), which
+                     cv: CVConfig, identity: Mapping[str, Any], retrain: bool,
+                     seed: Optional[int] = None) -> None:
+    """:func:`pipelines.lambdamart.run` of one tree (method, grid point, fold, seed), which
     also writes ``curves.json`` (train, validation and test nDCG@5 over the boosting
     iterations) before its marker, holding ``identity``. ``retrain`` (settings changed),
     or the unfinished outputs of another config, start afresh."""
-    config = lambdamart_config(method, point, fold, out_dir, cv)
+    config = lambdamart_config(method, point, fold, out_dir, cv, seed)
     marker = {"identity": dict(identity)}
     start = time.perf_counter()
 
@@ -438,28 +317,31 @@ def load_run(path: str, method: Method) -> Dict[str, Any]:
 
 
 def finished_run(cv: CVConfig, method: Method, point: Mapping[str, Any],
-                 fold: int) -> Optional[Dict[str, Any]]:
-    """:func:`load_run` of the run of (method, grid point, fold) if it is finished and its
-    identity is that of ``cv`` (:func:`run_identity`); None otherwise."""
-    path = run_dir(cv, method.key, point, fold)
-    if run_status(path, run_identity(cv, method, point, fold))[0] != "done":
+                 fold: int, seed: Optional[int] = None) -> Optional[Dict[str, Any]]:
+    """:func:`load_run` of the run of (method, grid point, fold, seed) if it is finished
+    and its identity is that of ``cv`` (:func:`run_identity`); None otherwise."""
+    path = run_dir(cv, method.key, point, fold, seed)
+    if run_status(path, run_identity(cv, method, point, fold, seed))[0] != "done":
         return None
     return {**load_run(path, method), "path": path}
 
 
 def run_all(cv: CVConfig, log: Callable[[str], None] = print) -> Dict[str, int]:
     """Trains every run of :func:`plan` without a ``done.json`` of its identity
-    (:func:`run_identity`): new runs, and runs whose settings changed; returns counts."""
+    (:func:`run_identity`): new runs, and runs whose settings changed; returns counts.
+    Every run, whatever its seed, trains on the data of ``cv.seed`` (the synthetic
+    sample and folds)."""
     runs = plan(cv)
     os.makedirs(cv.resolved_output_dir, exist_ok=True)
     common.write_json(os.path.join(cv.resolved_output_dir, CONFIG_FILE), cv.to_json())
     counts = {"trained": 0, "skipped": 0}
     splits_cache: Dict[int, Any] = {}
     start = time.perf_counter()
-    for i, (method, point, fold) in enumerate(runs, 1):
-        out = run_dir(cv, method.key, point, fold)
-        tag = f"[{i}/{len(runs)}] {method.key} {config_name(point)} fold{fold}"
-        identity = run_identity(cv, method, point, fold)
+    for i, (method, point, fold, seed) in enumerate(runs, 1):
+        out = run_dir(cv, method.key, point, fold, seed)
+        seed_tag = "" if seed is None else f" seed{seed}"
+        tag = f"[{i}/{len(runs)}] {method.key} {config_name(point)}{seed_tag} fold{fold}"
+        identity = run_identity(cv, method, point, fold, seed)
         status, differences = run_status(out, identity)
         if status == "done":
             counts["skipped"] += 1
@@ -467,7 +349,7 @@ def run_all(cv: CVConfig, log: Callable[[str], None] = print) -> Dict[str, int]:
             continue
         if status == "changed":
             log(f"{tag}: settings changed ({'; '.join(differences[:3])}), retraining")
-        if fold not in splits_cache:
+        if fold not in splits_cache:  # the data of cv.seed for every run's seed
             splits_cache.clear()
             splits_cache[fold] = common.load_splits(cv.data, fold, cv.seed)
             evaluation.check_evaluable(splits_cache[fold].vali, cv.no_relevant,
@@ -475,7 +357,7 @@ def run_all(cv: CVConfig, log: Callable[[str], None] = print) -> Dict[str, int]:
         run_start = time.perf_counter()
         trainer = train_lambdamart if method.kind == "lambdamart" else train_neural
         trainer(method, point, fold, splits_cache[fold], out, cv, identity,
-                retrain=status == "changed")
+                retrain=status == "changed", seed=seed)
         seconds = time.perf_counter() - run_start
         counts["trained"] += 1
         summary = load_run(out, method)

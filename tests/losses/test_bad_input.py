@@ -30,6 +30,8 @@ from scipy.special import expit, logsumexp
 
 from support import oracles
 from support import oracles_listwise
+from support import oracles_lambda
+from support import oracles_neural_ndcg
 import tfr_extensions as tfrx
 from support.loss_modes import value_and_grad
 from support.oracles_softrank import soft_ndcg_and_gradient
@@ -136,6 +138,17 @@ def hinge_oracle(y, s):
     return oracles.ndcg_beta_hinge(y, c), grad
 
 
+def lambda_oracle(config, y, s):
+    """LambdaLoss (oracles_lambda) on scores clipped to +-sqrt(max)/4 before and
+    after the scaling by sigma (ranks from the clipped scores), gradient 0 beyond."""
+    bound, sigma = float(np.sqrt(np.finfo(np.float32).max)) / 4, config["sigma"]
+    scaled = sigma * np.clip(s, -bound, bound)
+    active = (np.abs(s) <= bound) & (np.abs(scaled) <= bound)
+    value, grad = oracles_lambda.lambda_loss_and_gradient(
+        y, np.clip(scaled, -bound, bound), config["weighting"], 1.0, config["mu"], config["topn"])
+    return value, grad * sigma * active
+
+
 def wassrank_oracle(y, s, regularization=0.1, iterations=20, gain_base=4.0, gap=100.0,
                     var_penalty=math.e):
     """WassRank's default: ``eg`` costs, gain target, log-space Sinkhorn with the
@@ -218,12 +231,18 @@ def oracle_candidates(name, y, s):
         return [ranknet_oracle(y, s)]
     if kind == "NDCGBetaHingeLoss":
         return [hinge_oracle(y, s)]
+    if kind == "LambdaLoss":
+        return [lambda_oracle(config, y, s)]
     if kind == "WassRankLoss":
         return [wassrank_oracle(y, s)]
     if kind == "ApproxNDCGLoss":
         return [oracles_listwise.approx_ndcg(y, s, config["temperature"])]
     if kind == "ListNetLoss":  # (the oracle gives loss * weight, the weight is the label sum)
         return [oracles_listwise.listnet(y, s, config["temperature"])]
+    if kind == "NeuralNDCGLoss":
+        return [oracles_neural_ndcg.neural_ndcg(
+            y, s, config["temperature"], config["topn"], config["transposed"],
+            config["sinkhorn_iterations"], config["sinkhorn_tolerance"])]
     return _pl_candidates(kind, y, s)
 
 
@@ -326,13 +345,17 @@ def test_a_batch_of_zero_lists_in_graph_mode_and_under_xla(name, xla):
 @pytest.mark.parametrize("name", NAMES)
 def test_lists_of_one_document(name):
     """One relevant document: every metric is 1 (twin-sigmoid, SoftNDCG,
-    ApproxNDCG: loss -1); no pair, no transport, log P = 0 (the others: 0).
-    Zero gradient."""
+    ApproxNDCG, NeuralNDCG: loss -1); no pair, no transport, log P = 0 (the others: 0).
+    Zero gradient. LambdaLoss's NDCG-Loss1 sums the pair (i, i) too (allRank's
+    definition): G_1 / D_1 * -log2(1/2) = 1."""
     labels = np.array([[2.0], [0.0], [PAD]], np.float32)
     values = assert_matches_oracle(name, labels, np.array([[0.3], [-0.7], [NAN]], np.float32))
-    kind, _ = _family(name)
-    assert values[0] == (-1.0 if kind in ("TwinSigmoidLoss", "SoftNDCGLoss", "ApproxNDCGLoss")
-                         else 0.0)
+    kind, config = _family(name)
+    if kind == "LambdaLoss" and config["weighting"] == "ndcg_loss1":
+        assert values[0] == 1.0
+    else:
+        assert values[0] == (-1.0 if kind in ("TwinSigmoidLoss", "SoftNDCGLoss",
+                                              "ApproxNDCGLoss", "NeuralNDCGLoss") else 0.0)
     assert (values[1:] == 0).all()
 
 

@@ -56,13 +56,17 @@ NON_DEFAULT = {
     "ndcg_beta_hinge": dict(margin=0.5, squared=True),
     "approx_ndcg": dict(temperature=0.5),
     "listnet": dict(temperature=0.5),
+    "lambda": dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
+    "neural_ndcg": dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
+                        sinkhorn_tolerance=1e-3),
 }
 #: a bad value of each loss's first option, and the error it gives
 BAD_OPTION = {"twin_sigmoid": ("metric", "mrr"), "softndcg": ("sigma", -1.0),
               "wassrank": ("regularization", 0.0), "expected_utility": ("metric", "mrr"),
               "mdprank": ("gamma", 1.5), "ranknet": ("sigma", 0.0),
               "ndcg_beta_hinge": ("margin", -1.0), "approx_ndcg": ("temperature", 0.0),
-              "listnet": ("temperature", -1.0)}
+              "listnet": ("temperature", -1.0), "lambda": ("weighting", "ndcg_loss3"),
+              "neural_ndcg": ("temperature", 0.0)}
 
 
 def function_of(key):
@@ -109,7 +113,7 @@ SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
 # --- names and options --------------------------------------------------------------
 
 def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
-    assert len(KEYS) == 9 and len(set(CLASSES.values())) == 9
+    assert len(KEYS) == 11 and len(set(CLASSES.values())) == 11
     for key, cls in CLASSES.items():
         assert cls.spec.key == key and not key.endswith("_loss")
         assert inspect.signature(cls).parameters["name"].default == key
@@ -118,6 +122,10 @@ def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
         assert cls.spec.function.spec is cls.spec
         assert getattr(tfrx.losses, cls.__name__) is cls
     assert "twin_sigmoid_loss" not in tfrx.losses.names()  # the function's name, not a key
+    # the one exception: LambdaLoss's own name (DESIGN.md), its defaults
+    assert [n for n in tfrx.losses.names(tf_ranking=False) if n.endswith("_loss")] == [
+        "lambda_loss"]
+    assert tfrx.losses.get("lambda_loss").get_config() == tfrx.losses.get("lambda").get_config()
     with pytest.raises(ValueError, match="use 'twin_sigmoid'"):
         tfrx.losses.get("twin_sigmoid_loss")
     with pytest.raises(TypeError, match="name ends in `_loss`"):

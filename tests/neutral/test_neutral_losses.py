@@ -49,6 +49,8 @@ CHECKED_BY = {
     "wassrank": "oracle: Sinkhorn in NumPy (plain algorithm), dual-potential gradient",
     "expected_utility": "finite differences of the REINFORCE surrogate (float64)",
     "mdprank": "finite differences of the REINFORCE surrogate (float64)",
+    "lambda": "oracle: support.oracles_lambda.lambda_loss (LambdaLoss paper), value and gradient",
+    "neural_ndcg": "oracle: support.oracles_neural_ndcg.neural_ndcg (NeuralSort + Sinkhorn)",
 }
 
 LABELS = np.array([
@@ -462,6 +464,9 @@ NON_DEFAULT = {
     "ndcg_beta_hinge": dict(margin=0.5, squared=True),
     "approx_ndcg": dict(temperature=0.5),
     "listnet": dict(temperature=0.5),
+    "lambda": dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
+    "neural_ndcg": dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
+                        sinkhorn_tolerance=1e-3),
 }
 
 
@@ -647,3 +652,37 @@ def test_float64_scores_compute_in_float64(key):
     if key not in SAMPLED:  # (float64 draws its noise with more bits: other samples)
         assert_close(losses, single[0], rtol=1e-4, atol=1e-5)
         assert_close(grad, single[2], rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("weighting", ["ranknet", "lambdarank", "ndcg_loss1", "ndcg_loss2",
+                                       "ndcg_loss2pp"])
+def test_lambda_loss_matches_its_oracle(weighting):
+    """LambdaLoss per list against support.oracles_lambda (the paper's weighting schemes
+    as allRank sums them, loops over pairs in float64): value and gradient, without and
+    with a cutoff; weight 1 for lists with a relevant document, else 0."""
+    from support import oracles_lambda  # pylint: disable=import-outside-toplevel
+    for options in ({}, {"sigma": 1.7, "mu": 3.0, "topn": 3}):
+        losses, weights, grad = run("lambda", weighting=weighting, **options)
+        values, grads = per_list(lambda y, s, o=options: oracles_lambda.lambda_loss_and_gradient(
+            y, s, weighting, **o))
+        assert_close(losses * weights, values, what=f"{weighting} {options}")
+        assert_close(grad, grads, rtol=2e-5, atol=2e-6, what=f"{weighting} {options}")
+        np.testing.assert_array_equal(weights, RELEVANT.astype(np.float32))
+        assert np.abs(grad).max() > 0
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_neural_ndcg_matches_its_oracle(transposed):
+    """NeuralNDCG per list against support.oracles_neural_ndcg (NeuralSort's relaxed
+    sorting, Sinkhorn scaling with allRank's stopping rule, nDCG@k; a hand-written float64
+    backward pass): value and gradient at two temperatures, without and with a cutoff;
+    weight 1 for lists with a relevant document, else 0."""
+    from support import oracles_neural_ndcg  # pylint: disable=import-outside-toplevel
+    for options in ({}, {"temperature": 0.3, "topn": 3}):
+        losses, weights, grad = run("neural_ndcg", transposed=transposed, **options)
+        values, grads = per_list(lambda y, s, o=options: oracles_neural_ndcg.neural_ndcg(
+            y, s, transposed=transposed, **o))
+        assert_close(losses * weights, values, what=f"transposed={transposed} {options}")
+        assert_close(grad, grads, rtol=1e-4, atol=2e-6, what=f"transposed={transposed} {options}")
+        np.testing.assert_array_equal(weights, RELEVANT.astype(np.float32))
+        assert np.abs(grad).max() > 0

@@ -39,7 +39,7 @@ BLOCK = 32
 EAGER_MAX_PAIRS = 1 << 25
 
 
-def _on_xla_cpu() -> bool:
+def on_xla_cpu() -> bool:
     """Whether the computation is JAX's on a CPU (its default device's platform)."""
     if keras.backend.backend() != "jax":
         return False
@@ -69,7 +69,7 @@ def row_sums(terms: Callable, columns: Sequence, fills: Sequence):
     >>> ops.convert_to_numpy(above).tolist()  # documents scoring higher
     [[2.0, 1.0, 0.0]]
     """
-    if not _on_xla_cpu():
+    if not on_xla_cpu():
         return ops.sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
     batch, size = ops.shape(columns[0])[0], ops.shape(columns[0])[1]
     if not keras_random.jax_tracing() and batch * size * size <= EAGER_MAX_PAIRS:

@@ -9,7 +9,7 @@ index first among ties. With tie keys the order takes two stable sorts (by
 key, then by score), as the TensorFlow version does for float64; on JAX one
 ``lax.sort`` on both keys.
 
-On JAX (every program XLA-compiled), lists of a static length up to
+On JAX's CPU (every program XLA-compiled), lists of a static length up to
 :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead
 (``1 + #{documents before it}``, one fused O(L^2) compare-and-sum,
 :func:`tfr_extensions.keras_ops.pairs.row_sums`), as the TensorFlow version
@@ -17,7 +17,9 @@ does under XLA: the same positions, faster there (XLA:CPU's sort costs
 0.1-0.3 us per element; counting beats it up to L = 1024 and loses at 2048,
 ``docs/notes/keras_ops_backends.md``), and the inverse of a permutation is
 one scatter. PyTorch, whose eager kernels store every ``[B, L, L]``
-intermediate, sorts at every length.
+intermediate, sorts at every length, and so does JAX on a GPU, whose sort is fast
+(and where counting over 256 lists of 512 stopped with ``CUDA_ERROR_ILLEGAL_ADDRESS``
+on an H200, JAX 0.11).
 """
 from typing import Optional
 
@@ -37,7 +39,7 @@ COUNTING_MAX_LIST_SIZE = 1024
 def _counting_is_faster(values) -> bool:
     size = values.shape[-1]
     return (keras.backend.backend() == "jax" and size is not None
-            and size <= COUNTING_MAX_LIST_SIZE)
+            and size <= COUNTING_MAX_LIST_SIZE and pairs.on_xla_cpu())
 
 
 def _count_positions(scores, mask, tie_keys=None):

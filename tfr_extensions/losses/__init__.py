@@ -9,8 +9,10 @@ policy) and a Keras class over it with the same options, which
 from tfr_extensions.losses.base import RankingLoss
 from tfr_extensions.losses.listwise import (ApproxNDCGLoss, ListNetLoss, approx_ndcg_loss,
                                             listnet_loss)
+from tfr_extensions.losses.neural_ndcg import NeuralNDCGLoss, neural_ndcg_loss
 from tfr_extensions.losses.pairwise import (NDCGBetaHingeLoss, RankNetLoss, ndcg_beta_hinge_loss,
                                             ranknet_loss)
+from tfr_extensions.losses.lambda_loss import LambdaLoss, lambda_loss
 from tfr_extensions.losses.registry import get, names
 from tfr_extensions.losses.twin_sigmoid import TwinSigmoidLoss, twin_sigmoid_loss
 from tfr_extensions.losses.policy_gradient import (ExpectedUtilityLoss, MDPRankLoss,

@@ -7,7 +7,8 @@ class is the CamelCase of that name with ``Loss`` (method names of the
 literature keep their spelling: ``SoftNDCGLoss``, ``WassRankLoss``,
 ``MDPRankLoss``, ``RankNetLoss``); the key is the class's default ``name``.
 TF-Ranking's keys all end in ``_loss``, ours never do, and no name of ours is
-a function's name.
+a function's name but one: ``lambda_loss``, the LambdaLoss paper's name for its
+method, is a preset of the key ``lambda`` (TF-Ranking has no such name).
 
 A class decorated with :func:`register` is known under its key, under its
 class name and under each preset of its spec (e.g. ``twin_ndcg_type3`` ->
@@ -88,7 +89,7 @@ def names(*, classes: bool = True, presets: bool = True,
     its default name:
 
     >>> names(classes=False, presets=False, tf_ranking=False)[:3]
-    ('approx_ndcg', 'expected_utility', 'listnet')
+    ('approx_ndcg', 'expected_utility', 'lambda')
     """
     left_out = {kind for kind, keep in (("class", classes), ("preset", presets)) if not keep}
     ours = tuple(name for name in tfrx_loss_names() if _KINDS[name] not in left_out)

@@ -118,8 +118,9 @@ def tie_keys(shape, seed, device):
         else:
             base = keras_random.as_int(seed)
         index = torch.arange(batch * size, dtype=torch.int64, device=device).reshape(batch, size)
-        draws = _fmix32((_fmix32((index * 0x9E3779B9 + base) & _MASK32) + 0x7F4A7C15)
-                        & _MASK32) >> 1
+        # (index ^ base, not index * constant + base: inductor folds an affine
+        # expression of the index into Triton index arithmetic, which is int32)
+        draws = _fmix32((_fmix32((index ^ base) & _MASK32) + 0x7F4A7C15) & _MASK32) >> 1
     reversed_index = torch.arange(size - 1, -1, -1, dtype=torch.int64, device=device)
     return ((draws >> index_bits) << index_bits) | reversed_index
 

@@ -1,0 +1,103 @@
+"""The TensorFlow body of :mod:`tfr_extensions.losses.neural_ndcg` (the math, the
+public function and the Keras class are there); its ``keras.ops`` twin is
+:mod:`tfr_extensions.keras_ops.losses.neural_ndcg`."""
+import tensorflow as tf
+
+from tfr_extensions.ops import lists
+from tfr_extensions.ops import numerics
+from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops.losses.pairwise import clip_scores
+
+
+def scaled_scores(scores, mask, temperature: float):
+    r""":math:`x = s / \tau` of the valid documents, 0 at padding, ``[B, L]``.
+
+    Clipped to +-``dtype.max / 4`` before the division and to :math:`\pm b`,
+    :math:`b` = ``dtype.max / (8 n)`` (n: the list's valid documents), after it, so
+    that every NeuralSort logit (at most :math:`3(n - 1) b` in magnitude) and every
+    difference of two is finite; below the bounds nothing changes.
+    """
+    count = tf.reduce_sum(tf.cast(mask, scores.dtype), axis=-1, keepdims=True)  # [B, 1]
+    bound = scores.dtype.max / 8.0 / tf.maximum(count, 1.0)
+    x = tf.clip_by_value(clip_scores(scores) / temperature, -bound, bound)
+    return tf.where(mask, x, tf.zeros_like(x))
+
+
+def neural_sort(scores, mask, temperature: float):
+    r"""NeuralSort's relaxed sorting matrix :math:`\hat P` ``[B, L, L]`` (positions x
+    documents) and the bool ``[B, L]`` of its valid positions (1..n).
+
+    :math:`\hat P[r, :] = \mathrm{softmax}\big(((n + 1 - 2r)\,s - A_s\mathbb 1)/\tau\big)`
+    over the valid documents, :math:`(A_s \mathbb 1)_i = \sum_j |s_i - s_j|`; the rows of
+    positions r > n and the columns of padded documents are 0, so the valid block is
+    the unpadded list's matrix.
+    """
+    x = scaled_scores(scores, mask, temperature)
+    dtype = x.dtype
+    count = tf.reduce_sum(tf.cast(mask, dtype), axis=-1, keepdims=True)  # [B, 1]
+    pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])
+    abs_diffs = tf.abs(x[:, :, None] - x[:, None, :])  # [B, i, j]
+    spread = tf.reduce_sum(tf.where(pair_mask, abs_diffs, tf.zeros_like(abs_diffs)), axis=-1)
+    positions = tf.range(1, tf.shape(x)[1] + 1)[None, :]  # [1, R]
+    valid_positions = tf.cast(positions, dtype) <= count  # [B, R]
+    coefficients = count + 1.0 - 2.0 * tf.cast(positions, dtype)  # [B, R]
+    logits = coefficients[:, :, None] * x[:, None, :] - spread[:, None, :]  # [B, r, i]
+    valid = tf.logical_and(valid_positions[:, :, None], mask[:, None, :])
+    # the lowest finite logit: below every valid one (whose magnitude is at most
+    # 3/8 of dtype.max), so it takes no share where a row has a valid entry
+    floor = tf.fill(tf.shape(logits), tf.constant(-dtype.max, dtype))
+    probs = tf.nn.softmax(tf.where(valid, logits, floor), axis=-1)
+    return tf.where(valid, probs, tf.zeros_like(probs)), valid_positions
+
+
+def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
+    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
+    columns): each iteration divides every column by its sum, then every row by its
+    sum. A list stops (its matrix frozen) after the first iteration at which all its
+    valid row and column sums are within ``tolerance`` of 1; the loop ends when every
+    list has stopped, or after ``iterations`` (a ``tf.while_loop``: static shapes
+    under XLA, differentiable through the iterations run)."""
+    tolerance = tf.constant(tolerance, matrix.dtype)
+
+    def scale(m):
+        m = numerics.safe_divide(m, tf.reduce_sum(m, axis=1, keepdims=True))  # columns
+        return numerics.safe_divide(m, tf.reduce_sum(m, axis=2, keepdims=True))  # rows
+
+    def converged(m):  # [B]
+        rows_ok = tf.abs(tf.reduce_sum(m, axis=2) - 1.0) < tolerance
+        columns_ok = tf.abs(tf.reduce_sum(m, axis=1) - 1.0) < tolerance
+        return tf.logical_and(
+            tf.reduce_all(tf.logical_or(rows_ok, tf.logical_not(row_mask)), axis=-1),
+            tf.reduce_all(tf.logical_or(columns_ok, tf.logical_not(column_mask)), axis=-1))
+
+    def body(m, done):
+        m = tf.where(done[:, None, None], m, scale(m))
+        return m, tf.logical_or(done, converged(m))
+
+    done = tf.zeros(tf.shape(matrix)[:1], tf.bool)
+    matrix, _ = tf.while_loop(lambda m, done: tf.logical_not(tf.reduce_all(done)), body,
+                              (matrix, done), maximum_iterations=iterations)
+    return matrix
+
+
+def neural_ndcg_loss(labels, scores, *, mask=None, temperature=1.0, topn=None,
+                     transposed=False, sinkhorn_iterations=50, sinkhorn_tolerance=1e-6):
+    """The TensorFlow body of :func:`tfr_extensions.losses.neural_ndcg_loss` (the math,
+    the arguments and a doctest are there): inputs screened, options checked."""
+    probs, valid_positions = neural_sort(scores, mask, temperature)
+    probs = sinkhorn_scaling(probs, valid_positions, mask, sinkhorn_iterations,
+                             sinkhorn_tolerance)  # [B, r, i]
+    positions = tf.range(1, tf.shape(scores)[1] + 1)[None, :]  # [1, R]
+    discounts = lists.log2_discount(tf.cast(positions, scores.dtype))
+    if topn is not None:
+        discounts = tf.where(positions <= topn, discounts, tf.zeros_like(discounts))
+    gains = tf.where(mask, lists.gains(labels), tf.zeros_like(labels))
+    if transposed:  # each document's expected discount, times its gain
+        expected_discounts = tf.einsum("bri,br->bi", probs, tf.broadcast_to(
+            discounts, tf.shape(scores)))
+        dcg = tf.reduce_sum(gains * expected_discounts, axis=-1)
+    else:  # each position's expected gain, times its discount
+        expected_gains = tf.einsum("bri,bi->br", probs, gains)
+        dcg = tf.reduce_sum(expected_gains * discounts, axis=-1)
+    ndcg = numerics.safe_divide(dcg, rank_metrics.ideal_dcg(labels, mask, topn))
+    return -ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)

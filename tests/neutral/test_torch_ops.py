@@ -139,6 +139,21 @@ def test_torch_compile_makes_one_graph_equal_to_eager(key, options, monkeypatch)
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["lambda_ndcg_loss2pp", "neural_ndcg"])
+def test_the_keras_classes_without_a_torch_body_compile_to_one_graph(name):
+    """LambdaLoss and NeuralNDCG run their ``keras.ops`` bodies on PyTorch: one graph
+    too (NeuralNDCG's Sinkhorn loop unrolled), equal to eager."""
+    loss = tfrx.losses.get(name, **({"sinkhorn_iterations": 4} if name == "neural_ndcg" else {}))
+    labels, scores = batch(9, 4, torch.float32, seed=2)
+    torch._dynamo.reset()  # pylint: disable=protected-access
+    explained = torch._dynamo.explain(loss)(labels, scores)  # pylint: disable=protected-access
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), \
+        explained.break_reasons
+    compiled = torch.compile(loss, dynamic=False, backend="aot_eager")
+    np.testing.assert_allclose(compiled(labels, scores).numpy(), loss(labels, scores).numpy(),
+                               rtol=1e-6)
+
+
 def test_tie_keys_are_distinct_reproducible_and_seeded_by_ints_or_tensors():
     keys = twin_sigmoid.tie_keys((64, 33), 7, "cpu")
     assert all(len(set(row)) == 33 for row in keys.tolist())

@@ -6,6 +6,8 @@ One difference of mechanics, none of value: JAX cannot differentiate a loop whos
 count depends on the data (``lax.while_loop``), so the Sinkhorn loop here always runs
 ``sinkhorn_iterations`` iterations (``ops.fori_loop``), each list's matrix frozen once
 it has converged; the TensorFlow body leaves its ``tf.while_loop`` when every list has.
+On PyTorch ``torch.compile`` unrolls that loop into one graph (no graph break; about 80 s
+to compile the default 50 iterations on 2 vCPUs).
 
 >>> from keras import ops
 >>> losses, _ = neural_ndcg_loss(ops.array([[1., 0.]]), ops.array([[0.6, 0.8]]),
@@ -54,7 +56,7 @@ def neural_sort(scores, mask, temperature: float):
     # the row softmax, shifted by the row's largest logit (written out: ops.softmax warns
     # on an axis of size 1, a list of one document)
     logits = ops.where(valid, logits, floor)
-    shifted = logits - ops.stop_gradient(ops.max(logits, axis=-1, keepdims=True))
+    shifted = logits - ops.stop_gradient(ops.amax(logits, axis=-1, keepdims=True))
     exps = ops.exp(shifted)
     probs = exps / ops.sum(exps, axis=-1, keepdims=True)  # (the sum is >= 1)
     return ops.where(valid, probs, ops.zeros_like(probs)), valid_positions
@@ -102,7 +104,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None, temperature=1.0, topn=None,
     """
     dtype = lists.dtype_name(scores)
     weights = ops.cast(lists.has_relevant(labels, mask), dtype)
-    if 0 in tuple(scores.shape):  # no list or no document (ops.max of an empty axis fails)
+    if 0 in tuple(scores.shape):  # no list or no document (ops.amax of an empty axis fails)
         return ops.sum(scores, axis=-1) * 0.0, weights
     probs, valid_positions = neural_sort(scores, mask, temperature)
     probs = sinkhorn_scaling(probs, valid_positions, mask, sinkhorn_iterations,

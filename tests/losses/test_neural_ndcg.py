@@ -5,7 +5,7 @@ Values and gradients equal the float64 NumPy oracle (``support.oracles_neural_nd
 written from the papers' definitions, its hand-written gradient checked by central
 differences here), normal and transposed, with and without a cutoff, at several
 temperatures; padding = deleting wherever it sits; lists without relevant documents;
-ties; XLA = graph mode (the early-stopping ``tf.while_loop`` included); float64; the
+ties; XLA = graph mode (the Sinkhorn loop's per-list stop included); float64; the
 class = the function; configs. allRank's reference is compared on Keras 3's PyTorch
 backend (``tests/keras_ops/test_keras_ops_neural_ndcg.py``).
 """

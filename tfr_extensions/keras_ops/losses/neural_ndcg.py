@@ -2,10 +2,9 @@ r"""NeuralNDCG in ``keras.ops``: the twin of :mod:`tfr_extensions.ops.losses.neu
 (the same functions, names and contracts; the math, the Sinkhorn stopping rule, the
 padding rule and the numerics are documented in :mod:`tfr_extensions.losses.neural_ndcg`).
 
-One difference of mechanics, none of value: JAX cannot differentiate a loop whose trip
-count depends on the data (``lax.while_loop``), so the Sinkhorn loop here always runs
-``sinkhorn_iterations`` iterations (``ops.fori_loop``), each list's matrix frozen once
-it has converged; the TensorFlow body leaves its ``tf.while_loop`` when every list has.
+The Sinkhorn loop always runs ``sinkhorn_iterations`` iterations (``ops.fori_loop``;
+JAX cannot differentiate a loop whose trip count depends on the data), each list's
+matrix frozen once it has converged, as the TensorFlow body does (unrolled there).
 On PyTorch ``torch.compile`` unrolls that loop into one graph (no graph break; about 80 s
 to compile the default 50 iterations on 2 vCPUs).
 

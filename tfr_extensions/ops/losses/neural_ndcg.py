@@ -54,9 +54,10 @@ def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: 
     """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
     columns): each iteration divides every column by its sum, then every row by its
     sum. A list stops (its matrix frozen) after the first iteration at which all its
-    valid row and column sums are within ``tolerance`` of 1; the loop ends when every
-    list has stopped, or after ``iterations`` (a ``tf.while_loop``: static shapes
-    under XLA, differentiable through the iterations run)."""
+    valid row and column sums are within ``tolerance`` of 1. Runs ``iterations``
+    iterations, unrolled: a ``tf.while_loop`` differentiated outside an XLA program
+    (``GradientTape`` around ``tf.function(jit_compile=True)``) needs its TensorLists
+    to cross the XLA boundary, which TensorFlow does not support."""
     tolerance = tf.constant(tolerance, matrix.dtype)
 
     def scale(m):
@@ -75,8 +76,8 @@ def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: 
         return m, tf.logical_or(done, converged(m))
 
     done = tf.zeros(tf.shape(matrix)[:1], tf.bool)
-    matrix, _ = tf.while_loop(lambda m, done: tf.logical_not(tf.reduce_all(done)), body,
-                              (matrix, done), maximum_iterations=iterations)
+    for _ in range(iterations):
+        matrix, done = body(matrix, done)
     return matrix
 
 

@@ -32,7 +32,7 @@ from tfr_extensions.keras_ops import random as keras_random
 
 _NEG_INF = float("-inf")
 
-#: Longest static list length for which positions are counted on JAX.
+#: Longest static list length for which positions are counted on JAX's CPU.
 COUNTING_MAX_LIST_SIZE = 1024
 
 
@@ -148,7 +148,7 @@ def exact_ranks(scores, mask, tie_keys=None):
 
 def counting_positions(values, mask):
     """1-based positions of ``values`` sorted descending (ties by index, padded
-    last) where counting is faster than sorting (JAX, lists up to
+    last) where counting is faster than sorting (JAX on a CPU, lists up to
     ``COUNTING_MAX_LIST_SIZE``), else None: a caller that can use positions in
     place of sorted values (a sum over positions) then needs no inverse and no
     gather."""

@@ -59,6 +59,32 @@ def value_and_grad(fn: Callable, *args, argnum: int = 1) -> Tuple[np.ndarray, np
     return tf_value_and_grad(fn, *args, argnum=argnum)
 
 
+def jit_value_and_grad(fn: Callable, labels, scores) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`value_and_grad` of ``fn(labels, scores)``, under one ``jax.jit`` on the JAX
+    backend (one compilation per shape instead of one per primitive and shape, which
+    eager JAX pays: the suite stays fast, and the bodies are checked under ``jax.jit``)."""
+    if BACKEND != "jax":
+        return value_and_grad(fn, labels, scores)
+    import jax  # pylint: disable=import-outside-toplevel
+
+    def total(s, l):
+        out = fn(l, s)
+        return ops.sum(out), out
+
+    (_, value), grad = jax.jit(jax.value_and_grad(total, has_aux=True))(scores, labels)
+    return to_numpy(value), to_numpy(grad)
+
+
+def per_list_loss(spec, options, which: str) -> Callable:
+    """``(labels, scores) -> losses * weights`` of implementation ``which``
+    (``"keras_ops"``, ``"tensorflow"``) of a loss spec with checked ``options``, for the
+    value-and-gradient helpers."""
+    def per_list(labels, scores):
+        losses, weights, _ = spec.compute(labels, scores, None, options, which)
+        return losses * weights
+    return per_list
+
+
 def tf_value_and_grad(fn: Callable, *args, argnum: int = 1) -> Tuple[np.ndarray, np.ndarray]:
     """``value_and_grad`` for a TensorFlow function of TF tensors."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

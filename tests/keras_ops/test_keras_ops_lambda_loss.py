@@ -14,12 +14,9 @@ list at a time for per-list values; it clamps the sigmoid and its power at
 It computes the discounts in float32 (``pos_idxs.float()``), hence float32
 tolerances even on float64 lists.
 """
-import functools
 
 import numpy as np
 import pytest
-
-from keras import ops
 
 import harness
 from support import oracles_lambda
@@ -48,31 +45,12 @@ def lists(seed=0, batch=5, size=9):
     return labels, rng.normal(size=(batch, size)).astype(np.float32)
 
 
-def _per_list(compute, options):
-    def per_list(labels, scores):
-        losses, weights, _ = compute(labels, scores, None, options)
-        return losses * weights
-    return per_list
-
-
-def _compiled_value_and_grad(fn, labels, scores):
-    """:func:`harness.value_and_grad`, under ``jax.jit`` on the JAX backend."""
-    if harness.BACKEND != "jax":
-        return harness.value_and_grad(fn, labels, scores)
-    import jax  # pylint: disable=import-outside-toplevel
-
-    def total(s, l):
-        out = fn(l, s)
-        return ops.sum(out), out
-
-    (_, value), grad = jax.jit(jax.value_and_grad(total, has_aux=True))(scores, labels)
-    return harness.to_numpy(value), harness.to_numpy(grad)
 
 
 def keras_ops_value_and_grad(labels, scores, **options):
     options = FUNCTION.spec.check_options(**options)
-    compute = functools.partial(FUNCTION.spec.compute, which="keras_ops")
-    return _compiled_value_and_grad(_per_list(compute, options), labels, scores)
+    return harness.jit_value_and_grad(harness.per_list_loss(FUNCTION.spec, options, "keras_ops"),
+                                      labels, scores)
 
 
 @pytest.mark.parametrize("options", CONFIGS, ids=CONFIG_IDS)
@@ -98,12 +76,10 @@ BODY_CASES = ([({"weighting": w}, case) for w in WEIGHTINGS for case in sorted(h
 def test_values_and_gradients_equal_the_tensorflow_body(options, case):
     labels, scores = harness.CASES[case]
     checked = FUNCTION.spec.check_options(**options)
-    value, grad = _compiled_value_and_grad(
-        _per_list(functools.partial(FUNCTION.spec.compute, which="keras_ops"), checked),
-        labels, scores)
+    value, grad = harness.jit_value_and_grad(
+        harness.per_list_loss(FUNCTION.spec, checked, "keras_ops"), labels, scores)
     want_value, want_grad = harness.tf_value_and_grad(
-        _per_list(functools.partial(FUNCTION.spec.compute, which="tensorflow"), checked),
-        labels, scores)
+        harness.per_list_loss(FUNCTION.spec, checked, "tensorflow"), labels, scores)
     harness.assert_close(value, want_value, what=f"{case} value")
     # (ranknet's unnormalized sums over ~L^2 / 2 pairs: float32 cancellation, so the
     # absolute floor scales with the largest gradient entry)

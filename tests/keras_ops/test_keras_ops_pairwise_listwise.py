@@ -6,7 +6,6 @@ list size 1, long lists, bad input), through the decorator's screening
 (``fn.spec.compute(..., "keras_ops")`` against ``"tensorflow"``, the TF body); the Keras classes
 compute on the backend; ``model.fit`` trains with them; ``jax.jit`` compiles them.
 """
-import functools
 import numpy as np
 import pytest
 
@@ -32,28 +31,6 @@ def function_of(key):
     return tfrx.losses.get(key).spec.function
 
 
-def _per_list(compute, options):
-    """``(labels, scores) -> losses * weights`` for the value_and_grad helpers."""
-    def per_list(labels, scores):
-        losses, weights, _ = compute(labels, scores, None, options)
-        return losses * weights
-    return per_list
-
-
-def _compiled_value_and_grad(fn, labels, scores):
-    """:func:`harness.value_and_grad`, under one ``jax.jit`` on the JAX backend (one
-    compilation per shape instead of one per primitive and shape, which eager JAX
-    pays: the suite stays fast, and the bodies are checked under ``jax.jit``)."""
-    if harness.BACKEND != "jax":
-        return harness.value_and_grad(fn, labels, scores)
-    import jax  # pylint: disable=import-outside-toplevel
-
-    def total(s, l):
-        out = fn(l, s)
-        return ops.sum(out), out
-
-    (_, value), grad = jax.jit(jax.value_and_grad(total, has_aux=True))(scores, labels)
-    return harness.to_numpy(value), harness.to_numpy(grad)
 
 
 #: (key, options, case): the defaults on every shared case, changed options on two
@@ -70,10 +47,10 @@ def test_values_and_gradients_equal_the_tensorflow_body(key, kwargs, case):
     labels, scores = harness.CASES[case]
     function = function_of(key)
     options = function.spec.check_options(**kwargs)
-    value, grad = _compiled_value_and_grad(_per_list(functools.partial(function.spec.compute, which="keras_ops"), options),
-                                          labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list(functools.partial(function.spec.compute, which="tensorflow"), options),
-                                                      labels, scores)
+    value, grad = harness.jit_value_and_grad(
+        harness.per_list_loss(function.spec, options, "keras_ops"), labels, scores)
+    want_value, want_grad = harness.tf_value_and_grad(
+        harness.per_list_loss(function.spec, options, "tensorflow"), labels, scores)
     harness.assert_close(value, want_value, what=f"{key} {case} value")
     harness.assert_close(grad, want_grad, what=f"{key} {case} gradient")
     assert (grad[labels < 0] == 0).all()
@@ -92,10 +69,10 @@ def test_extreme_and_tied_scores_equal_the_tensorflow_body(key):
                       np.float32)
     function = function_of(key)
     options = function.spec.check_options()
-    value, grad = _compiled_value_and_grad(_per_list(functools.partial(function.spec.compute, which="keras_ops"), options),
-                                          labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list(functools.partial(function.spec.compute, which="tensorflow"), options),
-                                                      labels, scores)
+    value, grad = harness.jit_value_and_grad(
+        harness.per_list_loss(function.spec, options, "keras_ops"), labels, scores)
+    want_value, want_grad = harness.tf_value_and_grad(
+        harness.per_list_loss(function.spec, options, "tensorflow"), labels, scores)
     assert np.isfinite(value).all() and np.isfinite(grad).all()
     harness.assert_close(value, want_value)
     harness.assert_close(grad, want_grad)
@@ -125,7 +102,7 @@ def test_the_keras_class_computes_on_the_backend(key):
             (1.0, lambda l, s: loss(l, s)),
             (sample_weight[:, 0], lambda l, s: loss(l, s, sample_weight=sample_weight)),
             (1.0, lambda l, s: loss({"labels": ops.where(l >= 0, l, 0.0), "mask": l >= 0}, s))]:
-        value, grad = _compiled_value_and_grad(call, labels, scores)  # (eager: below)
+        value, grad = harness.jit_value_and_grad(call, labels, scores)  # (eager: below)
         want_value, want_grad = reference(weights)
         harness.assert_close(value, want_value, what=key)
         harness.assert_close(grad, want_grad, what=key)
@@ -141,7 +118,7 @@ def test_a_batch_of_zero_lists_or_of_empty_lists_gives_zero(key):
     loss = tfrx.losses.get(key)
     for shape in [(0, 5), (2, 0), (0, 0)]:
         zeros = np.zeros(shape, np.float32)
-        value, grad = _compiled_value_and_grad(lambda l, s: loss(l, s), zeros, zeros)
+        value, grad = harness.jit_value_and_grad(lambda l, s: loss(l, s), zeros, zeros)
         assert value == 0.0 and grad.shape == shape and (grad == 0).all()
 
 

@@ -38,8 +38,8 @@ def ndcg_value_and_rank_gradient(labels, ranks, mask, topn: Optional[int], posit
     ideal_dcg = ideal @ ideal_discounts
     norm = torch.where(ideal_dcg > 0, 1.0 / torch.where(ideal_dcg > 0, ideal_dcg, 1.0), 0.0)
     weights = torch.where(within, gains, 0.0) * norm[:, None]
-    discounts = 1.0 / torch.log2(1.0 + torch.where(mask, ranks, 1.0))
+    one_plus_ranks = 1.0 + torch.where(mask, ranks, 1.0)  # (1 at padding: finite)
+    discounts = 1.0 / torch.log2(one_plus_ranks)
     value = (weights * discounts).sum(dim=-1)
-    rank_gradient = weights * discounts.square() * (-1.0 / math.log(2.0)) / (
-        1.0 + torch.where(mask, ranks, 1.0))
+    rank_gradient = weights * discounts.square() * (-1.0 / math.log(2.0)) / one_plus_ranks
     return value, rank_gradient

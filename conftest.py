@@ -1,7 +1,8 @@
 """pytest set-up shared by ``tests/`` and the package's doctests (``--doctest-modules``).
 
-Without TF-Ranking (the tf221 and keras3 stacks), ``tfr_extensions/pipeline.py``
-cannot be imported, so its doctests are not collected; without TensorFlow (the
+Without TF-Ranking (the tf221 and keras3 stacks), ``tfr_extensions/tfranking.py``
+cannot be imported, so its doctests are not collected; the old module names
+(:data:`DEPRECATED_ALIASES`) are never collected; without TensorFlow (the
 jax and torch stacks) the modules that are TensorFlow programs by nature are not
 collected either (:data:`NEEDS_TENSORFLOW`). The end of the report says so, and
 counts the cross-stack tests that did not run (they need ``TFRX_CROSS_STACK=1``
@@ -19,7 +20,9 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 from tfr_extensions import backend  # noqa: E402
 from tfr_extensions import compat  # noqa: E402
 
-NEEDS_TF_RANKING = ("tfr_extensions/pipeline.py",)
+NEEDS_TF_RANKING = ("tfr_extensions/tfranking.py",)
+#: old module names kept for their users: importing one warns (DeprecationWarning)
+DEPRECATED_ALIASES = ("tfr_extensions/pipeline.py",)
 #: keras.ops exists on Keras 3 only: the Keras 2 stacks do not collect these doctests
 NEEDS_KERAS_3 = ("tfr_extensions/keras_ops",)
 #: the modules that import TensorFlow (each one because TensorFlow is its point: the
@@ -35,7 +38,7 @@ NEEDS_TENSORFLOW = (
     "tfr_extensions/data/dataset.py", "tfr_extensions/data/elwc.py",
     "tfr_extensions/data/normalization.py", "tfr_extensions/evaluation_state.py",
     "tfr_extensions/serving.py", "tfr_extensions/strategies.py",
-    "tfr_extensions/adversarial", "tfr_extensions/pipeline.py",
+    "tfr_extensions/adversarial", "tfr_extensions/tfranking.py",
     "pipelines/resume.py", "pipelines/distributed.py", "pipelines/sampled_ranking_quality.py",
     "benchmarks",
 )
@@ -43,7 +46,9 @@ NEEDS_TENSORFLOW = (
 #: the PyTorch-native bodies compute on torch tensors through Keras's PyTorch backend
 NEEDS_TORCH_BACKEND = ("tfr_extensions/torch_ops",)
 
-collect_ignore = [] if compat.has_tf_ranking() else list(NEEDS_TF_RANKING)
+collect_ignore = list(DEPRECATED_ALIASES)
+if not compat.has_tf_ranking():
+    collect_ignore += list(NEEDS_TF_RANKING)
 if not backend.IS_KERAS_3:
     collect_ignore += list(NEEDS_KERAS_3)
 if backend.backend_name() != "torch":

@@ -106,5 +106,6 @@ setup(
         "lightgbm",
         "scikit-learn",  # the LibSVM loader our reader is benchmarked and checked against
     ],
-    extras_require={**STACKS, **BACKENDS, "test": ["pytest"]},
+    # docs: the HTML API reference of `make docs` (pdoc, built on the keras3 stack)
+    extras_require={**STACKS, **BACKENDS, "test": ["pytest"], "docs": ["pdoc==16.*"]},
 )

@@ -82,7 +82,7 @@ def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.nd
     """pi^- of Qin et al. as TF-Ranking's ``approx_ranks`` computes it (sigmoids of the
     differences of alpha times the scores;
     :func:`tfr_extensions.ops.approx_ranks.approx_ranks` on TensorFlow, its twin
-    :func:`tfr_extensions.keras_ops.losses.listwise.approx_ranks` elsewhere), in
+    :func:`tfr_extensions.keras_ops.approx_ranks.approx_ranks` elsewhere), in
     chunks of lists to bound memory."""
     if backend.uses_tensorflow_ops():
         tf = backend.tensorflow()
@@ -92,11 +92,10 @@ def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.nd
             return approx_ranks(tf.constant(part) * alpha).numpy()
     else:
         from keras import ops  # pylint: disable=import-outside-toplevel
-        from tfr_extensions.keras_ops.losses.listwise import approx_ranks  # pylint: disable=import-outside-toplevel
+        from tfr_extensions.keras_ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
 
         def ranks(part):
-            logits = ops.convert_to_tensor(part) * alpha
-            return ops.convert_to_numpy(approx_ranks(logits, ops.ones_like(logits, "bool")))
+            return ops.convert_to_numpy(approx_ranks(ops.convert_to_tensor(part) * alpha))
     return np.concatenate([ranks(scores[i:i + chunk]) for i in range(0, len(scores), chunk)])
 
 

@@ -53,7 +53,7 @@ def _keras_3_only():
     """The helpers of the Keras 3 suites (``keras.ops``), which Keras 2 cannot import
     (``--doctest-modules`` would collect them)."""
     from tfr_extensions import backend  # pylint: disable=import-outside-toplevel
-    return [] if backend.IS_KERAS_3 else ["support/autodiff.py"]
+    return [] if backend.IS_KERAS_3 else ["support/autodiff.py", "support/loss_suite.py"]
 
 
 collect_ignore += _keras_3_only()

@@ -43,26 +43,32 @@ loss = tfrx.losses.get("twin_ndcg_type3", seed=0)
 print("LOSS", float(loss([[2.0, 0.0, 1.0]], [[0.1, 0.5, 0.3]])))
 print("NAMES", tfrx.losses.names() == tfrx.losses.registry.tfrx_loss_names())
 try:
-    tfrx.pipeline
+    tfrx.tfranking
 except ImportError as error:
     print("PIPELINE", error)
+try:
+    tfrx.pipeline  # the old name
+except ImportError as error:
+    print("OLD_NAME", error)
 print("MODULES", sorted(m for m, module in sys.modules.items()
                         if m.startswith("tensorflow_ranking") and module is not None))
 """
 
 
-def test_the_package_works_without_tf_ranking_and_pipeline_says_why_and_what_instead():
+def test_the_package_works_without_tf_ranking_and_tfranking_says_why_and_what_instead():
     proc = run_python(WITHOUT_TF_RANKING)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines()
-                 if line.split(" ", 1)[0] in ("LOSS", "NAMES", "PIPELINE", "MODULES"))
+                 if line.split(" ", 1)[0] in ("LOSS", "NAMES", "PIPELINE", "OLD_NAME",
+                                              "MODULES"))
     # minus nDCG: gains (3, 0, 1) ranked 3rd, 1st, 2nd
     dcg, ideal = 1 / np.log2(3) + 3 / np.log2(4), 3 + 1 / np.log2(3)
     assert float(lines["LOSS"]) == pytest.approx(-dcg / ideal, rel=1e-6)
     assert lines["NAMES"] == "True"
     message = lines["PIPELINE"]
-    assert "tfr_extensions.pipeline" in message and "needs tensorflow-ranking" in message
+    assert "tfr_extensions.tfranking" in message and "needs tensorflow-ranking" in message
     assert "pipelines.train" in message and "ranking_dataset" in message
+    assert lines["OLD_NAME"] == message
     assert lines["MODULES"] == "[]"
 
 
@@ -151,6 +157,14 @@ def test_approx_ranks_equal_tf_ranking():
     logits = tf.random.stateless_normal([4, 9], seed=[1, 2]) * 5
     np.testing.assert_allclose(approx_ranks.approx_ranks(logits).numpy(),
                                losses_impl.approx_ranks(logits).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(approx_ranks.approx_ranks(logits, None, 0.5).numpy(),
+                               losses_impl.approx_ranks(logits / 0.5).numpy(), rtol=1e-6)
+    # masked = the padded documents deleted (TF-Ranking pushes them 1000 below instead)
+    mask = tf.constant([[True] * 6 + [False] * 3] * 4)
+    masked = approx_ranks.approx_ranks(logits, mask, 0.5).numpy()
+    np.testing.assert_allclose(masked[:, :6], approx_ranks.approx_ranks(
+        logits[:, :6], None, 0.5).numpy(), rtol=1e-6)
+    assert np.all(masked[:, 6:] == 0.5)
 
 
 def _example(**features) -> tf.train.Example:

@@ -27,7 +27,7 @@ skip_module_without_tf_ranking()
 
 import tfr_extensions as tfrx  # noqa: E402
 from tfr_extensions import evaluation  # noqa: E402
-from tfr_extensions import pipeline as tfrx_pipeline  # noqa: E402
+from tfr_extensions import tfranking  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MULTI_WORKER_JOB = pathlib.Path(__file__).parent / "support" / "pipeline_worker_job.py"
@@ -59,7 +59,7 @@ def fold(mq2008_dir):
 
 @pytest.fixture(scope="module")
 def libsvm_builder(fold):
-    return tfrx_pipeline.LibSVMDatasetBuilder(
+    return tfranking.LibSVMDatasetBuilder(
         fold / "train.txt", fold / "vali.txt", train_batch_size=32, valid_batch_size=64)
 
 
@@ -67,8 +67,8 @@ def model_builder(feature_specs, mask_feature_name, notation="R2.L", hidden_unit
     context_spec, example_spec = feature_specs
     return tfr.keras.model.ModelBuilder(
         input_creator=tfr.keras.model.FeatureSpecInputCreator(context_spec, example_spec),
-        preprocessor=tfrx_pipeline.QueryZScorePreprocessor(),
-        scorer=tfrx_pipeline.UnivariateScorer(notation, hidden_units=hidden_units),
+        preprocessor=tfranking.QueryZScorePreprocessor(),
+        scorer=tfranking.UnivariateScorer(notation, hidden_units=hidden_units),
         mask_feature_name=mask_feature_name, name="ranker")
 
 
@@ -182,7 +182,7 @@ class Recorder(keras.callbacks.Callback):
         self.logs.append(dict(logs or {}))
 
 
-class RecordingPipeline(tfrx_pipeline.SimplePipeline):
+class RecordingPipeline(tfranking.SimplePipeline):
     """Our pipeline with a recording callback; exports are recorded, not written,
     where a test says so (export itself is tested in the recipe test)."""
 
@@ -202,7 +202,7 @@ def hparams_for(tmp_path, loss, **overrides):
     options = dict(model_dir=str(tmp_path), num_epochs=1, steps_per_epoch=1, validation_steps=1,
                    learning_rate=1e-3, loss=loss, steps_per_execution=1)
     options.update(overrides)
-    return tfrx_pipeline.PipelineHparams(**options)
+    return tfranking.PipelineHparams(**options)
 
 
 #: TF-Ranking losses that need another model output than one score per document
@@ -213,7 +213,7 @@ NEEDS_OTHER_OUTPUTS = {"ordinal_loss": "Predictions for ordinal loss must have r
 def short_lists_builder(fold):
     """Lists cut to 16 documents: one step per loss stays cheap (no XLA-compiled
     SoftRank tree, which starts at 128 documents)."""
-    return tfrx_pipeline.LibSVMDatasetBuilder(
+    return tfranking.LibSVMDatasetBuilder(
         fold / "train.txt", fold / "vali.txt", train_batch_size=16, valid_batch_size=16,
         list_size=16, valid_list_size=16)
 
@@ -221,7 +221,7 @@ def short_lists_builder(fold):
 def test_every_registered_name_resolves_in_build_loss(tmp_path, short_lists_builder):
     builder = short_lists_builder
     for name in tfrx.losses.names():
-        pipeline = tfrx_pipeline.SimplePipeline(
+        pipeline = tfranking.SimplePipeline(
             model_builder(builder.feature_specs(), builder.mask_feature_name), builder,
             hparams_for(tmp_path, name))
         want = tfrx.losses.get(name)
@@ -334,13 +334,13 @@ def test_builder_yields_tf_ranking_format_from_paths_and_data(fold, libsvm_build
     hparams = tfr.keras.pipeline.DatasetHparams(
         train_input_pattern=str(fold / "train.txt"), valid_input_pattern=str(fold / "vali.txt"),
         train_batch_size=8, valid_batch_size=64, list_size=20)
-    from_hparams = tfrx_pipeline.LibSVMDatasetBuilder.from_hparams(hparams)
+    from_hparams = tfranking.LibSVMDatasetBuilder.from_hparams(hparams)
     features_2, _ = next(iter(from_hparams.build_train_dataset()))
     assert features_2["features"].shape == (8, 20, 46)
-    from_data = tfrx_pipeline.LibSVMDatasetBuilder(libsvm_builder.train_data, valid)
+    from_data = tfranking.LibSVMDatasetBuilder(libsvm_builder.train_data, valid)
     np.testing.assert_array_equal(
         next(iter(from_data.build_valid_dataset()))[1].numpy()[:, :5],
-        next(iter(tfrx_pipeline.LibSVMDatasetBuilder(
+        next(iter(tfranking.LibSVMDatasetBuilder(
             libsvm_builder.train_data, valid, train_batch_size=32).build_valid_dataset()))[1]
         .numpy()[:, :5])
 
@@ -351,7 +351,7 @@ def test_builder_reads_group_file_layout_beside_the_data(libsvm_builder, tmp_pat
     for part, data in (("train", libsvm_builder.train_data), ("vali", valid)):
         tfrx.data.write_libsvm(data, tmp_path / f"{part}.txt", group_file=".query")
     assert "qid:" not in (tmp_path / "vali.txt").read_text()
-    builder = tfrx_pipeline.LibSVMDatasetBuilder(tmp_path / "train.txt", tmp_path / "vali.txt",
+    builder = tfranking.LibSVMDatasetBuilder(tmp_path / "train.txt", tmp_path / "vali.txt",
                                                  valid_batch_size=64)
     np.testing.assert_array_equal(builder.valid_data.query_offsets, valid.query_offsets)
     ours, theirs = (next(iter(b.build_valid_dataset())) for b in (builder, libsvm_builder))
@@ -362,13 +362,13 @@ def test_builder_reads_group_file_layout_beside_the_data(libsvm_builder, tmp_pat
 def test_builder_zscore_signatures_take_raw_features(libsvm_builder, tmp_path):
     """With normalization="query_zscore", the predict signature z-scores each served
     list as the dataset did, so the SavedModel takes raw features."""
-    builder = tfrx_pipeline.LibSVMDatasetBuilder(
+    builder = tfranking.LibSVMDatasetBuilder(
         libsvm_builder.train_data, libsvm_builder.valid_data, normalization="query_zscore",
         valid_batch_size=4)
     model = tfr.keras.model.ModelBuilder(
         input_creator=tfr.keras.model.FeatureSpecInputCreator(*builder.feature_specs()),
         preprocessor=tfr.keras.model.PreprocessorWithSpec({}),
-        scorer=tfrx_pipeline.UnivariateScorer("R2.L", hidden_units=8),
+        scorer=tfranking.UnivariateScorer("R2.L", hidden_units=8),
         mask_feature_name=builder.mask_feature_name, name="ranker").build()
     features, _ = next(iter(builder.build_valid_dataset()))  # z-scored by the dataset
     want = model(features, training=False).numpy()
@@ -385,20 +385,20 @@ def test_builder_zscore_signatures_take_raw_features(libsvm_builder, tmp_path):
 def test_builder_errors(libsvm_builder, tmp_path):
     train, valid = libsvm_builder.train_data, libsvm_builder.valid_data
     with pytest.raises(ValueError, match="`normalization` must be one of"):
-        tfrx_pipeline.LibSVMDatasetBuilder(train, valid, normalization="minmax")
+        tfranking.LibSVMDatasetBuilder(train, valid, normalization="minmax")
     with pytest.raises(ValueError, match="must differ"):
-        tfrx_pipeline.LibSVMDatasetBuilder(train, valid, mask_feature_name="features")
+        tfranking.LibSVMDatasetBuilder(train, valid, mask_feature_name="features")
     with pytest.raises(ValueError, match="`batch_size` must be an int >= 1"):
-        tfrx_pipeline.LibSVMDatasetBuilder(train, valid, train_batch_size=32, valid_batch_size=-2)
+        tfranking.LibSVMDatasetBuilder(train, valid, train_batch_size=32, valid_batch_size=-2)
     with pytest.raises(TypeError, match="LibSVM/LETOR file path or a LibSVMData"):
-        tfrx_pipeline.LibSVMDatasetBuilder(train, 3)
+        tfranking.LibSVMDatasetBuilder(train, 3)
     with pytest.raises(ValueError, match="`valid` has 45 features; `num_features` is 46"):
         narrow = tfrx.data.LibSVMData(valid.features[:, :45].copy(), valid.labels, valid.qids,
                                       valid.query_offsets)
-        tfrx_pipeline.LibSVMDatasetBuilder(train, narrow)
+        tfranking.LibSVMDatasetBuilder(train, narrow)
     with pytest.raises(FileNotFoundError):
-        tfrx_pipeline.LibSVMDatasetBuilder(tmp_path / "missing.txt", valid)
-    pipeline = tfrx_pipeline.SimplePipeline(
+        tfranking.LibSVMDatasetBuilder(tmp_path / "missing.txt", valid)
+    pipeline = tfranking.SimplePipeline(
         model_builder(libsvm_builder.feature_specs(), "list_mask"), libsvm_builder,
         hparams_for(tmp_path, "no_such_loss"))
     with pytest.raises(ValueError, match="Unknown loss 'no_such_loss'. Known losses: "):
@@ -406,7 +406,7 @@ def test_builder_errors(libsvm_builder, tmp_path):
 
 
 def test_univariate_scorer_scores_each_document_alone():
-    scorer = tfrx_pipeline.UnivariateScorer("CE3.L", hidden_units=8, batch_norm=False)
+    scorer = tfranking.UnivariateScorer("CE3.L", hidden_units=8, batch_norm=False)
     features = tf.random.stateless_normal([2, 5, 4], seed=[1, 2])
     mask = tf.constant([[True] * 5, [True, True, True, False, False]])
     logits = scorer({}, {"features": features}, mask).numpy()
@@ -417,6 +417,28 @@ def test_univariate_scorer_scores_each_document_alone():
     assert logits_2[0, 2] != logits[0, 2]
     # A second call builds a second network, so compare structure, not values.
     with pytest.raises(ValueError, match="`notation` 'Q9' is not a known scorer"):
-        tfrx_pipeline.UnivariateScorer("Q9")
+        tfranking.UnivariateScorer("Q9")
     with pytest.raises(ValueError, match=r"Example features \['other'\] not among"):
-        tfrx_pipeline.UnivariateScorer(feature_names=["other"])({}, {"features": features}, mask)
+        tfranking.UnivariateScorer(feature_names=["other"])({}, {"features": features}, mask)
+
+
+# --------------------------------------------------------------------------- the old name
+
+
+@pytest.mark.parametrize("statement", [
+    "import tfr_extensions.pipeline as old", "from tfr_extensions import pipeline as old",
+    "old = tfrx.pipeline", "from tfr_extensions.pipeline import SimplePipeline"])
+def test_the_old_module_name_warns_and_is_the_new_module(statement, monkeypatch):
+    """``tfr_extensions.pipeline``, ``tfr_extensions.tfranking``'s old name, as a fresh
+    interpreter sees it: a DeprecationWarning at the user's line, the same objects."""
+    monkeypatch.delitem(sys.modules, "tfr_extensions.pipeline", raising=False)
+    if "pipeline" in vars(tfrx):
+        monkeypatch.delattr(tfrx, "pipeline")
+    namespace = {"tfrx": tfrx}
+    with pytest.warns(DeprecationWarning, match="it is now tfr_extensions.tfranking") as record:
+        exec(compile(statement, "user_code.py", "exec"), namespace)  # noqa: S102
+    assert [warning.filename for warning in record] == ["user_code.py"]
+    if "old" in namespace:
+        assert namespace["old"] is tfranking
+    else:
+        assert namespace["SimplePipeline"] is tfranking.SimplePipeline

@@ -17,7 +17,7 @@ Our own versions of the few TF-Ranking pieces the package cannot do without
 live with what they belong to (``tests/test_compat.py`` checks each against
 TF-Ranking where it imports), and their old names here still import:
 
-* ragged padding, :func:`tfr_extensions.ops.lists.ragged_to_dense`;
+* ragged padding, :func:`tfr_extensions.ops.screening.ragged_to_dense`;
 * ELWC parsing, :func:`tfr_extensions.data.elwc.parse_elwc`, and its predict
   signature, :func:`tfr_extensions.serving.elwc_predict_function`;
 * the strategy helpers, :mod:`tfr_extensions.strategies`;
@@ -53,7 +53,7 @@ def require_tf_ranking(feature: str, instead: str = "") -> types.ModuleType:
     """TF-Ranking's module, or an ``ImportError`` saying that ``feature`` needs it.
 
     Args:
-      feature: what needs TF-Ranking, e.g. ``"tfr_extensions.pipeline"``.
+      feature: what needs TF-Ranking, e.g. ``"tfr_extensions.tfranking"``.
       instead: what to use without it (appended to the message).
     """
     module, reason = _import_tf_ranking()
@@ -72,8 +72,9 @@ def require_tf_ranking(feature: str, instead: str = "") -> types.ModuleType:
 #: Names that lived here before they moved to their own modules (name -> module);
 #: imported on first use, so this module imports nothing of the package.
 _MOVED = {
-    **dict.fromkeys(("ragged_to_dense", "PADDING_LABEL", "PADDING_PREDICTION",
-                     "PADDING_WEIGHT"), "tfr_extensions.ops.lists"),
+    **dict.fromkeys(("ragged_to_dense", "PADDING_PREDICTION", "PADDING_WEIGHT"),
+                    "tfr_extensions.ops.screening"),
+    "PADDING_LABEL": "tfr_extensions.ops.conventions",
     "approx_ranks": "tfr_extensions.ops.approx_ranks",
     **dict.fromkeys(("FeatureSpec", "split_elwc", "parse_elwc"), "tfr_extensions.data.elwc"),
     "elwc_predict_function": "tfr_extensions.serving",

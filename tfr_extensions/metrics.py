@@ -22,14 +22,14 @@ which lists those are, so an evaluation can exclude them or count them as 1
 The functions and :class:`RankingMetric` are one code for every backend; they
 compute with the implementation that :func:`tfr_extensions.backend.implementation`
 picks (:mod:`tfr_extensions.ops.list_metrics`, TensorFlow, or its ``keras.ops``
-twin :mod:`tfr_extensions.keras_ops.list_metrics`) and return that backend's
-tensors (:func:`to_numpy` gives NumPy). This module imports no TensorFlow.
+twin :mod:`tfr_extensions.keras_ops.list_metrics`; :data:`IMPLEMENTATIONS` names
+each function that runs) and return that backend's tensors (:func:`to_numpy`
+gives NumPy). This module imports no TensorFlow.
 
 >>> round(float(ndcg([[0., 1., 2.]], [[3., 2., 1.]])[0]), 4)  # (1/log2(3) + 3/2) / (3 + 1/log2(3))
 0.5869
 """
-import importlib
-from typing import Optional
+from typing import Callable, Dict, NamedTuple, Optional
 
 import numpy as np
 
@@ -38,14 +38,49 @@ from tfr_extensions.backend import keras
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
-#: each implementation's exact list metrics (the same functions in both)
-LIST_METRICS = {backend.TENSORFLOW: "tfr_extensions.ops.list_metrics",
-                backend.KERAS_OPS: "tfr_extensions.keras_ops.list_metrics"}
+
+class ListMetrics(NamedTuple):
+    """The functions of one implementation that this module calls (the same in both)."""
+
+    exact_metric: Callable
+    has_relevant: Callable
+    per_list_weights: Callable
+    metric_values_and_weights: Callable
+    to_numpy: Callable
 
 
-def implementation(which: Optional[str] = None):
-    """The list-metric module of implementation ``which`` (default: the rule's)."""
-    return importlib.import_module(LIST_METRICS[which or backend.implementation()])
+def _tensorflow() -> ListMetrics:
+    from tfr_extensions.ops import list_metrics  # pylint: disable=import-outside-toplevel
+    return ListMetrics(exact_metric=list_metrics.exact_metric,
+                       has_relevant=list_metrics.has_relevant,
+                       per_list_weights=list_metrics.per_list_weights,
+                       metric_values_and_weights=list_metrics.metric_values_and_weights,
+                       to_numpy=list_metrics.to_numpy)
+
+
+def _keras_ops() -> ListMetrics:
+    from tfr_extensions.keras_ops import list_metrics  # pylint: disable=import-outside-toplevel
+    return ListMetrics(exact_metric=list_metrics.exact_metric,
+                       has_relevant=list_metrics.has_relevant,
+                       per_list_weights=list_metrics.per_list_weights,
+                       metric_values_and_weights=list_metrics.metric_values_and_weights,
+                       to_numpy=list_metrics.to_numpy)
+
+
+#: implementation -> its :class:`ListMetrics`, imported on first use (the TensorFlow
+#: functions import TensorFlow; the ``keras.ops`` ones need Keras 3)
+IMPLEMENTATIONS: Dict[str, Callable[[], ListMetrics]] = {
+    backend.TENSORFLOW: _tensorflow, backend.KERAS_OPS: _keras_ops}
+_LOADED: Dict[str, ListMetrics] = {}
+
+
+def implementation(which: Optional[str] = None) -> ListMetrics:
+    """The list-metric functions of implementation ``which`` (default: the rule of
+    :func:`tfr_extensions.backend.implementation`)."""
+    which = which or backend.implementation()
+    if which not in _LOADED:
+        _LOADED[which] = IMPLEMENTATIONS[which]()
+    return _LOADED[which]
 
 
 def ndcg(labels, scores, topn: Optional[int] = None, mask=None):
@@ -189,8 +224,7 @@ class RankingMetric(keras.metrics.Mean):
     """
 
     def __init__(self, metric: str = "ndcg", topn: Optional[int] = None,
-                 name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero",
-                 **kwargs):
+                 name: Optional[str] = None, dtype=None, *, no_relevant: str = "zero"):
         metric_function(metric)  # (a ValueError for an unknown name)
         validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
         self._metric = metric  # as given: it names the metric (``map_10``)
@@ -200,7 +234,7 @@ class RankingMetric(keras.metrics.Mean):
         default = f"{metric}_{topn}" if topn else metric
         if no_relevant != "zero":
             default += f"_{no_relevant}"
-        super().__init__(name=name or default, dtype=dtype, **kwargs)
+        super().__init__(name=name or default, dtype=dtype)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         values, weights = implementation().metric_values_and_weights(

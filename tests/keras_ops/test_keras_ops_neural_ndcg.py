@@ -1,6 +1,6 @@
 """The keras.ops NeuralNDCG (``tfr_extensions/keras_ops/losses/neural_ndcg.py``) on each Keras 3
-backend: against the float64 NumPy oracle (``support.oracles_neural_ndcg``), against its
-TensorFlow body on the shared cases, under ``jax.jit``, and against allRank's reference
+backend: against the float64 NumPy oracle (``support.oracles_neural_ndcg``), in float64 and
+float32 and on every shared case, under ``jax.jit``, and against allRank's reference
 implementation (``support.reference_allrank_neural_ndcg``, PyTorch, vendored verbatim).
 
 allRank and ours compute the same per-list value and gradient (to float32 rounding: the
@@ -18,9 +18,6 @@ reference runs in float32 only) where allRank's assumptions hold:
 * lists without a relevant document: allRank leaves them out of its batch mean, ours
   gives them weight 0 (the same mean: ``sum(losses * weights) / sum(weights)``).
 """
-import contextlib
-import importlib
-
 import numpy as np
 import pytest
 
@@ -31,7 +28,6 @@ import harness
 import tfr_extensions as tfrx
 from support import oracles_neural_ndcg as oracle
 
-body = importlib.import_module("tfr_extensions.keras_ops.losses.neural_ndcg")
 FUNCTION = tfrx.losses.neural_ndcg_loss
 PAD = -1.0
 #: (temperature, topn, transposed)
@@ -40,35 +36,10 @@ VARIANTS = [(1.0, None, False), (1.0, None, True), (0.3, 3, False), (0.3, 3, Tru
 VARIANT_IDS = [f"tau{t}-top{k}-{'T' if tr else 'N'}" for t, k, tr in VARIANTS]
 
 
-def _float64():
-    """Float64 tensors on the backend (JAX needs ``jax_enable_x64``)."""
-    if harness.BACKEND == "jax":
-        import jax  # pylint: disable=import-outside-toplevel
-        return jax.enable_x64(True)
-    return contextlib.nullcontext()
-
-
-def _jit(fn):
-    """``fn`` under ``jax.jit`` on JAX, else ``fn``."""
-    if harness.BACKEND == "jax":
-        import jax  # pylint: disable=import-outside-toplevel
-        return jax.jit(fn)
-    return fn
-
-
-def _per_list(which, **options):
-    """``(labels, scores) -> losses * weights`` through implementation ``which``."""
-    checked = FUNCTION.spec.check_options(**options)
-
-    def per_list(labels, scores):
-        losses, weights, _ = FUNCTION.spec.compute(labels, scores, None, checked, which)
-        return losses * weights
-    return per_list
-
-
 def _keras_ops(labels, scores, **options):
-    """Value and gradient of the keras.ops body on the backend (one ``jax.jit``)."""
-    return harness.value_and_grad(_jit(_per_list("keras_ops", **options)), labels, scores)
+    """Value and gradient of the keras.ops body on the backend (on JAX one program per
+    option set for the session)."""
+    return harness.body_value_and_grad("neural_ndcg", labels, scores, **options)
 
 
 def _oracle(labels, scores, temperature=1.0, topn=None, transposed=False, iterations=50,
@@ -104,7 +75,7 @@ def _batch(seed, dtype=np.float32):
 def test_float64_values_and_gradients_equal_the_oracle(temperature, topn, transposed):
     labels, scores = _batch(0, np.float64)
     options = dict(temperature=temperature, topn=topn, transposed=transposed)
-    with _float64():
+    with harness.float64():
         value, grad = _keras_ops(labels, scores, **options)
     assert value.dtype == np.float64
     want_value, want_grad = _oracle(labels, scores, **options)
@@ -116,7 +87,7 @@ def test_float64_values_and_gradients_equal_the_oracle(temperature, topn, transp
 
 @pytest.mark.parametrize("temperature,topn,transposed", VARIANTS, ids=VARIANT_IDS)
 def test_float32_values_and_gradients_equal_the_oracle(temperature, topn, transposed):
-    labels, scores = _batch(1)
+    labels, scores = _reference_lists()  # (the lists of allRank's test: one program for both)
     options = dict(temperature=temperature, topn=topn, transposed=transposed)
     value, grad = _keras_ops(labels, scores, **options)
     assert value.dtype == np.float32
@@ -136,23 +107,43 @@ def test_padding_equals_deleting():
     assert (grad[labels < 0] == 0).all()
 
 
-# --- the TensorFlow body -------------------------------------------------------------------
+# --- every shared case --------------------------------------------------------------------
 
-@pytest.mark.parametrize("options", [{}, {"temperature": 0.4, "topn": 2, "transposed": True},
-                                     {"sinkhorn_iterations": 7, "sinkhorn_tolerance": 0.0}],
-                         ids=["defaults", "tau-topn-transposed", "iterations"])
-@pytest.mark.parametrize("case", sorted(harness.CASES))
-def test_values_and_gradients_equal_the_tensorflow_body(options, case):
-    labels, scores = harness.CASES[case]
+#: option sets checked on every shared case
+CASE_OPTIONS = [{}, {"temperature": 0.4, "topn": 2, "transposed": True},
+                {"sinkhorn_iterations": 7, "sinkhorn_tolerance": 0.0}]
+CASE_OPTION_IDS = ["defaults", "tau-topn-transposed", "iterations"]
+#: the oracle's names of the options
+ORACLE_NAMES = {"temperature": "temperature", "topn": "topn", "transposed": "transposed",
+                "sinkhorn_iterations": "iterations", "sinkhorn_tolerance": "tolerance"}
+
+
+def _check_cases(labels, scores, options, what):
     value, grad = _keras_ops(labels, scores, **options)
-    want_value, want_grad = harness.tf_value_and_grad(_per_list("tensorflow", **options),
-                                                      labels, scores)
-    harness.assert_close(value, want_value, rtol=2e-5, what=f"{case} value")
-    harness.assert_close(grad, want_grad, rtol=1e-4, atol=2e-6, what=f"{case} gradient")
-    assert (grad[labels < 0] == 0).all()
-    if case == "bad_input":  # lists 0, 1 and 3 are broken: NaN, zero gradient
-        assert np.isnan(value[[0, 1, 3]]).all() and (grad[[0, 1, 3]] == 0).all()
-        assert np.isfinite(value[2])
+    kwargs = {ORACLE_NAMES[k]: v for k, v in options.items()}
+    want_value, want_grad = harness.expected_per_list(
+        lambda y, s: oracle.neural_ndcg(y, s, **kwargs), labels, scores)
+    harness.assert_close(value, want_value, rtol=2e-5, what=f"{what} value")
+    harness.assert_close(grad, want_grad, rtol=1e-4, atol=2e-6, what=f"{what} gradient")
+    harness.assert_policy(value, grad, labels, scores)
+
+
+@pytest.mark.parametrize("options", CASE_OPTIONS, ids=CASE_OPTION_IDS)
+def test_every_shared_case_equals_the_oracle(options):
+    """Padding, ties (all scores tied included), no relevant document, list size 1 and
+    bad input (broken lists: NaN, zero gradient), in one batch (the 70-document lists:
+    in their own shape, below)."""
+    _check_cases(*harness.merged_cases(harness.SHORT_CASES), options, "merged")
+
+
+#: each shared case in its own shape (list size 1, 70 documents...), one option set each
+PER_CASE = [(case, i % len(CASE_OPTIONS)) for i, case in enumerate(sorted(harness.CASES))]
+
+
+@pytest.mark.parametrize("case,which", PER_CASE,
+                         ids=[f"{c}-{CASE_OPTION_IDS[w]}" for c, w in PER_CASE])
+def test_every_case_in_its_own_shape_equals_the_oracle(case, which):
+    _check_cases(*harness.CASES[case], CASE_OPTIONS[which], case)
 
 
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
@@ -166,8 +157,8 @@ def test_jax_jit_equals_eager_and_the_oracle_in_float64():
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     labels, scores = _batch(3, np.float64)
-    fn = _per_list("keras_ops", topn=4, transposed=True)
-    with _float64():
+    fn = harness.per_list_loss(FUNCTION.spec, FUNCTION.spec.check_options(topn=4, transposed=True))
+    with harness.float64():
         total = jax.value_and_grad(lambda s: jnp.sum(fn(jnp.asarray(labels), s)))
         value, grad = jax.jit(total)(jnp.asarray(scores))
         eager_value, eager_grad = total(jnp.asarray(scores))
@@ -183,7 +174,7 @@ def test_the_class_computes_through_the_keras_ops_body_and_a_model_fits():
     labels, scores = _batch(4)
     loss = tfrx.losses.get("neural_ndcg_transposed", topn=3)
     want, _ = _oracle(labels, scores, topn=3, transposed=True)
-    got = _jit(loss)(ops.convert_to_tensor(labels), ops.convert_to_tensor(scores))
+    got = harness.jit(loss)(ops.convert_to_tensor(labels), ops.convert_to_tensor(scores))
     harness.assert_close(float(harness.to_numpy(got)), want.sum() / len(labels), rtol=1e-5)
     rng = np.random.default_rng(0)
     features = rng.normal(size=(8, 5, 3)).astype(np.float32)

@@ -1,10 +1,11 @@
-"""The keras.ops twins of RankNet, the NDCG-beta hinge, ApproxNDCG and ListNet
-(``tfr_extensions/keras_ops/losses/{pairwise,listwise}.py``) against their
-TensorFlow bodies (``tfr_extensions/losses/{pairwise,listwise}.py``): per-list
-values and gradients on every shared case (padding, ties, no relevant document,
-list size 1, long lists, bad input), through the decorator's screening
-(``fn.spec.compute(..., "keras_ops")`` against ``"tensorflow"``, the TF body); the Keras classes
-compute on the backend; ``model.fit`` trains with them; ``jax.jit`` compiles them.
+"""The keras.ops bodies of RankNet, the NDCG-beta hinge, ApproxNDCG and ListNet
+(``tfr_extensions/keras_ops/losses/{pairwise,listwise}.py``) against the float64 NumPy
+oracles (:mod:`support.oracles`, :mod:`support.oracles_pairwise`,
+:mod:`support.oracles_listwise`): per-list values and gradients on every shared case
+(padding, ties, no relevant document, list size 1, long lists, bad input), through the
+decorator's screening (``fn.spec.compute(..., "keras_ops")``), and at extreme scores
+(the clipping each loss documents); the Keras classes compute on the backend;
+``model.fit`` trains with them; ``jax.jit`` compiles them.
 """
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import keras
 from keras import ops
 
 import harness
+from support import oracles, oracles_listwise, oracles_pairwise
 import tfr_extensions as tfrx
 
 #: (registry key, options): each loss with its defaults and with every option changed
@@ -27,90 +29,106 @@ CONFIG_IDS = [f"{key}-{'-'.join(map(str, kwargs.values())) or 'defaults'}"
 KEYS = ["ranknet", "ndcg_beta_hinge", "approx_ndcg", "listnet"]
 
 
-def function_of(key):
-    return tfrx.losses.get(key).spec.function
+def oracle(key, **kwargs):
+    """``(labels, scores) -> (loss * weight, gradient)`` of one list's valid documents,
+    with the loss's default options under ``kwargs``."""
+    options = tfrx.losses.get(key).spec.check_options(**kwargs)
+    if key == "ranknet":
+        return lambda y, s: oracles_pairwise.ranknet_with_clipping(y, s, options["sigma"])
+    if key == "ndcg_beta_hinge":
+        return lambda y, s: oracles_pairwise.ndcg_beta_hinge_with_clipping(
+            y, s, options["margin"], options["squared"])
+    if key == "approx_ndcg":
+        return lambda y, s: oracles_listwise.approx_ndcg(y, s, options["temperature"])
+    return lambda y, s: oracles_listwise.listnet(y, s, options["temperature"])
 
 
+def test_the_oracles_with_clipping_agree_with_the_plain_ones_at_ordinary_scores():
+    """The clipping-aware pairwise oracles equal the plain value oracles of
+    :mod:`support.oracles` (and their gradients) where no clip is active."""
+    labels, scores = harness.CASES["mixed"]
+    for y, s in zip(labels, scores):
+        keep = y >= 0
+        y, s = y[keep].astype(np.float64), s[keep].astype(np.float64)
+        if (y > 0).any() and len(y) > 1:
+            value, grad = oracles_pairwise.ranknet_with_clipping(y, s, 1.5)
+            assert value == pytest.approx(oracles.ranknet(y, s, 1.5), rel=1e-12)
+            np.testing.assert_allclose(grad, oracles_pairwise.ranknet_gradient(y, s, 1.5),
+                                       rtol=1e-12, atol=1e-15)
+        value, grad = oracles_pairwise.ndcg_beta_hinge_with_clipping(y, s, 0.5, True)
+        assert value == pytest.approx(oracles.ndcg_beta_hinge(y, s, 0.5, True), rel=1e-12)
 
 
-#: (key, options, case): the defaults on every shared case, changed options on two
-BODY_CASES = ([(key, kwargs, case) for key, kwargs in CONFIGS if not kwargs
-               for case in sorted(harness.CASES)]
-              + [(key, kwargs, case) for key, kwargs in CONFIGS if kwargs
-                 for case in ("mixed", "bad_input")])
+def check(key, kwargs, labels, scores, what=""):
+    value, grad = harness.body_value_and_grad(key, labels, scores, **kwargs)
+    want, want_grad = harness.expected_per_list(oracle(key, **kwargs), labels, scores)
+    harness.assert_close(value, want, what=f"{key} {what} value")
+    harness.assert_close(grad, want_grad, rtol=2e-5, atol=2e-6, what=f"{key} {what} gradient")
+    harness.assert_policy(value, grad, labels, scores)
+    return value, grad
 
 
-@pytest.mark.parametrize("key,kwargs,case", BODY_CASES,
-                         ids=[f"{key}-{'-'.join(map(str, kwargs.values())) or 'defaults'}-{case}"
-                              for key, kwargs, case in BODY_CASES])
-def test_values_and_gradients_equal_the_tensorflow_body(key, kwargs, case):
-    labels, scores = harness.CASES[case]
-    function = function_of(key)
-    options = function.spec.check_options(**kwargs)
-    value, grad = harness.jit_value_and_grad(
-        harness.per_list_loss(function.spec, options, "keras_ops"), labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(
-        harness.per_list_loss(function.spec, options, "tensorflow"), labels, scores)
-    harness.assert_close(value, want_value, what=f"{key} {case} value")
-    harness.assert_close(grad, want_grad, what=f"{key} {case} gradient")
-    assert (grad[labels < 0] == 0).all()
-    if case == "bad_input":  # lists 0, 1 and 3 are broken: NaN, zero gradient
-        assert np.isnan(value[[0, 1, 3]]).all() and (grad[[0, 1, 3]] == 0).all()
-        assert np.isfinite(value[2])
+@pytest.mark.parametrize("key,kwargs", CONFIGS, ids=CONFIG_IDS)
+def test_values_and_gradients_equal_the_oracles_on_every_case(key, kwargs):
+    """Every shared case in one batch (one program per loss and options)."""
+    labels, scores = harness.merged_cases()
+    _, grad = check(key, kwargs, labels, scores)
+    assert np.abs(grad).max() > 0
+
+
+#: each shared case in its own shape (list size 1, 70 documents...), one loss each
+PER_CASE = [(case, KEYS[i % len(KEYS)]) for i, case in enumerate(sorted(harness.CASES))]
+
+
+@pytest.mark.parametrize("case,key", PER_CASE, ids=[f"{c}-{k}" for c, k in PER_CASE])
+def test_every_case_in_its_own_shape_equals_the_oracle(case, key):
+    check(key, {}, *harness.CASES[case], what=case)
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_extreme_and_tied_scores_equal_the_tensorflow_body(key):
+def test_extreme_and_tied_scores_equal_the_oracles(key):
     """Scores near float32's maximum (differences overflow, clipping) and +-1e30."""
     labels = np.array([[1, 0, 2, 0, -1], [0, 1, 0, 2, 1], [2, 0, 1, 0, 0], [1, 1, 0, 0, -1]],
                       np.float32)
     scores = np.array([[3e38, -3e38, 1.0, 0.0, -3e38], [-3e38, -3e38, 3e38, 3e38, 0.5],
                        [1e30, -1e30, 5e29, -5e29, 0.0], [1e30, 1e30, -1e30, 0.0, 7.0]],
                       np.float32)
-    function = function_of(key)
-    options = function.spec.check_options()
-    value, grad = harness.jit_value_and_grad(
-        harness.per_list_loss(function.spec, options, "keras_ops"), labels, scores)
-    want_value, want_grad = harness.tf_value_and_grad(
-        harness.per_list_loss(function.spec, options, "tensorflow"), labels, scores)
+    value, grad = check(key, {}, labels, scores, "extreme")
     assert np.isfinite(value).all() and np.isfinite(grad).all()
-    harness.assert_close(value, want_value)
-    harness.assert_close(grad, want_grad)
+
+
+def _is_backend_tensor(x) -> bool:
+    """A tensor of Keras's backend (not a TensorFlow tensor on JAX or PyTorch)."""
+    if harness.BACKEND == "jax":
+        import jax  # pylint: disable=import-outside-toplevel
+        return isinstance(x, jax.Array)
+    if harness.BACKEND == "torch":
+        import torch  # pylint: disable=import-outside-toplevel
+        return isinstance(x, torch.Tensor)
+    return ops.is_tensor(x)
 
 
 @pytest.mark.parametrize("key", KEYS)
 def test_the_keras_class_computes_on_the_backend(key):
     """``tfrx.losses.get(key)``'s reduced loss and gradient on Keras's backend equal
-    the TF function's ``sum(losses * weights) / batch``, also with per-list
-    sample weights and keras-rs's ``{"labels", "mask"}`` (on JAX under
-    ``jax.jit``; eager JAX gives the same, test_jax_jit_gives_the_eager_values...)."""
+    the oracle's ``sum(loss * weight) / batch``, also with per-list sample weights and
+    keras-rs's ``{"labels", "mask"}`` (on JAX under ``jax.jit``; eager JAX gives the
+    same, test_jax_jit_gives_the_eager_values...)."""
     labels, scores = harness.CASES["mixed"]
     loss = tfrx.losses.get(key)
-    function = function_of(key)
-    options = function.spec.check_options()
+    values, grads = harness.expected_per_list(oracle(key), labels, scores)
     sample_weight = np.linspace(0.5, 1.5, len(labels)).astype(np.float32)[:, None]
-
-    def reference(weights):
-        def reduced(labels_, scores_):
-            import tensorflow as tf  # pylint: disable=import-outside-toplevel
-            losses, list_weights, _ = function.spec.compute(labels_, scores_, None, options,
-                                                            "tensorflow")
-            return tf.reduce_sum(losses * list_weights * weights) / len(labels)
-        return harness.tf_value_and_grad(reduced, labels, scores)
-
-    for weights, call in [
-            (1.0, lambda l, s: loss(l, s)),
-            (sample_weight[:, 0], lambda l, s: loss(l, s, sample_weight=sample_weight)),
-            (1.0, lambda l, s: loss({"labels": ops.where(l >= 0, l, 0.0), "mask": l >= 0}, s))]:
-        value, grad = harness.jit_value_and_grad(call, labels, scores)  # (eager: below)
-        want_value, want_grad = reference(weights)
-        harness.assert_close(value, want_value, what=key)
-        harness.assert_close(grad, want_grad, what=key)
-    out = loss(labels, scores)  # a tensor of Keras's backend (through the keras.ops body)
-    assert ops.is_tensor(out) and keras.backend.standardize_dtype(out.dtype) == "float32"
-    if harness.BACKEND != "tensorflow":
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        assert not isinstance(out, tf.Tensor)
+    calls = [(1.0, lambda l, s: loss(l, s)),
+             (sample_weight[:, 0], lambda l, s: loss(l, s, sample_weight=sample_weight)),
+             (1.0, lambda l, s: loss({"labels": ops.where(l >= 0, l, 0.0), "mask": l >= 0}, s))]
+    results = harness.jit_values_and_grads([call for _, call in calls], labels, scores)
+    for (weights, _), (value, grad) in zip(calls, results):  # (eager: below)
+        weights = np.broadcast_to(weights, values.shape)
+        harness.assert_close(value, np.sum(values * weights) / len(labels), what=key)
+        harness.assert_close(grad, grads * weights[:, None] / len(labels), rtol=2e-5,
+                             atol=1e-7, what=key)
+    out = loss(labels, scores)  # a tensor of Keras's backend
+    assert _is_backend_tensor(out) and keras.backend.standardize_dtype(out.dtype) == "float32"
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -143,7 +161,7 @@ def test_a_tiny_model_fits(key):
 def test_jax_jit_gives_the_eager_values_and_gradients(key):
     """The Keras class's reduced loss and gradient under ``jax.jit`` equal eager
     JAX's (the bodies under ``jax.jit`` on every case, bad input included, are
-    held to TensorFlow above)."""
+    held to the oracles above)."""
     import jax  # pylint: disable=import-outside-toplevel
     labels, scores = harness.CASES["mixed"]
     loss = tfrx.losses.get(key)

@@ -57,8 +57,11 @@ def test_trains_on_mq2008_and_beats_the_untrained_model(mq2008_dir):
     before = _mean_ndcg(model, vali_features, vali_labels)
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=tfrx.losses.get("twin_ndcg_type3", topn=10, seed=0))
+    # (bucketed list sizes: a few shapes, so JAX compiles the training step a few times,
+    # not once per batch)
     history = model.fit(tfrx.data.RankingPyDataset(train, batch_size=32, shuffle=True,
-                                                    drop_no_relevant=True),
+                                                    drop_no_relevant=True,
+                                                    bucket_list_sizes=True),
                         epochs=4, verbose=0)
     after = _mean_ndcg(model, vali_features, vali_labels)
     assert np.all(np.isfinite(history.history["loss"]))
@@ -111,19 +114,15 @@ def test_without_tensorflow_the_data_path_and_keras_ops_work(other_backend):
 
 
 def test_every_registered_loss_computes_on_this_backend():
-    """Every key of the registry builds and gives the TensorFlow function's value here."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    """Every key of the registry builds and gives a finite loss here, a tensor of
+    Keras's backend (its values: the oracle suites, and test_cross_implementation.py
+    for the two implementations against each other)."""
     labels, scores = harness.CASES["mixed"]
     names = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
     assert {"approx_ndcg", "listnet", "twin_sigmoid", "softndcg", "wassrank", "ranknet",
-            "ndcg_beta_hinge", "expected_utility", "mdprank"} <= set(names)
+            "ndcg_beta_hinge", "expected_utility", "mdprank", "lambda",
+            "neural_ndcg"} <= set(names)
     for name in names:
-        loss = tfrx.losses.get(name)
-        value = float(harness.to_numpy(loss(labels, scores)))
-        if name in ("expected_utility", "mdprank"):  # sampled: finite, no TF equality
-            assert np.isfinite(value), name
-            continue
-        losses, weights, _ = loss.spec.compute(labels, scores, None, loss.options,
-                                               "tensorflow")  # the reference
-        harness.assert_close(value, float(tf.reduce_mean(losses * weights)), rtol=2e-3,
-                             what=name)
+        out = tfrx.losses.get(name)(labels, scores)
+        assert keras.ops.is_tensor(out), name
+        assert np.isfinite(float(harness.to_numpy(out))), name

@@ -214,13 +214,23 @@ def test_list_mle_optimizes_ideal_rankings_unlike_sampled_ones():
         assert float(loss.sampled_metric) < 0.6
 
 
-def test_ideal_dcg_by_top_k_matches_rank_metrics():
+def test_sampled_dcg_rewards_divide_by_the_ideal_dcg_at_the_rankings_size():
     labels = tf.constant([[2.0, 0.0, 1.0, 0.0, 3.0, 0.0], [0.0] * 6, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]],
                          tf.float64)
     mask = tf.constant([[True] * 6, [True] * 6, [True, False, True, True, False, False]])
     labels = tf.where(mask, labels, 0.0)
+    ideal_order = tf.argsort(labels, direction="DESCENDING", stable=True)  # [3, 6]
     for size in (1, 3, 6):
-        rankings = tf.zeros([3, 2, size], tf.int32)
-        np.testing.assert_allclose(
-            policy_gradient.ideal_dcg(labels, rankings).numpy(),
-            tfrx.ops.rank_metrics.ideal_dcg(labels, mask, topn=size).numpy(), rtol=1e-12)
+        rankings = tf.stack([ideal_order[:, :size], ideal_order[:, ::-1][:, :size]], axis=1)
+        rewards = policy_gradient.sampled_dcg_rewards(labels, rankings, mask)  # [3, 2, size]
+        dcgs = policy_gradient.sampled_dcg_rewards(labels, rankings, mask, normalize=False)
+        # the ideal ranking's nDCG@size is 1 (0 without a relevant document)
+        np.testing.assert_allclose(tf.reduce_sum(rewards, -1)[:, 0], [1.0, 0.0, 1.0],
+                                   rtol=1e-12)
+        for b in range(3):
+            for s in range(2):  # the ideal ranking, the reversed one (oracles: support.oracles_pl)
+                y, ranking = labels[b].numpy(), rankings[b, s].numpy()
+                assert float(tf.reduce_sum(rewards[b, s])) == pytest.approx(
+                    ndcg_at(y, ranking, size), rel=1e-12, abs=1e-15)
+                assert float(tf.reduce_sum(dcgs[b, s])) == pytest.approx(
+                    dcg_at(y, ranking), rel=1e-12, abs=1e-15)

@@ -1,6 +1,5 @@
 """TwinSigmoidLoss: exact forward values, the paper's closed-form gradients,
 TF-Ranking conventions, XLA / mixed precision / ragged, and training."""
-import importlib
 import itertools
 
 import numpy as np
@@ -43,9 +42,6 @@ def test_forward_value_is_minus_the_exact_metric(metric, topn):
                          + [(metric, gradient, None, True)
                             for metric, gradient in itertools.product(METRICS, GRADIENTS)])
 def test_gradient_equals_the_papers_closed_form(metric, gradient, topn, graph):
-    # In graph mode these short lists take the fused program (value and gradient in
-    # one XLA program, FUSED_MAX_LIST_SIZE); eagerly, the forward ops and the
-    # backward program.
     labels, scores = random_lists(seed=2)
     loss = tfrx.losses.TwinSigmoidLoss(metric, topn=topn, gradient=gradient, alpha_b=1.3,
                                        seed=0, reduction="sum")
@@ -68,7 +64,6 @@ def test_gradient_equals_the_papers_closed_form(metric, gradient, topn, graph):
 
 @pytest.mark.parametrize("gradient", GRADIENTS)
 def test_long_lists_gradient_equals_the_papers_closed_form(gradient):
-    # Past GRAPH_REDUCE_MAX_LIST_SIZE the backward sums are one batched product.
     labels, scores = random_lists(batch=3, size=90, seed=8)
     loss = tfrx.losses.TwinSigmoidLoss("ndcg", topn=10, gradient=gradient, seed=0,
                                        reduction="sum")
@@ -184,66 +179,15 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
                                rtol=1e-6)
 
 
-@pytest.mark.parametrize("metric,gradient", [("ndcg", "type3"), ("ap", "type1"),
-                                             ("nerr", "type2"), ("precision", "type3")])
-@pytest.mark.parametrize("dtype,spread", [(np.float32, 5.0), (np.float32, 500.0),
-                                          (np.float64, 2000.0)])
-@pytest.mark.parametrize("one_conditional", [True, False])
-@pytest.mark.parametrize("size", [13, 45])
-def test_fused_short_list_program_equals_the_separate_passes(metric, gradient, dtype, spread,
-                                                             one_conditional, size, monkeypatch):
-    # In graph mode, the Keras class computes value and gradient of lists of up to
-    # ONE_PROGRAM_MAX_LIST_SIZE documents in one XLA program. Up to 32 documents
-    # (13) a spread past the exp form's limit takes the tanh form (a second program,
-    # or the other branch of one conditional: BRANCHES_IN_ONE_PROGRAM, each stack
-    # tests both); past 32 (45) the program's backward pass chooses the form itself.
-    # Both must equal the forward graph ops + separate backward program of longer
-    # lists.
-    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")  # (ops exports a function)
-    loss_module = importlib.import_module("tfr_extensions.ops.losses.twin_sigmoid")
-    monkeypatch.setattr(loss_module, "BRANCHES_IN_ONE_PROGRAM", one_conditional)
-    labels, scores = random_lists(batch=4, size=size, seed=5, dtype=dtype)
-    scores = (scores / np.ptp(scores) * spread).astype(dtype)
-    scores[0, 4] = scores[0, 5]  # a tie, broken by the seeded keys
-    loss = tfrx.losses.TwinSigmoidLoss(metric, topn=5, gradient=gradient, seed=3,
-                                       reduction="none")
-
-    def value_and_grads(s):
-        with tf.GradientTape() as tape:
-            tape.watch(s)
-            value = loss(labels, s)
-        return value, tape.gradient(value, s)
-
-    results = []
-    for fused_max in (twin.FUSED_MAX_LIST_SIZE, 0):  # the class's program, then neither
-        monkeypatch.setattr(twin, "FUSED_MAX_LIST_SIZE", fused_max)
-        monkeypatch.setattr(loss_module, "ONE_PROGRAM_MAX_LIST_SIZE",
-                            loss_module.ONE_PROGRAM_MAX_LIST_SIZE if fused_max else 0)
-        loss._calls.assign(0)  # the same tie-breaking draw in both runs
-        value, grads = tf.function(value_and_grads)(tf.constant(scores))  # traced anew
-        results.append((value.numpy(), grads.numpy()))
-    (fused_value, fused_grads), (value, grads) = results
-    tolerance = 1e-5 if dtype == np.float32 else 1e-12
-    np.testing.assert_allclose(fused_value, value, rtol=tolerance, atol=tolerance)
-    np.testing.assert_allclose(fused_grads, grads, rtol=tolerance, atol=tolerance)
-    assert np.isfinite(fused_grads).all() and (fused_grads[labels < 0] == 0).all()
-    assert np.abs(fused_grads).sum() > 0
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("spread", [4.0, 500.0])  # 500: the tanh program replaces the gradient
+@pytest.mark.parametrize("spread", [4.0, 500.0])  # 500: e^-spread underflows float32
 @pytest.mark.parametrize("reduction", ["none", "sum_over_batch_size"])
-@pytest.mark.parametrize("one_conditional", [True, False])
 @pytest.mark.parametrize("size", [12, 45])
-def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(
-        dtype, spread, reduction, one_conditional, size, monkeypatch):
-    # In graph mode the class runs lists of up to ONE_PROGRAM_MAX_LIST_SIZE documents as
-    # one XLA program (screening, tie keys, metric, gradient; with BRANCHES_IN_ONE_PROGRAM
-    # both forms in one conditional; past 32 documents the backward pass chooses its
-    # form inside); eagerly, the separate ops. Both must give the same losses and
-    # gradients, bad input and sample weights included.
-    monkeypatch.setattr(importlib.import_module("tfr_extensions.ops.losses.twin_sigmoid"),
-                        "BRANCHES_IN_ONE_PROGRAM", one_conditional)
+def test_eager_graph_and_xla_give_the_same_losses_and_gradients(dtype, spread, reduction, size):
+    # Eagerly and in graph mode the loss runs as an XLA program of its own (lists
+    # padded to a bucket: 12 -> 32, 45 -> 64); under jit_compile, inside the caller's
+    # program. All three give the same losses and gradients, bad input and sample
+    # weights included.
     labels, scores = random_lists(batch=6, size=size, seed=9, dtype=dtype)
     scores = scores / np.ptp(scores) * spread
     scores[0, 3] = scores[0, 5]  # a tie, broken by the seeded keys
@@ -260,13 +204,15 @@ def test_short_lists_in_graph_mode_run_as_one_program_with_the_eager_results(
         return value, tape.gradient(value, s)
 
     results = []
-    for run in (value_and_grads, tf.function(value_and_grads)):
-        loss._calls.assign(0)  # the same tie-breaking draw in both runs
+    for run in (value_and_grads, tf.function(value_and_grads),
+                tf.function(value_and_grads, jit_compile=True)):
+        loss._calls.assign(0)  # the same tie-breaking draw in every run
         results.append([x.numpy() for x in run(tf.constant(scores))])
-    (eager_value, eager_grads), (graph_value, graph_grads) = results
+    (eager_value, eager_grads), (graph_value, graph_grads), (xla_value, xla_grads) = results
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
-    np.testing.assert_allclose(graph_value, eager_value, rtol=tolerance, atol=tolerance)
-    np.testing.assert_allclose(graph_grads, eager_grads, rtol=tolerance, atol=tolerance)
+    for value, grads in ((graph_value, graph_grads), (xla_value, xla_grads)):
+        np.testing.assert_allclose(value, eager_value, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(grads, eager_grads, rtol=tolerance, atol=tolerance)
     if reduction == "none":
         assert np.isnan(graph_value[[3, 4], 0]).all() and np.isfinite(graph_value[[0, 1, 5]]).all()
     assert (graph_grads[[2, 3, 4]] == 0).all()  # no relevant document; broken lists

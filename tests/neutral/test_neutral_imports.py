@@ -31,7 +31,8 @@ PROBE_BACKEND = next((name for name in (backend.backend_name(), "torch", "jax")
 
 #: TensorFlow-only feature -> the attribute path that names it
 TENSORFLOW_ONLY = {"serving": "tfrx.serving", "adversarial": "tfrx.adversarial",
-                   "pipeline": "tfrx.pipeline", "ranking_dataset": "tfrx.data.ranking_dataset",
+                   "tfranking": "tfrx.tfranking", "pipeline": "tfrx.pipeline",  # its old name
+                   "ranking_dataset": "tfrx.data.ranking_dataset",
                    "to_elwc": "tfrx.data.to_elwc"}
 
 PROBE = r'''

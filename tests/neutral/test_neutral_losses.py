@@ -1,17 +1,14 @@
-"""The losses (:mod:`tfr_extensions.losses`) on every Keras 3 backend, with or without
-TensorFlow: every registered loss (``tfrx.losses.names``, so a new one cannot skip
-this suite) against the independent NumPy oracles of ``tests/support`` or, where
+"""The losses' functions (:mod:`tfr_extensions.losses`) on every Keras 3 backend, with or
+without TensorFlow: every registered loss (``tfrx.losses.names``, so a new one cannot
+skip this suite) against the independent NumPy oracles of ``tests/support`` or, where
 none exists (policy gradient), by finite differences in float64; the bad-input
 policy; properties (masking = deleting padded documents, permutations, seeds);
-the Keras classes (``get``, JSON configs, ``.keras`` files with the seeded loss's
-step state, sample weights, keras-rs dict labels); compiled = eager; mixed_float16.
+compiled = eager; float64. The Keras classes: ``test_neutral_keras_losses.py``; the
+lists, options and runners both use: :mod:`support.loss_suite`.
 
 Gradients come from the backend's own autodiff (:mod:`support.autodiff`). Imports
-numpy, scipy, keras, pytest, tfr_extensions and ``support`` only.
+numpy, scipy, pytest, tfr_extensions and ``support`` only.
 """
-import functools
-import json
-
 import numpy as np
 import pytest
 
@@ -21,23 +18,13 @@ if not backend.IS_KERAS_3:
     pytest.skip("Keras 2: the losses compute with TensorFlow's ops there (tests/losses); this "
                 "suite is Keras 3's, on each of its backends", allow_module_level=True)
 
-import keras  # noqa: E402
-
 import tfr_extensions as tfrx  # noqa: E402
 from tfr_extensions.ops import vocabulary  # noqa: E402
 from support import autodiff, oracles, oracles_listwise, oracles_pairwise, oracles_softrank  # noqa: E402,E501
+from support.loss_suite import (  # noqa: E402
+    BACKEND, BAD, CLASSES, FUNCTIONS, KEYS, LABELS, OPTIONS, PROPERTY_RTOL, RELEVANT, SAMPLED,
+    SCORES, SEEDED, VALID, assert_close, per_list, run)
 
-BACKEND = keras.backend.backend()
-#: one registry key per loss class (its default name)
-KEYS = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
-CLASSES = {key: type(tfrx.losses.get(key)) for key in KEYS}
-FUNCTIONS = {key: cls.spec.function for key, cls in CLASSES.items()}
-SEEDED = tuple(key for key in KEYS if "seed" in FUNCTIONS[key].spec.defaults)
-#: the options every test uses unless it says otherwise: a seed where the loss takes one
-OPTIONS = {key: {"seed": 7} if key in SEEDED else {} for key in KEYS}
-#: the losses whose value depends on random draws at distinct scores (sampled
-#: rankings); the others are deterministic there (twin-sigmoid's seed breaks ties only)
-SAMPLED = ("expected_utility", "mdprank")
 #: how each loss's values and gradients are checked beyond the shared properties
 CHECKED_BY = {
     "twin_sigmoid": "oracle: minus the exact metric, the paper's closed-form gradient",
@@ -53,77 +40,8 @@ CHECKED_BY = {
     "neural_ndcg": "oracle: support.oracles_neural_ndcg.neural_ndcg (NeuralSort + Sinkhorn)",
 }
 
-LABELS = np.array([
-    [2.0, 0.0, 1.0, 0.0, 3.0, -1.0, -1.0],   # padded tail
-    [0.0, 0.0, 0.0, 0.0, -1.0, -1.0, -1.0],  # no relevant document
-    [1.0, 0.0, -1.0, 2.0, 0.0, 1.0, 0.0],    # padding in the middle
-    [4.0, 1.0, 0.0, 0.0, 0.0, 2.0, 1.0],     # no padding
-], np.float32)
-SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
-#: the relative tolerance of properties that reorder a loss's sums (masking = deleting,
-#: permutations, compilation): float32 rounding, except WassRank's Sinkhorn iterations, which
-#: resolve costs of 10^2 / lambda to about 1e-4 relative in float32 (its docstring)
-PROPERTY_RTOL = {"wassrank": 5e-4}
-VALID = LABELS >= 0
-RELEVANT = np.any(LABELS > 0, axis=1)
-#: one valid document in lists 0, 2 and 3 (list 1's diagonal entry is padding)
-BAD = np.eye(4, 7, 3, dtype=bool) & VALID
-
 
 SOFTRANK = oracles_softrank
-
-
-def run(key, labels=LABELS, scores=SCORES, mask=None, total="weighted", **options):
-    """``(losses, weights, gradient)`` of the public function as NumPy: the gradient of
-    ``sum(losses * weights)`` (``total="weighted"``) or of ``sum(losses)``.
-
-    On JAX one compiled program per loss, options and shape (``jax.jit`` of
-    ``jax.value_and_grad``, as a training step runs it: several times faster than
-    JAX's op-by-op eager mode on CPU; ``test_compiled_value_and_gradient_equal_eager``
-    holds the two equal); with ``seed=None`` (fresh draws from Keras's global stream,
-    which a compiled program cannot advance) it runs eagerly.
-    """
-    options = {**OPTIONS[key], **options}
-    if BACKEND == "jax" and options.get("seed", 0) is not None:
-        program = _jax_program(key, total, json.dumps(options, sort_keys=True))
-        (_, (losses, weights)), grad = program(scores, labels, mask)
-        return autodiff.to_numpy(losses), autodiff.to_numpy(weights), autodiff.to_numpy(grad)
-    function = FUNCTIONS[key]
-
-    def fn(y, s):
-        losses, weights = function(y, s, mask=mask, **options)
-        return (losses * weights if total == "weighted" else losses), (losses, weights)
-
-    _, grad, (losses, weights) = autodiff.value_and_grad(fn, labels, scores, has_aux=True)
-    return losses, weights, grad
-
-
-@functools.lru_cache(maxsize=None)
-def _jax_program(key, total, options_json):
-    import jax  # pylint: disable=import-outside-toplevel
-    function, options = FUNCTIONS[key], json.loads(options_json)
-
-    def objective(scores, labels, mask):
-        losses, weights = function(labels, scores, mask=mask, **options)
-        out = losses * weights if total == "weighted" else losses
-        return keras.ops.sum(out), (losses, weights)
-
-    return jax.jit(jax.value_and_grad(objective, has_aux=True))
-
-
-def assert_close(actual, expected, rtol=1e-5, atol=1e-6, what=""):
-    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64),
-                               rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
-
-
-def per_list(oracle, labels=LABELS, scores=SCORES):
-    """``oracle(valid labels, valid scores) -> (value, gradient)`` over each list, the
-    gradients scattered back with 0 at padding."""
-    values, grads = np.zeros(len(labels)), np.zeros(labels.shape)
-    for b, (y, s) in enumerate(zip(labels, scores)):
-        keep = y >= 0
-        values[b], grads[b, keep] = oracle(y[keep].astype(np.float64), s[keep].astype(np.float64))
-    return values, grads
 
 
 def test_every_registered_loss_is_checked_here():
@@ -445,134 +363,6 @@ def test_no_list_no_document_all_padding_and_no_relevant_document(key):
     assert np.all(grad[:2] == 0) and np.abs(grad[2:]).max() > 0
 
 
-# --- the Keras classes ---------------------------------------------------------------------
-
-#: a non-default configuration of each loss, for the round trips
-NON_DEFAULT = {
-    "twin_sigmoid": dict(metric="ap_min", topn=5, gradient="type2", alpha_b=1.3,
-                         tie_break=False, seed=[3, 4]),
-    "softndcg": dict(sigma=0.3, topn=5, discount_alpha=-0.2, method="normal",
-                     sinkhorn_iterations=2),
-    "wassrank": dict(regularization=0.2, sinkhorn_iterations=7, cost_type="dg",
-                     target="softmax", gain_base=2.0, non_rele_gap=5.0, var_penalty=0.1,
-                     epsilon_scaling=False),
-    "expected_utility": dict(metric="nerr", topn=3, num_samples=5, temperature=0.7,
-                             baseline=True, seed=[3, 4]),
-    "mdprank": dict(gamma=0.8, topn=3, num_samples=5, temperature=0.7, normalize=False,
-                    seed=[3, 4]),
-    "ranknet": dict(sigma=2.0),
-    "ndcg_beta_hinge": dict(margin=0.5, squared=True),
-    "approx_ndcg": dict(temperature=0.5),
-    "listnet": dict(temperature=0.5),
-    "lambda": dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
-    "neural_ndcg": dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
-                        sinkhorn_tolerance=1e-3),
-}
-
-
-def value_of(loss, labels=LABELS, scores=SCORES, sample_weight=None):
-    return autodiff.to_numpy(loss(labels, scores, sample_weight=sample_weight))
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_get_builds_the_class_by_key_class_name_and_preset(key):
-    assert set(NON_DEFAULT) == set(KEYS)
-    cls = CLASSES[key]
-    assert type(tfrx.losses.get(cls.__name__)) is cls and tfrx.losses.get(key).name == key
-    loss = tfrx.losses.get(key, **NON_DEFAULT[key])
-    assert loss.options == cls.spec.check_options(**NON_DEFAULT[key])
-    for preset, kwargs in cls.spec.presets.items():
-        assert tfrx.losses.get(preset).options == {**cls.spec.defaults, **kwargs}
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_the_class_computes_its_function_per_list(key):
-    loss = CLASSES[key](reduction="none", **OPTIONS[key])
-    per_list_values = value_of(loss)
-    assert per_list_values.shape == (len(LABELS), 1)
-    if key not in SAMPLED:  # (the class folds a step counter into the seed)
-        losses, weights, _ = run(key)
-        assert_close(per_list_values[:, 0], losses * weights)
-    reduced = value_of(CLASSES[key](**OPTIONS[key]))
-    assert_close(reduced, per_list_values.sum() / len(LABELS))
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_config_round_trips_through_json(key):
-    loss = CLASSES[key](reduction="sum", name="mine", **NON_DEFAULT[key])
-    config = json.loads(json.dumps(loss.get_config()))
-    again = CLASSES[key].from_config(config)
-    assert again.get_config() == loss.get_config() and again.name == "mine"
-    assert_close(value_of(again), value_of(loss))  # (a seeded loss: both at their first call)
-    serialized = json.loads(json.dumps(keras.losses.serialize(loss)))
-    restored = keras.losses.deserialize(serialized)
-    assert type(restored) is CLASSES[key] and restored.get_config() == loss.get_config()
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_sample_weights_per_list_and_per_item(key):
-    per_list_values = value_of(CLASSES[key](reduction="none", **OPTIONS[key]))[:, 0]
-    list_weights = np.array([[0.5], [2.0], [1.5], [3.0]], np.float32)
-    assert_close(value_of(CLASSES[key](**OPTIONS[key]), sample_weight=list_weights),
-                 np.sum(per_list_values * list_weights[:, 0]) / len(LABELS))
-    assert_close(value_of(CLASSES[key](reduction="sum", **OPTIONS[key]),
-                          sample_weight=list_weights[:, 0]),
-                 np.sum(per_list_values * list_weights[:, 0]))
-    item_weights = np.random.default_rng(4).uniform(0.5, 2.0, LABELS.shape).astype(np.float32)
-    relevance = np.where(VALID, LABELS, 0.0)
-    label_weighted = np.divide((item_weights * relevance).sum(1), relevance.sum(1),
-                               out=np.zeros(len(LABELS)), where=relevance.sum(1) > 0)
-    assert_close(value_of(CLASSES[key](**OPTIONS[key]), sample_weight=item_weights),
-                 np.sum(per_list_values * label_weighted) / len(LABELS))
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_keras_rs_dict_labels_equal_padded_labels(key):
-    y_true = {"labels": np.where(VALID, LABELS, 2.0).astype(np.float32), "mask": VALID}
-    assert_close(value_of(CLASSES[key](**OPTIONS[key]), y_true),
-                 value_of(CLASSES[key](**OPTIONS[key])))
-
-
-def _scorer(num_features=3, list_size=7):
-    return keras.Sequential([keras.Input((list_size, num_features)),
-                             keras.layers.Dense(1, kernel_initializer="ones"),
-                             keras.layers.Reshape((list_size,))])
-
-
-def _seed_state(loss):
-    store = {}
-    loss.save_own_variables(store)
-    return np.asarray(store["seed_step"]) if "seed_step" in store else None
-
-
-@pytest.mark.parametrize("key", KEYS)
-def test_a_keras_file_keeps_the_options_and_the_seeded_step_state(key, tmp_path):
-    """A compiled model saved as ``.keras`` and loaded back has the loss with its
-    options; a seeded loss's step counter travels with it (after 3 training steps the
-    loaded loss draws what the trained one draws next, not what a new one draws)."""
-    features = np.random.default_rng(6).normal(size=(12, 7, 3)).astype(np.float32)
-    labels = np.tile(LABELS, (3, 1))
-    model = _scorer()
-    loss = tfrx.losses.get(key, **NON_DEFAULT[key])
-    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
-    if key in SEEDED:
-        model.fit(features, labels, batch_size=4, epochs=1, verbose=0, shuffle=False)
-    model.save(tmp_path / "model.keras")
-    loaded = keras.models.load_model(tmp_path / "model.keras")
-    assert type(loaded.loss) is CLASSES[key]
-    assert loaded.loss.get_config() == loss.get_config()
-    if key in SEEDED:
-        state = _seed_state(loss)
-        np.testing.assert_array_equal(_seed_state(loaded.loss), state)
-        assert not np.array_equal(state, _seed_state(tfrx.losses.get(key, **NON_DEFAULT[key])))
-        scores = autodiff.to_numpy(model(features[:4]))
-        next_value = value_of(loss, labels[:4], scores)
-        assert_close(value_of(loaded.loss, labels[:4], scores), next_value)
-        if key in SAMPLED:
-            fresh = tfrx.losses.get(key, **NON_DEFAULT[key])
-            assert not np.isclose(value_of(fresh, labels[:4], scores), next_value)
-
-
 # --- compiled = eager, dtypes ---------------------------------------------------------------
 
 #: on PyTorch, the losses compiled by ``torch.compile`` here (tens of seconds each on CI's
@@ -618,28 +408,6 @@ def test_gradient_through_a_compiled_loss_equals_eager(key):
     rtol = PROPERTY_RTOL.get(key, 1e-5)
     assert_close(value, eager_value, rtol=rtol)
     assert_close(grad, eager_grad, rtol=rtol, atol=1e-6)
-
-
-@pytest.fixture
-def mixed_float16():
-    before = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("mixed_float16")
-    yield
-    keras.mixed_precision.set_global_policy(before)
-
-
-@pytest.mark.usefixtures("mixed_float16")
-@pytest.mark.parametrize("key", KEYS)
-def test_mixed_float16_computes_in_float32(key):
-    loss = CLASSES[key](**OPTIONS[key])
-    half = keras.ops.cast(SCORES, "float16")
-    value = loss(LABELS, half)
-    assert keras.backend.standardize_dtype(value.dtype) == "float32"
-    single = autodiff.to_numpy(keras.ops.cast(half, "float32"))
-    assert_close(autodiff.to_numpy(value), value_of(CLASSES[key](**OPTIONS[key]), LABELS, single))
-    _, grad = autodiff.value_and_grad(lambda y, s: CLASSES[key](**OPTIONS[key])(y, s),
-                                      LABELS, SCORES.astype(np.float16))
-    assert grad.dtype == np.float16 and np.all(np.isfinite(grad))
 
 
 @pytest.mark.parametrize("key", KEYS)

@@ -48,24 +48,19 @@ def test_value_and_rank_gradient_equal_the_papers_equations(metric, topn):
     assert (grad.numpy()[2] == 0).all() and value[2].numpy() == 0.0
 
 
-@pytest.mark.parametrize("by_pairs", [True, False])
 @pytest.mark.parametrize("size", [12, 45])
 @pytest.mark.parametrize("metric,topn", [("ap", None), ("ap", 4), ("ap_min", 4),
                                          ("nerr", None), ("nerr", 4)])
-def test_position_sums_by_pairs_under_xla_equal_the_papers_equations(
-        metric, topn, size, by_pairs, monkeypatch):
-    # Under XLA, AP's suffix sums and ERR's products run as one pairwise pass
-    # (sorting.sums_by_position) where POSITION_SUMS_BY_PAIRS, else as a
-    # cumulative sum in position order; 45 documents fill a second column block.
-    monkeypatch.setattr(sorting, "POSITION_SUMS_BY_PAIRS", by_pairs)
+def test_position_sums_under_xla_equal_the_papers_equations(metric, topn, size):
+    # Under XLA positions are counted; AP's suffix sums and ERR's products are one
+    # pairwise pass for lists of one block of columns (12), cumulative sums in
+    # position order beyond (45).
     labels, scores = lists_with_padding(size=size, seed=5)
     mask = tf.constant(labels >= 0)
 
     @tf.function(jit_compile=True)
     def compiled(labels, scores):
         positions = sorting.exact_ranks(scores, mask)
-        taken = sorting.sums_by_position(scores, positions, later=True) is not None
-        assert taken == by_pairs, "the pairwise path is (not) taken"
         return rank_metrics.value_and_rank_gradient(
             metric, labels, tf.cast(positions, scores.dtype), mask, topn, positions)
 
@@ -73,30 +68,26 @@ def test_position_sums_by_pairs_under_xla_equal_the_papers_equations(
     assert_equal_the_oracles(metric, topn, labels, scores, value, grad)
 
 
-def test_err_by_pairs_where_a_stop_probability_is_one(monkeypatch):
-    # In float32 a label of 30 stops with probability (2^30 - 1) / 2^30 = 1.0:
-    # log(1 - R) is -inf there, and the documents after it get exp(-inf) = 0,
-    # as the cumulative product gives them.
-    labels = tf.constant([[30.0, 1.0, 0.0, 2.0, 30.0, 1.0] * 6], tf.float32)
-    scores = tf.constant([np.linspace(-1.0, 1.0, 36)], tf.float32)  # the last on top
+def test_err_where_a_stop_probability_is_one():
+    # In float32 a label of 30 stops with probability (2^30 - 1) / 2^30 = 1.0: log(1 - R)
+    # is -inf there, and the documents after it get exp(-inf) = 0 under XLA (pairwise
+    # sums, 30 documents), as the cumulative product gives them eagerly.
+    labels = tf.constant([[30.0, 1.0, 0.0, 2.0, 30.0, 1.0] * 5], tf.float32)
+    scores = tf.constant([np.linspace(-1.0, 1.0, 30)], tf.float32)  # the last on top
     mask = tf.ones_like(labels, tf.bool)
 
-    def nerr_under_xla(by_pairs):
-        monkeypatch.setattr(sorting, "POSITION_SUMS_BY_PAIRS", by_pairs)
+    def nerr(s):
+        positions = sorting.exact_ranks(s, mask)
+        return rank_metrics.value_and_rank_gradient(
+            "nerr", labels, tf.cast(positions, s.dtype), mask, None, positions)
 
-        @tf.function(jit_compile=True)
-        def compiled():
-            positions = sorting.exact_ranks(scores, mask)
-            return rank_metrics.value_and_rank_gradient(
-                "nerr", labels, tf.cast(positions, scores.dtype), mask, None, positions)
-        return [t.numpy() for t in compiled()]
-
-    (value, grad), (gathered_value, gathered_grad) = nerr_under_xla(True), nerr_under_xla(False)
+    value, grad = (t.numpy() for t in tf.function(nerr, jit_compile=True)(scores))
+    eager_value, eager_grad = (t.numpy() for t in nerr(scores))
     assert np.isfinite(value).all() and np.isfinite(grad).all()
-    np.testing.assert_allclose(value, gathered_value, rtol=1e-6)
-    np.testing.assert_allclose(grad, gathered_grad, rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(value, eager_value, rtol=1e-6)
+    np.testing.assert_allclose(grad, eager_grad, rtol=1e-6, atol=1e-30)
     # Only the top document (label 1) and the label-30 one below it reach a stop.
-    assert np.flatnonzero(grad[0]).tolist() == [34, 35]
+    assert np.flatnonzero(grad[0]).tolist() == [28, 29]
 
 
 def test_rank_gradient_equals_autodiff_of_the_metric_at_shared_ranks():

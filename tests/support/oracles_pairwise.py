@@ -9,6 +9,7 @@ Lists are 1-D arrays; a label < 0 marks padding, whose gradient entry is 0.
 import math
 
 import numpy as np
+from scipy.special import expit
 
 from support import oracles
 
@@ -101,3 +102,57 @@ def softmax(x):
     x = np.asarray(x, np.float64)
     e = np.exp(x - x.max())
     return e / e.sum()
+
+
+# --- extreme scores: the clipping the pairwise losses document --------------------------
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def clip_scores(scores, bound):
+    """``(clip(scores, -bound, bound), active)``: the clipped scores and where the
+    clip lets the gradient through (inside the closed interval)."""
+    scores = np.asarray(scores, np.float64)
+    return np.clip(scores, -bound, bound), np.abs(scores) <= bound
+
+
+def ranknet_with_clipping(labels, scores, sigma=1.0, dtype_max=F32_MAX):
+    r"""``(value, gradient)`` of RankNet's mean pair cost at any score: Eq. 4 in the form
+    :math:`C_{ij} = -\bar P_{ij} o_{ij} + \log(1 + e^{o_{ij}})` (``logaddexp``: no
+    overflow), on the scores clipped as the loss documents (to +-``dtype_max / 4``,
+    times ``sigma``, clipped again; a clipped score has gradient 0). 0 without a
+    relevant document or a pair."""
+    y, s, keep = _valid(labels, scores)
+    full = np.zeros(len(keep))
+    clipped, inner = clip_scores(s, dtype_max / 4)
+    scaled, outer = clip_scores(sigma * clipped, dtype_max / 4)
+    active = inner & outer
+    if not (y > 0).any() or len(y) < 2:
+        return 0.0, full
+    value, grad, pairs = 0.0, np.zeros(len(y)), 0
+    for i in range(len(y)):
+        for j in range(i + 1, len(y)):
+            o = scaled[i] - scaled[j]
+            target = 0.5 * (1.0 + np.sign(y[i] - y[j]))
+            value += np.logaddexp(0.0, o) - target * o
+            slope = sigma * (expit(o) - target)
+            grad[i] += slope * active[i]
+            grad[j] -= slope * active[j]
+            pairs += 1
+    full[keep] = grad / pairs
+    return value / pairs, full
+
+
+def ndcg_beta_hinge_with_clipping(labels, scores, margin=1.0, squared=False,
+                                  dtype_max=F32_MAX):
+    """``(value, gradient)`` of Eq. 20 on the scores clipped as the loss documents (to
+    +-``dtype_max / 4``, +-``sqrt(dtype_max) / 4`` when ``squared``; a clipped score
+    has gradient 0)."""
+    bound = (np.sqrt(dtype_max) if squared else dtype_max) / 4
+    y, s, keep = _valid(labels, scores)
+    clipped, active = clip_scores(s, bound)
+    value = oracles.ndcg_beta_hinge(y, clipped, margin, squared)
+    grad = ndcg_beta_hinge_gradient(y, clipped, margin, squared) * active
+    full = np.zeros(len(keep))
+    full[keep] = grad
+    return value, full

@@ -71,6 +71,7 @@ from tfr_extensions.losses.base import StepSeeded
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
 from tfr_extensions.ops import plackett_luce as pl
+from tfr_extensions.ops import screening
 from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
 
@@ -373,9 +374,7 @@ class IRGAN(StepSeeded, keras.Model):
     @staticmethod
     def _labels_and_mask(x, labels):
         labels = tf.cast(labels, tf.float32)
-        valid = labels >= 0
-        if isinstance(x, dict) and x.get("mask") is not None:
-            valid = tf.logical_and(valid, tf.cast(x["mask"], tf.bool))
+        valid = screening.valid_documents(labels, x.get("mask") if isinstance(x, dict) else None)
         return tf.where(valid, labels, tf.zeros_like(labels)), valid
 
     def _update(self, model, optimizer, loss_fn, x, labels, valid, seed):
@@ -397,7 +396,7 @@ class IRGAN(StepSeeded, keras.Model):
     def _list_weights(self, labels, valid):
         """1.0 for the lists that take part (a relevant document and at least
         the objective's ``min_valid`` valid documents), else 0.0; ``[B]``."""
-        weights = lists.has_relevant(labels, valid)
+        weights = screening.has_relevant(labels, valid)
         if self._objective.min_valid > 1:
             num_valid = tf.reduce_sum(tf.cast(valid, tf.int32), axis=-1)
             weights = tf.logical_and(weights, num_valid >= self._objective.min_valid)
@@ -441,7 +440,7 @@ class IRGAN(StepSeeded, keras.Model):
         gap = (pl.plackett_luce_log_prob(d_scores, ideal, valid)[:, 0]
                - tf.reduce_mean(pl.plackett_luce_log_prob(d_scores, sampled, valid), axis=-1))
         weights = tf.cast(tf.logical_and(
-            lists.has_relevant(labels, valid),
+            screening.has_relevant(labels, valid),
             tf.reduce_sum(tf.cast(valid, tf.int32), axis=-1) >= 2), tf.float32)
         return _weighted_mean(gap, weights)
 

@@ -15,6 +15,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import screening
 from tfr_extensions.keras_ops.rank_metrics import exact_metric  # noqa: F401  (the twin's name)
 from tfr_extensions.ops import vocabulary
 
@@ -22,8 +23,9 @@ from tfr_extensions.ops import vocabulary
 def has_relevant(labels, mask=None):
     """Bool ``[B]``: the list has a valid document with label > 0."""
     labels = ops.convert_to_tensor(labels)
-    labels, _, valid = lists.prepare_lists(labels, ops.zeros_like(labels, dtype="float32"), mask)
-    return lists.has_relevant(labels, valid)
+    labels, _, valid = screening.prepare_lists(labels, ops.zeros_like(labels, dtype="float32"),
+                                               mask)
+    return screening.has_relevant(labels, valid)
 
 
 def per_list_weights(weights, relevance, valid):
@@ -71,13 +73,12 @@ def metric_values_and_weights(metric: str, y_true, y_pred, topn: Optional[int],
                               no_relevant: str, sample_weight=None):
     """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values
     and weights ``[B]``, as :func:`tfr_extensions.ops.list_metrics.metric_values_and_weights`."""
-    labels = ops.cast(ops.convert_to_tensor(lists.labels_with_mask(y_true)), "float32")
-    values = exact_metric(metric, labels, ops.convert_to_tensor(y_pred), topn)
+    labels, scores, valid = screening.metric_inputs(y_true, y_pred)
+    values = exact_metric(metric, labels, scores, topn)
     dtype = lists.dtype_name(values)
-    valid = labels >= 0.0
     weights = ops.cast(ops.any(valid, axis=-1), dtype)
     if no_relevant != "zero":
-        relevant = lists.has_relevant(ops.where(valid, labels, ops.zeros_like(labels)), valid)
+        relevant = screening.has_relevant(ops.where(valid, labels, ops.zeros_like(labels)), valid)
         if no_relevant == "exclude":
             weights = weights * ops.cast(relevant, dtype)
         else:

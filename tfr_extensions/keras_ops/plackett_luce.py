@@ -51,6 +51,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import random as keras_random
+from tfr_extensions.keras_ops import screening
 from tfr_extensions.ops import validation
 
 # Rankings up to this many positions use the pairwise (triangular-mask)
@@ -158,7 +159,7 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed=None,
     num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
     temperature = validation.validate_positive(temperature, "temperature")
     topn = validation.validate_topn(topn)
-    scores, mask = lists.prepare_scores(scores, mask)
+    scores, mask = screening.prepare_scores(scores, mask)
     order, _, _ = _gumbel_order(_logits(scores, temperature), mask, num_samples, seed, topn)
     return order
 
@@ -234,7 +235,7 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
     """
     topn = validation.validate_topn(topn)
     temperature = validation.validate_positive(temperature, "temperature")
-    scores, mask = lists.prepare_scores(scores, mask)
+    scores, mask = screening.prepare_scores(scores, mask)
     rankings, squeeze = _with_sample_axis(rankings)
     if topn is not None:
         rankings = rankings[..., :topn]
@@ -256,7 +257,7 @@ def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1, seed
     num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
     temperature = validation.validate_positive(temperature, "temperature")
     topn = validation.validate_topn(topn)
-    scores, mask = lists.prepare_scores(scores, mask)
+    scores, mask = screening.prepare_scores(scores, mask)
     logits = _logits(scores, temperature)
     order, placed, left_out = _gumbel_order(
         ops.stop_gradient(logits), mask, num_samples, seed, topn)

@@ -56,6 +56,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import screening
 from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 
@@ -224,7 +225,7 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
     validation.validate_choice(method, METHODS, "method")
     sinkhorn_iterations = validation.validate_int(sinkhorn_iterations, "sinkhorn_iterations",
                                                   minimum=0)
-    scores, valid = lists.prepare_scores(scores, mask)
+    scores, valid = screening.prepare_scores(scores, mask)
     probs = distributions_of(scores, valid, sigma, topn, method)
     if sinkhorn_iterations:
         probs = _sinkhorn(probs, valid, sinkhorn_iterations)

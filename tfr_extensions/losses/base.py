@@ -9,10 +9,11 @@ Every loss is first a pure function of tensors, public in :mod:`tfr_extensions.l
 training loop (or of a gradient-boosting objective) is then, for example,
 ``sum(losses * weights) / batch``. The options are keyword-only and
 validated at every call (a ``ValueError`` naming the option). The Keras class
-of a loss (:class:`RankingLoss`) holds the loss's :class:`LossSpec` and its options: its
-constructor validates them (errors come at construction), ``get_config``
-returns them and ``from_config`` is ``cls(**config)``, so every option
-round-trips through a JSON config without any code of its own.
+of a loss (a :class:`RankingLoss`) holds the loss's :class:`LossSpec` and its options:
+its explicit constructor names them (with the function's defaults), the base class
+validates them (errors come at construction), its explicit ``get_config`` returns
+them and ``from_config`` is ``cls(**config)``, so every option round-trips through a
+JSON config.
 
 **Two implementations, one rule.** Each loss has a body per implementation of
 the array math, the same function in both: TensorFlow
@@ -50,10 +51,11 @@ Conventions shared by all losses (written once here, not in each loss):
   per-instance call counter into it (:class:`StepSeeded`), so each training
   step sees fresh samples and two runs with one seed are identical.
 
-Bad input (the policy of every loss, applied in one place per implementation,
-:func:`tfr_extensions.ops.screening.screened_loss` and its twin
-:func:`tfr_extensions.keras_ops.screening.screened_loss`, so that the
-functions and the classes behave identically):
+Bad input (the policy of every loss, written once per implementation, in
+:mod:`tfr_extensions.ops.screening` and its twin
+:mod:`tfr_extensions.keras_ops.screening`, which also prepare the metrics'
+inputs; a loss runs under it by :func:`~tfr_extensions.ops.screening.screened_loss`,
+so that the functions and the classes behave identically):
 
 * **Padding** (label < 0, or NaN, or ``mask`` False): ignored whatever its
   score, NaN and infinite scores included; its gradient is exactly 0.
@@ -79,7 +81,7 @@ import dataclasses
 import functools
 import importlib
 import inspect
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
@@ -99,22 +101,47 @@ TENSORFLOW, KERAS_OPS = backend.TENSORFLOW, backend.KERAS_OPS
 implementation = backend.implementation
 #: the optional PyTorch-native body of a loss (:mod:`tfr_extensions.torch_ops`)
 TORCH = backend.TORCH
-#: each implementation's bad-input policy (the same functions in both; the
-#: PyTorch-native bodies run under the ``keras.ops`` one)
-SCREENING = {TENSORFLOW: "tfr_extensions.ops.screening",
-             KERAS_OPS: "tfr_extensions.keras_ops.screening",
-             TORCH: "tfr_extensions.keras_ops.screening"}
+#: the default ``reduction`` of the loss classes: Keras's own
+DEFAULT_REDUCTION = backend.DEFAULT_REDUCTION
 
 
-_LOADED_SCREENING: Dict[str, Any] = {}
+class Screening(NamedTuple):
+    """The functions of one implementation's bad-input policy that the loss classes
+    call (the same functions in both)."""
+
+    screened_loss: Callable
+    loss_inputs: Callable
+    name_scope: Callable
 
 
-def screening(which: Optional[str] = None):
-    """The bad-input module of implementation ``which`` (default: :func:`implementation`)."""
-    path = SCREENING[which or implementation()]
-    if path not in _LOADED_SCREENING:  # (a plain dict: see _LOADED_BODIES)
-        _LOADED_SCREENING[path] = importlib.import_module(path)
-    return _LOADED_SCREENING[path]
+def _tensorflow_screening() -> Screening:
+    from tfr_extensions.ops import screening as tf_screening  # pylint: disable=import-outside-toplevel
+    return Screening(screened_loss=tf_screening.screened_loss,
+                     loss_inputs=tf_screening.loss_inputs, name_scope=tf_screening.name_scope)
+
+
+def _keras_ops_screening() -> Screening:
+    from tfr_extensions.keras_ops import screening as keras_screening  # pylint: disable=import-outside-toplevel
+    return Screening(screened_loss=keras_screening.screened_loss,
+                     loss_inputs=keras_screening.loss_inputs,
+                     name_scope=keras_screening.name_scope)
+
+
+#: implementation -> its bad-input policy (:mod:`tfr_extensions.ops.screening` or
+#: :mod:`tfr_extensions.keras_ops.screening`), imported on first use; the
+#: PyTorch-native bodies run under the ``keras.ops`` one
+SCREENING: Dict[str, Callable[[], Screening]] = {
+    TENSORFLOW: _tensorflow_screening, KERAS_OPS: _keras_ops_screening,
+    TORCH: _keras_ops_screening}
+_LOADED_SCREENING: Dict[str, Screening] = {}
+
+
+def screening(which: Optional[str] = None) -> Screening:
+    """The bad-input policy of implementation ``which`` (default: :func:`implementation`)."""
+    which = which or implementation()
+    if which not in _LOADED_SCREENING:  # (a plain dict: see _LOADED_BODIES)
+        _LOADED_SCREENING[which] = SCREENING[which]()
+    return _LOADED_SCREENING[which]
 
 
 #: the bodies imported so far, by path (a plain dict, which ``torch.compile`` reads
@@ -174,8 +201,8 @@ class LossSpec:
         ``twin_ndcg_type3``).
 
     Adding a loss takes a body per implementation, its public function with its
-    spec, and a Keras class that names the spec (:class:`RankingLoss`), registered
-    with one decorator::
+    spec, and one Keras class that names the spec (:class:`RankingLoss`), with an
+    explicit constructor and ``get_config``, registered with one decorator::
 
         def my_loss(labels, scores, *, mask=None, sigma=1.0):
             \"\"\"The math, once.\"\"\"
@@ -188,6 +215,21 @@ class LossSpec:
         @registry.register
         class MyLoss(RankingLoss):
             spec = MY
+
+            def __init__(self, sigma=1.0, ragged=False, reduction=DEFAULT_REDUCTION,
+                         name="my"):
+                super().__init__(dict(sigma=sigma), ragged=ragged, reduction=reduction,
+                                 name=name)
+
+            def get_config(self):
+                config = super().get_config()  # ragged, reduction, name
+                config.update(sigma=self.options["sigma"])
+                return config
+
+    The constructor's options are the function's keyword-only options with their
+    defaults, in order, then ``ragged``, ``reduction`` and ``name`` (default: the
+    registry key), and ``get_config`` returns exactly the constructor's parameters
+    (both tested over the registry).
     """
 
     function: Callable[..., Tuple[Any, Any]]
@@ -313,55 +355,39 @@ class StepSeeded:
 class RankingLoss(StepSeeded, keras.losses.Loss):
     """The Keras class of a loss: its :class:`LossSpec` and checked options.
 
-    A subclass sets ``spec`` and its docstring; its constructor is built from
-    the spec (:meth:`__init_subclass__`): the loss's options with their
-    defaults, in order, then ``ragged``, ``reduction`` and ``name`` (default:
-    the spec's key). This base class checks the options (the spec's checks,
-    so errors come at construction), returns them from ``get_config`` (so
-    ``from_config``, Keras's ``cls(**config)``, rebuilds the loss), folds a
-    step counter into ``seed`` for randomized losses (:class:`StepSeeded`),
-    and in :meth:`call` applies the loss with the body of :func:`implementation`:
+    A subclass sets ``spec`` and writes its constructor and ``get_config``
+    (explicitly, so ``help()``, ``inspect.signature`` and IDEs show them): the
+    constructor takes the loss's options, with the function's defaults and in its
+    order, then ``ragged``, ``reduction`` and ``name`` (default: the spec's key),
+    and hands the options to this constructor as a dict; ``get_config`` adds every
+    option to this class's config (``ragged``, ``reduction``, ``name``), so that
+    ``from_config``, Keras's ``cls(**config)``, rebuilds the loss. This base class
+    checks the options (the spec's checks, so errors come at construction), folds a
+    step counter into ``seed`` for randomized losses (:class:`StepSeeded`), and in
+    :meth:`call` applies the loss with the body of :func:`implementation`:
     per-list ``losses * weights``, NaN for broken lists (module docstring).
     """
 
     #: the loss (set by each subclass)
     spec: LossSpec = None
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        spec = cls.__dict__.get("spec")
-        if spec is None:
-            return
-        keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        signature = inspect.Signature(
-            [inspect.Parameter("self", keyword)]
-            + [inspect.Parameter(option, keyword, default=default)
-               for option, default in spec.defaults.items()]
-            + [inspect.Parameter("ragged", keyword, default=False),
-               inspect.Parameter("reduction", keyword, default=backend.DEFAULT_REDUCTION),
-               inspect.Parameter("name", keyword, default=spec.key)])
+    def __init__(self, options: Mapping[str, Any], *, ragged: bool = False,
+                 reduction: str = DEFAULT_REDUCTION, name: Optional[str] = None):
+        """Construction from a subclass's constructor.
 
-        def __init__(self, *args, **kwargs):  # pylint: disable=redefined-outer-name
-            arguments = signature.bind(self, *args, **kwargs)
-            arguments.apply_defaults()
-            options = dict(arguments.arguments)
-            del options["self"]
-            self._setup(options)
-
-        __init__.__signature__ = signature
-        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-        __init__.__doc__ = f"{cls.__name__}({', '.join(list(signature.parameters)[1:])})"
-        cls.__init__ = __init__
-
-    def _setup(self, options: Dict[str, Any]) -> None:
-        """Construction from the bound constructor arguments (options, ``ragged``,
-        ``reduction``, ``name``); subclasses extend it."""
+        Args:
+          options: every option of the loss's function (:attr:`LossSpec.defaults`),
+            as the subclass's constructor received them; checked here.
+          ragged: the inputs may be ``tf.RaggedTensor`` (TensorFlow only).
+          reduction: Keras's reduction of the per-list losses.
+          name: the loss's name.
+        """
+        if set(options) != set(self.spec.defaults):
+            raise TypeError(f"{type(self).__name__} must pass every option of "
+                            f"{self.spec.function.__name__}, {sorted(self.spec.defaults)}, "
+                            f"to RankingLoss; got {sorted(options)}.")
         self.spec.body()  # its body must import here: fail now, naming it
-        reduction = backend.standardize_reduction(
-            options.pop("reduction", backend.DEFAULT_REDUCTION))
-        name = options.pop("name", None)
-        ragged = options.pop("ragged", False)
-        super().__init__(reduction=reduction, name=name)
+        super().__init__(reduction=backend.standardize_reduction(reduction), name=name)
         self._ragged = validation.validate_bool(ragged, "ragged")
         if self._ragged and implementation() != TENSORFLOW:
             raise ValueError(f"`ragged=True` takes tf.RaggedTensor inputs, which exist on Keras's "
@@ -409,9 +435,10 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         del aux, weights  # (a body AutoGraph can convert, unlike a docstring alone)
 
     def get_config(self) -> Dict[str, Any]:
+        """Keras's config (``reduction``, ``name``) and ``ragged``; each subclass adds
+        its options."""
         config = super().get_config()
         config["ragged"] = self._ragged
-        config.update(self._options)
         return config
 
     # Keras 3 saves a compiled model's loss through these (``model.save``,

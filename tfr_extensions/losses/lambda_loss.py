@@ -111,3 +111,15 @@ class LambdaLoss(base.RankingLoss):
     """
 
     spec = LAMBDA
+
+    def __init__(self, weighting="ndcg_loss2pp", sigma=1.0, mu=10.0, topn=None, ragged=False,
+                 reduction=base.DEFAULT_REDUCTION, name="lambda"):
+        super().__init__(dict(weighting=weighting, sigma=sigma, mu=mu, topn=topn),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(weighting=options["weighting"], sigma=options["sigma"],
+                      mu=options["mu"], topn=options["topn"])
+        return config

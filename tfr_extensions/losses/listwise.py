@@ -32,7 +32,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     Per list, :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
     \hat\pi(i))}` (Eq. 3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
     \sigma((s_j - s_i)/T)` over the valid documents
-    (:func:`tfr_extensions.ops.losses.listwise.approx_ranks`, Eq. 6
+    (:func:`tfr_extensions.ops.approx_ranks.approx_ranks`, Eq. 6
     with :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG.
 
     TF-Ranking's ``ApproxNDCGLoss``: the same per-list value (TF-Ranking divides
@@ -124,6 +124,16 @@ class ApproxNDCGLoss(base.RankingLoss):
 
     spec = APPROX_NDCG
 
+    def __init__(self, temperature=0.1, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                 name="approx_ndcg"):
+        super().__init__(dict(temperature=temperature), ragged=ragged, reduction=reduction,
+                         name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        config.update(temperature=self.options["temperature"])
+        return config
+
 
 LISTNET = base.LossSpec(listnet_loss, {
     base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:listnet_loss",
@@ -143,3 +153,13 @@ class ListNetLoss(base.RankingLoss):
     """
 
     spec = LISTNET
+
+    def __init__(self, temperature=1.0, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                 name="listnet"):
+        super().__init__(dict(temperature=temperature), ragged=ragged, reduction=reduction,
+                         name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        config.update(temperature=self.options["temperature"])
+        return config

@@ -118,3 +118,20 @@ class NeuralNDCGLoss(base.RankingLoss):
     """
 
     spec = NEURAL_NDCG
+
+    def __init__(self, temperature=1.0, topn=None, transposed=False, sinkhorn_iterations=50,
+                 sinkhorn_tolerance=1e-6, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                 name="neural_ndcg"):
+        super().__init__(dict(temperature=temperature, topn=topn, transposed=transposed,
+                              sinkhorn_iterations=sinkhorn_iterations,
+                              sinkhorn_tolerance=sinkhorn_tolerance),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(temperature=options["temperature"], topn=options["topn"],
+                      transposed=options["transposed"],
+                      sinkhorn_iterations=options["sinkhorn_iterations"],
+                      sinkhorn_tolerance=options["sinkhorn_tolerance"])
+        return config

@@ -91,6 +91,14 @@ class RankNetLoss(base.RankingLoss):
 
     spec = RANKNET
 
+    def __init__(self, sigma=1.0, ragged=False, reduction=base.DEFAULT_REDUCTION, name="ranknet"):
+        super().__init__(dict(sigma=sigma), ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        config.update(sigma=self.options["sigma"])
+        return config
+
 
 NDCG_BETA_HINGE = base.LossSpec(ndcg_beta_hinge_loss, {
     base.TENSORFLOW: "tfr_extensions.ops.losses.pairwise:ndcg_beta_hinge_loss",
@@ -107,3 +115,14 @@ class NDCGBetaHingeLoss(base.RankingLoss):
     """
 
     spec = NDCG_BETA_HINGE
+
+    def __init__(self, margin=1.0, squared=False, ragged=False,
+                 reduction=base.DEFAULT_REDUCTION, name="ndcg_beta_hinge"):
+        super().__init__(dict(margin=margin, squared=squared), ragged=ragged,
+                         reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(margin=options["margin"], squared=options["squared"])
+        return config

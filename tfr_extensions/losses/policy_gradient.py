@@ -169,8 +169,8 @@ class _PolicyGradientLoss(base.RankingLoss):
     :class:`SampledRankingMetric` reads back in the same step.
     """
 
-    def _setup(self, options):
-        super()._setup(options)
+    def __init__(self, options, *, ragged=False, reduction=base.DEFAULT_REDUCTION, name=None):
+        super().__init__(options, ragged=ragged, reduction=reduction, name=name)
         if base.implementation() != base.TENSORFLOW:
             self._record_store = _SampledMetricRecord()
             return
@@ -300,6 +300,21 @@ class ExpectedUtilityLoss(_PolicyGradientLoss):
 
     spec = EXPECTED_UTILITY
 
+    def __init__(self, metric="ndcg", topn=10, num_samples=1, temperature=1.0, baseline=False,
+                 seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                 name="expected_utility"):
+        super().__init__(dict(metric=metric, topn=topn, num_samples=num_samples,
+                              temperature=temperature, baseline=baseline, seed=seed),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(metric=options["metric"], topn=options["topn"],
+                      num_samples=options["num_samples"], temperature=options["temperature"],
+                      baseline=options["baseline"], seed=options["seed"])
+        return config
+
 
 @register
 class MDPRankLoss(_PolicyGradientLoss):
@@ -315,6 +330,20 @@ class MDPRankLoss(_PolicyGradientLoss):
     """
 
     spec = MDPRANK
+
+    def __init__(self, gamma=1.0, topn=10, num_samples=1, temperature=1.0, normalize=True,
+                 seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION, name="mdprank"):
+        super().__init__(dict(gamma=gamma, topn=topn, num_samples=num_samples,
+                              temperature=temperature, normalize=normalize, seed=seed),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(gamma=options["gamma"], topn=options["topn"],
+                      num_samples=options["num_samples"], temperature=options["temperature"],
+                      normalize=options["normalize"], seed=options["seed"])
+        return config
 
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")
@@ -335,14 +364,14 @@ class SampledRankingMetric(keras.metrics.Mean):
     True
     """
 
-    def __init__(self, loss, name: Optional[str] = None, dtype=None, **kwargs):
+    def __init__(self, loss, name: Optional[str] = None, dtype=None):
         if isinstance(loss, dict):
             loss = keras.losses.deserialize(loss)
         if not isinstance(loss, _PolicyGradientLoss):
             raise ValueError("`loss` must be an ExpectedUtilityLoss or MDPRankLoss; "
                              f"got {loss!r}.")
         self._loss = loss
-        super().__init__(name=name or loss.metric_name, dtype=dtype, **kwargs)
+        super().__init__(name=name or loss.metric_name, dtype=dtype)
 
     def update_state(self, y_true=None, y_pred=None, sample_weight=None):
         return super().update_state(self._loss._last_sampled_metric())  # pylint: disable=protected-access

@@ -10,10 +10,12 @@ TF-Ranking's keys all end in ``_loss``, ours never do, and no name of ours is
 a function's name but one: ``lambda_loss``, the LambdaLoss paper's name for its
 method, is a preset of the key ``lambda`` (TF-Ranking has no such name).
 
-A class decorated with :func:`register` is known under its key, under its
-class name and under each preset of its spec (e.g. ``twin_ndcg_type3`` ->
-``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). It is also registered as
-Keras-serializable. :func:`get` falls back to ``tfr.keras.losses.get`` for
+Registration is this one decorator: a class decorated with :func:`register` is
+known under its key, under its class name and under each preset of its spec (e.g.
+``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). It is
+also registered as Keras-serializable. The class writes its own constructor and
+``get_config`` (:class:`~tfr_extensions.losses.base.RankingLoss`); the decorator
+refuses one that does not. :func:`get` falls back to ``tfr.keras.losses.get`` for
 TF-Ranking's names where TF-Ranking imports (the ``tf215`` stack); without it
 only our names exist.
 """
@@ -28,6 +30,11 @@ _KINDS: Dict[str, str] = {}  # every name -> "key", "class" or "preset"
 
 def register(cls: Type) -> Type:
     """Class decorator: Keras-serializable, and known to :func:`get`."""
+    missing = [method for method in ("__init__", "get_config") if method not in vars(cls)]
+    if missing:
+        raise TypeError(f"{cls.__name__} must define its own {' and '.join(missing)}: an "
+                        "explicit constructor with the loss's options, ragged, reduction and "
+                        "name, and a get_config that returns them (see RankingLoss).")
     cls = keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
     key = cls.spec.key
     entries = [(key, {}, "key"), (cls.__name__, {}, "class")]

@@ -93,3 +93,18 @@ class SoftNDCGLoss(base.RankingLoss):
     """
 
     spec = SOFTNDCG
+
+    def __init__(self, sigma=1.0, topn=None, discount_alpha=1.0, method="auto",
+                 sinkhorn_iterations=0, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                 name="softndcg"):
+        super().__init__(dict(sigma=sigma, topn=topn, discount_alpha=discount_alpha,
+                              method=method, sinkhorn_iterations=sinkhorn_iterations),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(sigma=options["sigma"], topn=options["topn"],
+                      discount_alpha=options["discount_alpha"], method=options["method"],
+                      sinkhorn_iterations=options["sinkhorn_iterations"])
+        return config

@@ -77,13 +77,6 @@ class TwinSigmoidLoss(base.RankingLoss):
     breaks ties with a new draw (a step counter is folded in). Presets
     ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
 
-    On TensorFlow in graph mode (``tf.function``, a Keras ``fit`` without
-    ``jit_compile``), lists of a static length of at most
-    ``ONE_PROGRAM_MAX_LIST_SIZE`` documents run the whole loss (screening, tie
-    keys, metric and its gradient) as one XLA program
-    (:func:`tfr_extensions.ops.losses.twin_sigmoid.one_program_losses`): the same
-    values and gradients.
-
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG
     -0.5869
@@ -91,12 +84,16 @@ class TwinSigmoidLoss(base.RankingLoss):
 
     spec = TWIN_SIGMOID
 
-    def call(self, y_true, y_pred):
-        if base.implementation() == base.TENSORFLOW:
-            from tfr_extensions.ops.losses import twin_sigmoid as tf_twin  # pylint: disable=import-outside-toplevel
-            if tf_twin.runs_as_one_program(y_pred):
-                options = dict(self._options)
-                if self._seed is not None or options["tie_break"]:  # as RankingLoss.call draws
-                    options["seed"] = self.next_seed()  # (seed None: a fresh seed, outside XLA)
-                return tf_twin.one_program_losses(y_true, y_pred, options)[:, None]
-        return super().call(y_true, y_pred)
+    def __init__(self, metric="ndcg", topn=None, gradient="type1", alpha_b=1.0, tie_break=True,
+                 seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION, name="twin_sigmoid"):
+        super().__init__(dict(metric=metric, topn=topn, gradient=gradient, alpha_b=alpha_b,
+                              tie_break=tie_break, seed=seed),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(metric=options["metric"], topn=options["topn"],
+                      gradient=options["gradient"], alpha_b=options["alpha_b"],
+                      tie_break=options["tie_break"], seed=options["seed"])
+        return config

@@ -168,3 +168,24 @@ class WassRankLoss(base.RankingLoss):
     """
 
     spec = WASSRANK
+
+    def __init__(self, regularization=0.1, sinkhorn_iterations=20, cost_type="eg",
+                 target="gain", gain_base=4.0, non_rele_gap=100.0, var_penalty=math.e,
+                 epsilon_scaling=True, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                 name="wassrank"):
+        super().__init__(dict(regularization=regularization,
+                              sinkhorn_iterations=sinkhorn_iterations, cost_type=cost_type,
+                              target=target, gain_base=gain_base, non_rele_gap=non_rele_gap,
+                              var_penalty=var_penalty, epsilon_scaling=epsilon_scaling),
+                         ragged=ragged, reduction=reduction, name=name)
+
+    def get_config(self):
+        config = super().get_config()  # ragged, reduction, name
+        options = self.options
+        config.update(regularization=options["regularization"],
+                      sinkhorn_iterations=options["sinkhorn_iterations"],
+                      cost_type=options["cost_type"], target=options["target"],
+                      gain_base=options["gain_base"], non_rele_gap=options["non_rele_gap"],
+                      var_penalty=options["var_penalty"],
+                      epsilon_scaling=options["epsilon_scaling"])
+        return config

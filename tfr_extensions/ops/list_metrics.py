@@ -11,9 +11,9 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
 from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops import screening
 from tfr_extensions.ops import sorting
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
@@ -25,15 +25,15 @@ def exact_metric(metric: str, labels, scores, topn: Optional[int] = None, mask=N
     (ties to the lower index, padded documents last)."""
     function = rank_metrics.rank_metric_function(metric)
     topn = validation.validate_topn(topn)
-    labels, scores, valid = lists.prepare_lists(labels, scores, mask)
+    labels, scores, valid = screening.prepare_lists(labels, scores, mask)
     positions = sorting.exact_ranks(scores, valid)
     return function(labels, tf.cast(positions, scores.dtype), valid, topn, positions)
 
 
 def has_relevant(labels, mask=None) -> tf.Tensor:
     """Bool ``[B]``: the list has a valid document with label > 0."""
-    labels, _, valid = lists.prepare_lists(labels, tf.zeros_like(labels, tf.float32), mask)
-    return lists.has_relevant(labels, valid)
+    labels, _, valid = screening.prepare_lists(labels, tf.zeros_like(labels, tf.float32), mask)
+    return screening.has_relevant(labels, valid)
 
 
 def per_list_weights(weights, relevance, valid) -> tf.Tensor:
@@ -81,14 +81,8 @@ def metric_values_and_weights(metric: str, y_true, y_pred, topn: Optional[int],
     and weights ``[B]`` (lists with no valid document weigh 0; lists without a
     relevant document per ``no_relevant``; ``sample_weight`` per list or per item).
     ``y_true`` may be keras-rs's dict or ragged; ``metric`` a canonical name."""
-    y_true = lists.labels_with_mask(y_true)
-    if isinstance(y_true, tf.RaggedTensor):
-        y_true = y_true.to_tensor(lists.PADDING_LABEL)
-    if isinstance(y_pred, tf.RaggedTensor):
-        y_pred = y_pred.to_tensor(0.0)
-    labels = tf.cast(tf.convert_to_tensor(y_true), tf.float32)
-    values = exact_metric(metric, labels, y_pred, topn)
-    valid = tf.greater_equal(labels, 0.0)
+    labels, scores, valid = screening.metric_inputs(y_true, y_pred)
+    values = exact_metric(metric, labels, scores, topn)
     weights = tf.cast(tf.reduce_any(valid, axis=-1), values.dtype)
     if no_relevant != "zero":
         relevant = has_relevant(labels)

@@ -1,4 +1,5 @@
-"""Lists, masks, dtypes and seeds: the tensor conventions of every op and loss.
+"""Lists and seeds: the list helpers of every op and loss (gathers, gains and
+discounts, seeds, the XLA pairwise blocks).
 
 Conventions (TF-Ranking's, see DESIGN.md):
 
@@ -13,17 +14,23 @@ Conventions (TF-Ranking's, see DESIGN.md):
 * Labels are graded relevance in ``[0, MAX_LABEL]``, fractional ones too
   (gain ``2^2.5 - 1`` for 2.5); NaN and negative labels are padding.
 
-Ragged inputs (``tf.RaggedTensor`` ``[batch, (list_size)]``) are padded as
-TF-Ranking pads them (:func:`ragged_to_dense`).
-
-Argument checks live in :mod:`tfr_extensions.ops.validation`, numerical
-tricks (``safe_divide``, ``log1mexp``) in :mod:`tfr_extensions.ops.numerics`.
+The inputs (shapes, compute dtype, padding and validity, ragged inputs and
+keras-rs dicts, lists without a relevant document) are prepared by
+:mod:`tfr_extensions.ops.screening`, which writes the bad-input policy once
+(:func:`~tfr_extensions.ops.screening.prepare_lists`,
+:func:`~tfr_extensions.ops.screening.has_relevant`, ...; their old names here are
+the same functions). Argument checks live in :mod:`tfr_extensions.ops.validation`,
+numerical tricks (``safe_divide``, ``log1mexp``) in :mod:`tfr_extensions.ops.numerics`.
 """
-from typing import Mapping, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
 from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
+# the input conventions moved to screening; these names stay for their callers
+from tfr_extensions.ops.screening import (  # noqa: F401
+    PADDING_PREDICTION, PADDING_WEIGHT, check_list_shapes, compute_dtype, has_relevant,
+    labels_with_mask, prepare_lists, prepare_scores, ragged_to_dense)
 
 try:  # TF's own test for "this graph is being compiled by XLA"
     from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
@@ -38,13 +45,6 @@ Seed = Union[None, int, Sequence[int], tf.Tensor]
 #: different stream from the graph kernel's); Philox is what the TF kernels
 #: use on CPU and GPU, so a seed gives one stream in graph mode and under XLA.
 RNG_ALG = "philox"
-
-#: TF-Ranking's paddings of ragged scores and per-document weights
-#: (``tensorflow_ranking/python/utils.py``); labels are padded with
-#: :data:`PADDING_LABEL`.
-PADDING_PREDICTION = -1e6
-PADDING_WEIGHT = 0.0
-
 
 #: Columns per block of every pairwise pass that XLA compiles (the twin-sigmoid
 #: backward pass, the counted ranks): each row's sum over the pairs runs over
@@ -89,62 +89,6 @@ def compiling_with_xla() -> bool:
             and GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
 
 
-def compute_dtype(scores: tf.Tensor) -> tf.DType:
-    """float64 for float64 inputs, float32 for everything else (incl. float16)."""
-    return tf.float64 if scores.dtype == tf.float64 else tf.float32
-
-
-def check_list_shapes(labels: tf.Tensor, scores: tf.Tensor) -> None:
-    """Raises ValueError unless labels and scores are both rank 2 and compatible."""
-    for arg, tensor in (("labels", labels), ("scores", scores)):
-        rank = tensor.shape.rank
-        if rank is not None and rank != 2:
-            raise ValueError(
-                f"`{arg}` must have shape [batch, list_size]; got rank {rank} "
-                f"(shape {tensor.shape}).")
-    if not labels.shape.is_compatible_with(scores.shape):
-        raise ValueError(
-            f"`labels` and `scores` must have the same shape; got "
-            f"{labels.shape} and {scores.shape}.")
-
-
-def prepare_scores(scores, mask=None) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
-    bool validity mask (all True when ``mask`` is None)."""
-    scores = tf.convert_to_tensor(scores)
-    if not scores.dtype.is_floating:
-        scores = tf.cast(scores, tf.float32)
-    scores = tf.cast(scores, compute_dtype(scores))
-    if scores.shape.rank is not None and scores.shape.rank != 2:
-        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
-    valid = tf.ones_like(scores, tf.bool) if mask is None else tf.cast(mask, tf.bool)
-    return scores, valid
-
-
-def prepare_lists(
-    labels, scores, mask=None
-) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Casts to the compute dtype, checks shapes, and builds the validity mask.
-
-    Returns:
-      ``(labels, scores, mask)``: labels and scores in the compute dtype with
-      padded labels replaced by 0 (so no -1 ever reaches ``2^y``), and ``mask``
-      bool ``[batch, list_size]``, True for valid documents.
-    """
-    scores = tf.convert_to_tensor(scores)
-    if not scores.dtype.is_floating:
-        scores = tf.cast(scores, tf.float32)
-    dtype = compute_dtype(scores)
-    scores = tf.cast(scores, dtype)
-    labels = tf.cast(tf.convert_to_tensor(labels), dtype)
-    check_list_shapes(labels, scores)
-    valid = tf.greater_equal(labels, 0.0)
-    if mask is not None:
-        valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
-    labels = tf.where(valid, labels, tf.constant(0, labels.dtype))
-    return labels, scores, valid
-
-
 def batch_gather(params: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
     """``tf.gather(params, indices, batch_dims=1)`` for ``[B, L]`` params and
     int ``[B, ...]`` indices, whose gradient also works for an empty batch.
@@ -174,11 +118,6 @@ def log2_discount(ranks: tf.Tensor) -> tf.Tensor:
     return tf.math.log(tf.constant(2.0, ranks.dtype)) / tf.math.log1p(ranks)
 
 
-def has_relevant(labels: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Bool ``[batch]``: the list has at least one valid document with label > 0."""
-    return tf.reduce_any(tf.logical_and(mask, labels > 0), axis=-1)
-
-
 def seed_tensor(seed: Seed, salt: int = 0) -> Optional[tf.Tensor]:
     """A stateless-op seed ``int32 [2]`` from an int or a pair of ints.
 
@@ -206,66 +145,3 @@ def fold_in(seed: tf.Tensor, step) -> tf.Tensor:
     """Derives a new stateless seed from ``seed`` and a step counter."""
     step = tf.cast(step, tf.int32)
     return tf.random.experimental.stateless_fold_in(seed, step, alg=RNG_ALG)
-
-
-def labels_with_mask(y_true):
-    """Labels ``[batch, list_size]`` from ``y_true`` as the losses and metrics take it:
-    a tensor, or keras-rs's dict ``{"labels": ..., "mask": ...}`` whose ``mask``
-    (bool, True = valid; optional) marks more padding, which becomes label -1.
-
-    >>> labels_with_mask({"labels": [[2., 1.]], "mask": [[True, False]]}).numpy().tolist()
-    [[2.0, -1.0]]
-    """
-    if not isinstance(y_true, Mapping):
-        return y_true
-    unknown = sorted(set(y_true) - {"labels", "mask"})
-    if "labels" not in y_true or unknown:
-        raise ValueError("`y_true` as a dict must be keras-rs's {'labels': ..., 'mask': ...} "
-                         f"('mask' optional); got the keys {sorted(y_true)}.")
-    labels, mask = y_true["labels"], y_true.get("mask")
-    if mask is None:
-        return labels
-    if isinstance(labels, tf.RaggedTensor):
-        labels = labels.to_tensor(PADDING_LABEL)
-    if isinstance(mask, tf.RaggedTensor):
-        mask = mask.to_tensor(False)
-    labels = tf.convert_to_tensor(labels)
-    return tf.where(tf.cast(mask, tf.bool), labels, tf.constant(PADDING_LABEL, labels.dtype))
-
-
-def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
-                    weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
-    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking does.
-
-    ``tensorflow_ranking.python.utils.ragged_to_dense``: labels are padded with
-    ``PADDING_LABEL`` (-1, which marks padding for every loss and metric),
-    predictions with ``PADDING_PREDICTION`` (-1e6), ragged per-item weights
-    with ``PADDING_WEIGHT`` (0); dense weights (per list, ``[batch, 1]``) and
-    None pass through.
-
-    Args:
-      labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
-      predictions: ``tf.RaggedTensor`` of the same row lengths, or None.
-      weights: None, a ``tf.RaggedTensor`` like ``labels``, or a dense tensor.
-
-    Returns:
-      ``(labels, predictions, weights, mask)``, dense ``[batch, list_size]``,
-      ``mask`` bool, True for the entries that were present.
-
-    >>> labels = tf.ragged.constant([[1.0, 0.0], [2.0]])
-    >>> dense, scores, _, mask = ragged_to_dense(labels, tf.ragged.constant([[0.5, 0.25], [0.75]]))
-    >>> dense.numpy().tolist(), scores.numpy().tolist(), mask.numpy().tolist()
-    ([[1.0, 0.0], [2.0, -1.0]], [[0.5, 0.25], [0.75, -1000000.0]], [[True, True], [True, False]])
-    """
-    if not isinstance(labels, tf.RaggedTensor):
-        raise TypeError(f"`labels` must be a tf.RaggedTensor; got {type(labels).__name__}.")
-    if predictions is not None and not isinstance(predictions, tf.RaggedTensor):
-        raise TypeError("`predictions` must be a tf.RaggedTensor like `labels`; got "
-                        f"{type(predictions).__name__}.")
-    mask = tf.cast(tf.ones_like(labels).to_tensor(0.0), tf.bool)
-    labels = labels.to_tensor(PADDING_LABEL)
-    if predictions is not None:
-        predictions = predictions.to_tensor(PADDING_PREDICTION)
-    if isinstance(weights, tf.RaggedTensor):
-        weights = weights.to_tensor(PADDING_WEIGHT)
-    return labels, predictions, weights, mask

@@ -63,6 +63,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import screening
 from tfr_extensions.ops import validation
 
 
@@ -166,7 +167,7 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed: lists.Seed = 
     num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
     temperature = validation.validate_positive(temperature, "temperature")
     topn = validation.validate_topn(topn)
-    scores, mask = lists.prepare_scores(scores, mask)
+    scores, mask = screening.prepare_scores(scores, mask)
     order, _, _ = _gumbel_order(_logits(scores, temperature), mask, num_samples, seed, topn)
     return order
 
@@ -241,7 +242,7 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
     """
     topn = validation.validate_topn(topn)
     temperature = validation.validate_positive(temperature, "temperature")
-    scores, mask = lists.prepare_scores(scores, mask)
+    scores, mask = screening.prepare_scores(scores, mask)
     rankings, squeeze = _with_sample_axis(rankings)
     if topn is not None:
         rankings = rankings[..., :topn]
@@ -267,7 +268,7 @@ def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1,
     num_samples = validation.validate_int(num_samples, "num_samples", minimum=1)
     temperature = validation.validate_positive(temperature, "temperature")
     topn = validation.validate_topn(topn)
-    scores, mask = lists.prepare_scores(scores, mask)
+    scores, mask = screening.prepare_scores(scores, mask)
     logits = _logits(scores, temperature)
     order, placed, left_out = _gumbel_order(
         tf.stop_gradient(logits), mask, num_samples, seed, topn)

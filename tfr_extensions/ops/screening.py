@@ -1,19 +1,174 @@
-"""The bad-input policy of every loss, in TensorFlow: screening, NaN for broken lists,
-and the inputs of the Keras classes (keras-rs dicts, ragged tensors, sample weights).
+"""The input conventions and the bad-input policy of every loss and metric, in
+TensorFlow: written once here, for the TensorFlow implementation.
 
-The policy itself is stated once, in :mod:`tfr_extensions.losses.base`; this module
-is its TensorFlow implementation, and :mod:`tfr_extensions.keras_ops.screening` its
-``keras.ops`` twin (the same function names). :func:`screened_loss` runs a loss
-body under the policy; the screening costs O(B L) element-wise operations and no
-host sync.
+The policy is stated in :mod:`tfr_extensions.losses.base`; this module is its
+TensorFlow implementation, and :mod:`tfr_extensions.keras_ops.screening` its
+``keras.ops`` twin (the same function names). Every op, loss body and metric of
+:mod:`tfr_extensions.ops` takes its inputs through these functions:
+
+* **shapes and dtype**: :func:`check_list_shapes`, :func:`compute_dtype`,
+  :func:`prepare_scores`, :func:`prepare_lists`;
+* **padding**: :func:`valid_documents` (a label < 0 or NaN, or ``mask`` False),
+  keras-rs's ``{"labels", "mask"}`` (:func:`labels_with_mask`) and ragged inputs
+  (:func:`ragged_to_dense`, TF-Ranking's padding);
+* **non-finite scores and labels above the maximum**: :func:`screen_lists`,
+  and :func:`screened_loss`, which runs a loss body under the policy (NaN loss and
+  zero gradient for a broken list); the screening costs O(B L) element-wise
+  operations and no host sync;
+* **lists without a relevant document**: :func:`has_relevant` (weight 0);
+* **the Keras classes' inputs**: :func:`loss_inputs` (with per-item sample weights
+  by :func:`listwise_sample_weights`) and :func:`metric_inputs`.
 """
 import contextlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
-from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
+from tfr_extensions.ops.conventions import PADDING_LABEL
+
+#: TF-Ranking's paddings of ragged scores and per-document weights
+#: (``tensorflow_ranking/python/utils.py``); labels are padded with
+#: :data:`~tfr_extensions.ops.conventions.PADDING_LABEL`.
+PADDING_PREDICTION = -1e6
+PADDING_WEIGHT = 0.0
+
+
+def compute_dtype(scores: tf.Tensor) -> tf.DType:
+    """float64 for float64 inputs, float32 for everything else (incl. float16)."""
+    return tf.float64 if scores.dtype == tf.float64 else tf.float32
+
+
+def check_list_shapes(labels: tf.Tensor, scores: tf.Tensor) -> None:
+    """Raises ValueError unless labels and scores are both rank 2 and compatible."""
+    for arg, tensor in (("labels", labels), ("scores", scores)):
+        rank = tensor.shape.rank
+        if rank is not None and rank != 2:
+            raise ValueError(
+                f"`{arg}` must have shape [batch, list_size]; got rank {rank} "
+                f"(shape {tensor.shape}).")
+    if not labels.shape.is_compatible_with(scores.shape):
+        raise ValueError(
+            f"`labels` and `scores` must have the same shape; got "
+            f"{labels.shape} and {scores.shape}.")
+
+
+def valid_documents(labels: tf.Tensor, mask=None) -> tf.Tensor:
+    """The padding rule: bool ``[batch, list_size]``, True for the documents with a
+    label >= 0 (a NaN label is padding) and ``mask`` True (where given).
+
+    >>> valid_documents(tf.constant([[2., -1., float("nan"), 0.]]), [[True, True, True, False]]
+    ...                 ).numpy().tolist()
+    [[True, False, False, False]]
+    """
+    valid = tf.greater_equal(labels, tf.constant(0, labels.dtype))
+    if mask is not None:
+        valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
+    return valid
+
+
+def has_relevant(labels: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Bool ``[batch]``: the list has at least one valid document with label > 0 (a
+    list without one gets weight 0 in every loss)."""
+    return tf.reduce_any(tf.logical_and(mask, labels > 0), axis=-1)
+
+
+def prepare_scores(scores, mask=None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
+    bool validity mask (all True when ``mask`` is None)."""
+    scores = tf.convert_to_tensor(scores)
+    if not scores.dtype.is_floating:
+        scores = tf.cast(scores, tf.float32)
+    scores = tf.cast(scores, compute_dtype(scores))
+    if scores.shape.rank is not None and scores.shape.rank != 2:
+        raise ValueError(f"`scores` must have shape [batch, list_size]; got {scores.shape}.")
+    valid = tf.ones_like(scores, tf.bool) if mask is None else tf.cast(mask, tf.bool)
+    return scores, valid
+
+
+def prepare_lists(
+    labels, scores, mask=None
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Casts to the compute dtype, checks shapes, and builds the validity mask.
+
+    Returns:
+      ``(labels, scores, mask)``: labels and scores in the compute dtype with
+      padded labels replaced by 0 (so no -1 ever reaches ``2^y``), and ``mask``
+      bool ``[batch, list_size]``, True for valid documents (:func:`valid_documents`).
+    """
+    scores = tf.convert_to_tensor(scores)
+    if not scores.dtype.is_floating:
+        scores = tf.cast(scores, tf.float32)
+    dtype = compute_dtype(scores)
+    scores = tf.cast(scores, dtype)
+    labels = tf.cast(tf.convert_to_tensor(labels), dtype)
+    check_list_shapes(labels, scores)
+    valid = valid_documents(labels, mask)
+    labels = tf.where(valid, labels, tf.constant(0, labels.dtype))
+    return labels, scores, valid
+
+
+def labels_with_mask(y_true):
+    """Labels ``[batch, list_size]`` from ``y_true`` as the losses and metrics take it:
+    a tensor, or keras-rs's dict ``{"labels": ..., "mask": ...}`` whose ``mask``
+    (bool, True = valid; optional) marks more padding, which becomes label -1.
+
+    >>> labels_with_mask({"labels": [[2., 1.]], "mask": [[True, False]]}).numpy().tolist()
+    [[2.0, -1.0]]
+    """
+    if not isinstance(y_true, Mapping):
+        return y_true
+    unknown = sorted(set(y_true) - {"labels", "mask"})
+    if "labels" not in y_true or unknown:
+        raise ValueError("`y_true` as a dict must be keras-rs's {'labels': ..., 'mask': ...} "
+                         f"('mask' optional); got the keys {sorted(y_true)}.")
+    labels, mask = y_true["labels"], y_true.get("mask")
+    if mask is None:
+        return labels
+    if isinstance(labels, tf.RaggedTensor):
+        labels = labels.to_tensor(PADDING_LABEL)
+    if isinstance(mask, tf.RaggedTensor):
+        mask = mask.to_tensor(False)
+    labels = tf.convert_to_tensor(labels)
+    return tf.where(tf.cast(mask, tf.bool), labels, tf.constant(PADDING_LABEL, labels.dtype))
+
+
+def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
+                    weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
+    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking does.
+
+    ``tensorflow_ranking.python.utils.ragged_to_dense``: labels are padded with
+    ``PADDING_LABEL`` (-1, which marks padding for every loss and metric),
+    predictions with ``PADDING_PREDICTION`` (-1e6), ragged per-item weights
+    with ``PADDING_WEIGHT`` (0); dense weights (per list, ``[batch, 1]``) and
+    None pass through.
+
+    Args:
+      labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
+      predictions: ``tf.RaggedTensor`` of the same row lengths, or None.
+      weights: None, a ``tf.RaggedTensor`` like ``labels``, or a dense tensor.
+
+    Returns:
+      ``(labels, predictions, weights, mask)``, dense ``[batch, list_size]``,
+      ``mask`` bool, True for the entries that were present.
+
+    >>> labels = tf.ragged.constant([[1.0, 0.0], [2.0]])
+    >>> dense, scores, _, mask = ragged_to_dense(labels, tf.ragged.constant([[0.5, 0.25], [0.75]]))
+    >>> dense.numpy().tolist(), scores.numpy().tolist(), mask.numpy().tolist()
+    ([[1.0, 0.0], [2.0, -1.0]], [[0.5, 0.25], [0.75, -1000000.0]], [[True, True], [True, False]])
+    """
+    if not isinstance(labels, tf.RaggedTensor):
+        raise TypeError(f"`labels` must be a tf.RaggedTensor; got {type(labels).__name__}.")
+    if predictions is not None and not isinstance(predictions, tf.RaggedTensor):
+        raise TypeError("`predictions` must be a tf.RaggedTensor like `labels`; got "
+                        f"{type(predictions).__name__}.")
+    mask = tf.cast(tf.ones_like(labels).to_tensor(0.0), tf.bool)
+    labels = labels.to_tensor(PADDING_LABEL)
+    if predictions is not None:
+        predictions = predictions.to_tensor(PADDING_PREDICTION)
+    if isinstance(weights, tf.RaggedTensor):
+        weights = weights.to_tensor(PADDING_WEIGHT)
+    return labels, predictions, weights, mask
 
 
 def screen_lists(labels: tf.Tensor, scores: tf.Tensor, max_label: float, mask=None):
@@ -44,10 +199,8 @@ def screen_lists(labels: tf.Tensor, scores: tf.Tensor, max_label: float, mask=No
     >>> scores.numpy().tolist(), valid.numpy().tolist(), broken.numpy().tolist()
     ([[0.0, 2.0]], [[True, False]], [True])
     """
-    lists.check_list_shapes(labels, scores)
-    valid = tf.greater_equal(labels, 0.0)
-    if mask is not None:
-        valid = tf.logical_and(valid, tf.cast(mask, tf.bool))
+    check_list_shapes(labels, scores)
+    valid = valid_documents(labels, mask)
     finite = tf.math.is_finite(scores)
     zero = tf.constant(0, scores.dtype)
     bad = tf.logical_and(valid, tf.logical_not(
@@ -79,7 +232,7 @@ def nan_where(broken: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
 def _dense(labels, scores, mask):
     """Ragged inputs padded as TF-Ranking does; dense ones pass through."""
     if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
-        labels, scores, _, _ = lists.ragged_to_dense(labels, scores)
+        labels, scores, _, _ = ragged_to_dense(labels, scores)
         if isinstance(mask, tf.RaggedTensor):
             mask = mask.to_tensor(False)
     return labels, scores, mask
@@ -96,7 +249,7 @@ def screened_loss(body: Callable, labels, scores, mask, max_label: float,
     """
     labels, scores, mask = _dense(labels, scores, mask)
     scores = tf.convert_to_tensor(scores)
-    dtype = lists.compute_dtype(scores)
+    dtype = compute_dtype(scores)
     labels, scores, valid, broken = screen_lists(
         tf.cast(tf.convert_to_tensor(labels), dtype), tf.cast(scores, dtype), max_label, mask)
     losses, weights, *aux = body(labels, scores=no_gradient_where(broken, scores), mask=valid,
@@ -120,7 +273,7 @@ def listwise_sample_weights(labels: tf.Tensor, sample_weight) -> tf.Tensor:
         return weights[:, None]
     if weights.shape.rank == 2 and weights.shape[1] == 1:
         return weights
-    relevance = tf.where(labels >= 0, labels, tf.constant(0, labels.dtype))
+    relevance = tf.where(valid_documents(labels), labels, tf.constant(0, labels.dtype))
     total = tf.reduce_sum(relevance, axis=1, keepdims=True)
     weighted = tf.reduce_sum(weights * relevance, axis=1, keepdims=True)
     return numerics.safe_divide(weighted, total)
@@ -134,16 +287,37 @@ def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
     compute dtype (float64 for float64 scores, else float32); per-item sample weights
     become per-list weights ``[batch, 1]`` (:func:`listwise_sample_weights`).
     """
-    y_true = lists.labels_with_mask(y_true)
+    y_true = labels_with_mask(y_true)
     if ragged or isinstance(y_true, tf.RaggedTensor):
-        y_true, y_pred, sample_weight, _ = lists.ragged_to_dense(y_true, y_pred, sample_weight)
+        y_true, y_pred, sample_weight, _ = ragged_to_dense(y_true, y_pred, sample_weight)
     y_pred = tf.convert_to_tensor(y_pred)
-    dtype = lists.compute_dtype(y_pred)
+    dtype = compute_dtype(y_pred)
     y_pred = tf.cast(y_pred, dtype)
     y_true = tf.cast(tf.convert_to_tensor(y_true), dtype)
     if sample_weight is not None:
         sample_weight = listwise_sample_weights(y_true, sample_weight)
     return y_true, y_pred, sample_weight, dtype
+
+
+def metric_inputs(y_true, y_pred) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """What a Keras metric computes on: ``(labels, scores, valid)``.
+
+    ``y_true`` may be keras-rs's ``{"labels", "mask"}`` (:func:`labels_with_mask`)
+    or ragged (padded with label -1); labels are float32; ragged scores are padded
+    with 0 (their documents are padding); ``valid`` is :func:`valid_documents`.
+
+    >>> labels, _, valid = metric_inputs(tf.ragged.constant([[1.], [2., 0.]]),
+    ...                                  tf.ragged.constant([[0.5], [1., 2.]]))
+    >>> labels.numpy().tolist(), valid.numpy().tolist()
+    ([[1.0, -1.0], [2.0, 0.0]], [[True, False], [True, True]])
+    """
+    y_true = labels_with_mask(y_true)
+    if isinstance(y_true, tf.RaggedTensor):
+        y_true = y_true.to_tensor(PADDING_LABEL)
+    if isinstance(y_pred, tf.RaggedTensor):
+        y_pred = y_pred.to_tensor(0.0)
+    labels = tf.cast(tf.convert_to_tensor(y_true), tf.float32)
+    return labels, y_pred, valid_documents(labels)
 
 
 def name_scope(name: str):

@@ -1,21 +1,11 @@
-"""Exact ranks by sorting: the O(L log L) forward pass of every rank-based op.
+"""Exact ranks: the forward pass of every rank-based op.
 
-Sorting uses ``tf.argsort(stable=True)`` (TF implements it with ``top_k``, which
-returns the lower index first among equal values, on CPU, GPU and under XLA).
-Float32 scores with tie-breaking keys are sorted in a single pass on a 64-bit
-composite key (score bits, then key); float64 scores take two stable sorts.
-Both orders are identical: descending score, then descending key, then index.
-
-Under XLA, whose CPU sort is slow on short rows, lists of up to
-:data:`COUNTING_MAX_LIST_SIZE` documents get their positions by counting instead
-(``1 + #{documents before it}``, one fused O(L^2) compare-and-sum): the same
-positions, faster there. :func:`exact_ranks` counts also where the static length
-is unknown (a conditional on the length, which XLA, compiling each length as a
-program of its own, folds); everything else sorts.
-
-Tie-breaking keys may be given as a function that draws them (:data:`TieKeys`):
-a count then compares the scores alone first, and draws and compares the keys
-only for a batch in which some list has tied scores.
+Sorting uses ``tf.argsort(stable=True)`` (the lower index first among equal values).
+Float32 scores with tie-breaking keys sort once on a 64-bit composite key (score bits,
+then key), float64 scores by two stable sorts: both by descending score, then key,
+then index. Under XLA, whose CPU sort is slow on short rows, lists of up to
+:data:`COUNTING_MAX_LIST_SIZE` documents get the same positions by counting
+(``1 + #{documents before it}``, one fused compare-and-sum over the pairs).
 """
 from typing import Callable, Optional, Union
 
@@ -25,11 +15,9 @@ import tensorflow as tf
 from tfr_extensions.ops import lists
 
 
-#: Longest static list length for which positions are counted under XLA. The
-#: XLA:CPU of TF 2.16 and later sorts slower than it counts up to 512
-#: documents (TF 2.21, 16 lists of 512: the twin loss 26% faster by counting);
-#: TF 2.15's sorts faster than it counts past 128 (``docs/notes/twin_sigmoid_speed.md``).
-COUNTING_MAX_LIST_SIZE = 512 if lists.tensorflow_version() >= (2, 16) else 128
+#: Longest static list length for which positions are counted under XLA, whose
+#: CPU sort is slow on short rows (``docs/notes/twin_sigmoid_speed.md``).
+COUNTING_MAX_LIST_SIZE = 512
 
 _INT64_MIN = -(2**63)
 
@@ -87,13 +75,10 @@ def _accelerator_visible() -> bool:
 
 
 def _invert_rows(permutations: tf.Tensor, scatter: bool = False) -> tf.Tensor:
-    """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``.
-
-    On CPU one ``invert_permutation`` over the rows laid end to end (faster
-    than a ``scatter_nd``; int32, so B * L < 2^31). TF runs that op in
-    host memory, so where a GPU or TPU is visible a device-side ``scatter_nd``
-    is used instead; so it is where ``scatter`` is set.
-    """
+    """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``: one
+    ``invert_permutation`` over the rows end to end (int32: B * L < 2^31), or, where
+    ``scatter`` is set or a GPU/TPU is visible (TF runs that op in host memory), a
+    ``scatter_nd``."""
     shape = tf.shape(permutations)
     offsets = tf.range(shape[0])[:, None] * shape[1]
     flat = tf.reshape(permutations + offsets, [-1])
@@ -151,41 +136,15 @@ def _count_positions(scores, mask, tie_keys):
     return 1 + _sum_over_columns(tf.cast(before, tf.int32))
 
 
-#: On TF 2.16+ the check for ties (:func:`_count_positions_breaking_ties`) runs
-#: where the pairs come in this many column blocks of ``lists.PAIR_BLOCK``:
-#: there the whole twin loss under XLA ran 1.0-1.5x faster with it; at 3, 5, 6
-#: and 12 blocks (96, 160, 192, 384 documents) XLA:CPU compiled the loss with
-#: it into a program 0.64-0.79x as fast (``docs/notes/twin_sigmoid_speed.md``,
-#: change 10). TF 2.15 gained at every counted length (32-128: 1.05-1.35x).
-TIE_CHECK_BLOCKS = (1, 2, 4, 8)
-
-
-def _tie_check_pays(size: Optional[int]) -> bool:
-    """Whether counting checks for ties before it draws keys, at this list length
-    (None: unknown until XLA compiles it, where TF 2.15's check pays at every length)."""
-    if size is None:
-        return lists.tensorflow_version() < (2, 16)
-    if size >= 2**(_HIGHER_BIT - 1):  # (the packed counts' limit; counting stops far below)
-        return False
-    return lists.tensorflow_version() < (2, 16) or -(-size // lists.PAIR_BLOCK) in TIE_CHECK_BLOCKS
-
-
 def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):
     r""":func:`_count_positions` with tie keys, which are drawn (a function)
     and compared only when some list of the batch has tied scores.
 
-    First one pass over the pairs sums :math:`2^{16} h_j + t_j`, :math:`h_j =
-    \#\{i: s_i > s_j\}` and :math:`t_j = \#\{i: s_i = s_j\}` (j itself
-    included; padded documents' key is -inf). Where every valid document has
-    :math:`t_j = 1`, the positions are :math:`1 + h_j`, the keyed count's;
-    padded documents follow in index order (the keyed count orders them by
-    key; no metric reads them). Otherwise (a tie, a NaN, a valid -inf) the
-    keyed count runs, in an XLA conditional: three comparisons per pair and
-    the keys' draw. Lists where this does not pay (:func:`_tie_check_pays`)
-    take the keyed count directly.
+    One pass over the pairs sums :math:`2^{16} h_j + t_j`, :math:`h_j = \#\{i: s_i >
+    s_j\}`, :math:`t_j = \#\{i: s_i = s_j\}` (j included). Where every valid :math:`t_j
+    = 1` the positions are :math:`1 + h_j` (padded documents after, in index order);
+    otherwise (a tie, a NaN) the keyed count runs, in an XLA conditional.
     """
-    if not _tie_check_pays(scores.shape[1]):
-        return _count_positions(scores, mask, tie_keys() if callable(tie_keys) else tie_keys)
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
     counts = _sum_over_columns(tf.where(other > this, 1 << _HIGHER_BIT,
@@ -208,14 +167,9 @@ def _counting_is_faster(scores: tf.Tensor) -> bool:
 
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
                 tie_keys: Optional[TieKeys] = None) -> tf.Tensor:
-    """1-based int32 ranks by descending score; ties go to the larger of
-    ``tie_keys`` (:data:`TieKeys`: distinct within each list, or a function
-    that draws them, called only where needed), or without them to the lower
-    index; padded documents take the last positions (in index order, or by
-    tie key where a count compares the keys).
-
-    Counted under XLA up to ``COUNTING_MAX_LIST_SIZE`` documents, also where the
-    static length is unknown; sorted otherwise."""
+    """1-based int32 ranks by descending score; ties go to the larger of ``tie_keys``
+    (:data:`TieKeys`), or without them to the lower index; padded documents last.
+    Counted under XLA up to ``COUNTING_MAX_LIST_SIZE`` documents, sorted otherwise."""
     def count():
         if tie_keys is None:
             return _count_positions(scores, mask, None)
@@ -245,26 +199,18 @@ def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor
     return _count_positions(values, mask, None) if _counting_is_faster(values) else None
 
 
-#: Under XLA, sums over the earlier or later positions of a list (AP's and ERR's
-#: weights, :func:`sums_by_position`) by one fused pairwise pass, where counting
-#: positions pays: instead of an inverse permutation, a cumulative sum and two
-#: gathers. TF 2.15's XLA:CPU runs the twin AP and nERR losses at 128 documents
-#: 1.06-1.17x faster so; TF 2.21's 0.59-0.78x as fast, so there it gathers.
-POSITION_SUMS_BY_PAIRS = lists.tensorflow_version() < (2, 16)
-
-
 def sums_by_position(values: tf.Tensor, positions: tf.Tensor, later: bool) -> Optional[tf.Tensor]:
     r"""Each document's sum of ``values`` over the documents at its own or later
     positions (``later``: :math:`\sum_{e:\, p_e \ge p_d} v_e`) or at earlier
     ones (:math:`\sum_{e:\, p_e < p_d} v_e`), ``[B, L]``, by one fused
-    compare-and-sum where that pays (:data:`POSITION_SUMS_BY_PAIRS`, and
-    positions counted, not sorted: under XLA, lists up to
-    ``COUNTING_MAX_LIST_SIZE``); else None, and the caller sorts the values
+    compare-and-sum under XLA for lists of one block of columns (at most
+    ``lists.PAIR_BLOCK`` documents); else None, and the caller sorts the values
     by position, sums them cumulatively and gathers the sums back.
 
     ``positions``: 1-based and distinct within each list, int ``[B, L]``.
     """
-    if not (POSITION_SUMS_BY_PAIRS and _counting_is_faster(values)):
+    size = values.shape[-1]
+    if not (lists.compiling_with_xla() and size is not None and size <= lists.PAIR_BLOCK):
         return None
     this, other = _rows_and_columns(positions, tf.constant(0, positions.dtype))
     _, other_values = _rows_and_columns(values, tf.constant(0, values.dtype))  # (fill: adds 0)

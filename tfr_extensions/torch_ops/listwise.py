@@ -29,8 +29,8 @@ import math
 
 import torch
 
-from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.keras_ops import screening
 from tfr_extensions.torch_ops import pairs
 
 
@@ -94,7 +94,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     ideal = rank_metrics.ideal_dcg(labels, mask)
     inverse_ideal = _safe_divide(torch.ones_like(ideal), ideal)
     ndcg = _ApproxNDCG.apply(scores, gains, inverse_ideal, mask, float(temperature))
-    return -ndcg, lists.has_relevant(labels, mask).to(scores.dtype)
+    return -ndcg, screening.has_relevant(labels, mask).to(scores.dtype)
 
 
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):

@@ -15,28 +15,15 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
-from tfr_extensions.keras_ops import pairs
 from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.keras_ops.approx_ranks import approx_ranks
 from tfr_extensions.keras_ops.losses.pairwise import clip_scores, dtype_max
-
-
-def approx_ranks(scores, mask, temperature: float = 1.0):
-    r"""Smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
-    \sigma((s_j - s_i)/T)` over the valid documents j; ``[B, L]``, 1/2 at padded
-    documents. The twin of :func:`tfr_extensions.losses.listwise.approx_ranks`."""
-    rows = scores[:, :, None]
-    weights = ops.cast(mask, scores.dtype)
-
-    def beats(columns, column_weights):  # [B, i, j]: sigma((s_j - s_i)/T) over valid j
-        return column_weights * ops.sigmoid((columns - rows) / temperature)
-
-    sums = pairs.row_sums(beats, [scores, weights], [0.0, 0.0])  # (pairs unstored on XLA:CPU)
-    return ops.where(mask, sums + 0.5, 0.5)  # sigma(0) = 1/2 on the diagonal: + 1/2
 
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     r"""ApproxNDCG: :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
-    \hat\pi(i))}` (Eq. 3-4) at the smooth ranks of :func:`approx_ranks` (Eq. 5-6,
+    \hat\pi(i))}` (Eq. 3-4) at the smooth ranks of
+    :func:`tfr_extensions.keras_ops.approx_ranks.approx_ranks` (Eq. 5-6,
     :math:`\alpha = 1/T`); the keras.ops twin of
     :func:`tfr_extensions.losses.listwise.approx_ndcg_loss`.
 

@@ -19,6 +19,7 @@ from keras import ops
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.keras_ops import screening
 from tfr_extensions.keras_ops.losses.pairwise import clip_scores, dtype_max
 
 
@@ -102,7 +103,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None, temperature=1.0, topn=None,
     relevant document (0, with loss 0, otherwise).
     """
     dtype = lists.dtype_name(scores)
-    weights = ops.cast(lists.has_relevant(labels, mask), dtype)
+    weights = ops.cast(screening.has_relevant(labels, mask), dtype)
     if 0 in tuple(scores.shape):  # no list or no document (ops.amax of an empty axis fails)
         return ops.sum(scores, axis=-1) * 0.0, weights
     probs, valid_positions = neural_sort(scores, mask, temperature)

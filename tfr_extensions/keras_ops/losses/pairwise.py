@@ -16,6 +16,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import screening
 
 
 def dtype_max(x) -> float:
@@ -69,7 +70,7 @@ def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     num_pairs = ops.sum(ops.cast(pair_mask, scores.dtype), axis=(1, 2))
     # each pair's share before the sum, which could overflow at extreme gaps
     share = (1.0 / numerics.maximum(num_pairs, 1.0))[:, None, None]
-    weights = ops.cast(lists.has_relevant(labels, mask), scores.dtype)
+    weights = ops.cast(screening.has_relevant(labels, mask), scores.dtype)
     return ops.sum(pair_losses * share, axis=(1, 2)), weights
 
 

@@ -35,24 +35,18 @@ def _discounts(rankings, dtype):
     return ops.convert_to_tensor(1.0 / np.log2(np.arange(2, rankings.shape[-1] + 2)), dtype)
 
 
-def sampled_dcg_rewards(labels, rankings, normalize: bool = True):
+def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
     r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``:
     :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)`, divided by the ideal
-    DCG@n when ``normalize`` (then :math:`\sum_t r_t` is nDCG@n). ``labels`` must
-    be 0 at padded documents."""
+    DCG@n (:func:`tfr_extensions.keras_ops.rank_metrics.ideal_dcg` at cutoff n) when
+    ``normalize`` (then :math:`\sum_t r_t` is nDCG@n). ``labels`` must be 0 at
+    padded documents; ``mask``: bool ``[B, L]``, True = valid."""
     dtype = lists.dtype_name(labels)
     rewards = lists.gains(lists.batch_gather(labels, rankings)) * _discounts(rankings, dtype)
     if not normalize:
         return rewards
-    return numerics.safe_divide(rewards, ideal_dcg(labels, rankings)[:, None, None])
-
-
-def ideal_dcg(labels, rankings):
-    """DCG@n of the ideal ranking, ``[B]``, n = the rankings' size (<= list size),
-    from one ``top_k`` of the labels."""
-    top_labels, _ = ops.top_k(labels, rankings.shape[-1], sorted=True)
-    return ops.sum(lists.gains(top_labels) * _discounts(rankings, lists.dtype_name(labels)),
-                   axis=-1)
+    ideal = rank_metrics.ideal_dcg(labels, mask, topn=rankings.shape[-1])  # [B]
+    return numerics.safe_divide(rewards, ideal[:, None, None])
 
 
 def sampled_metric(metric: str, labels, rankings, mask):
@@ -62,7 +56,7 @@ def sampled_metric(metric: str, labels, rankings, mask):
     :mod:`tfr_extensions.keras_ops.rank_metrics`."""
     metric = vocabulary.canonical_metric(metric)
     if metric == "ndcg":
-        return ops.sum(sampled_dcg_rewards(labels, rankings), axis=-1)
+        return ops.sum(sampled_dcg_rewards(labels, rankings, mask), axis=-1)
     batch, samples, size = (ops.shape(rankings)[i] for i in range(3))
     list_size = labels.shape[-1]
     if 0 in (batch, list_size):  # no list or no document: 0 (as safe_divide gives)
@@ -138,9 +132,9 @@ def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1
     """
     rankings, log_probs = pl.sample_rankings_with_log_probs(
         scores, mask, num_samples, seed=seed, temperature=temperature, topn=topn)  # [B, S, n]
-    rewards = sampled_dcg_rewards(labels, rankings, normalize)
+    rewards = sampled_dcg_rewards(labels, rankings, mask, normalize)
     weights = ops.cast(lists.has_relevant(labels, mask), scores.dtype)
-    ndcg = rewards if normalize else sampled_dcg_rewards(labels, rankings)
+    ndcg = rewards if normalize else sampled_dcg_rewards(labels, rankings, mask)
     # gamma^t G_t = sum_{i >= t} gamma^i r_i: a reverse cumulative sum.
     discounts = ops.convert_to_tensor(gamma ** np.arange(rewards.shape[-1]),
                                       lists.dtype_name(rewards))

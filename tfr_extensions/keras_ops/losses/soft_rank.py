@@ -12,6 +12,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import screening
 from tfr_extensions.keras_ops.rank_distributions import (
     distributions_of, rank_distributions)
 
@@ -64,7 +65,7 @@ def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_a
       with a relevant document (0 otherwise).
     """
     dtype = lists.dtype_name(scores)
-    weights = ops.cast(lists.has_relevant(labels, mask), dtype)
+    weights = ops.cast(screening.has_relevant(labels, mask), dtype)
     if scores.shape[1] == 0:  # lists of no document: no rank (and Keras's TensorFlow
         # backend fails on ops.arange(0) below)
         return ops.sum(scores, axis=-1) * 0.0, weights

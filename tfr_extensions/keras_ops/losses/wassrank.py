@@ -32,6 +32,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.keras_ops import screening
 
 
 # Stand-in for log(0) in masked log-sum-exp arguments.
@@ -167,7 +168,7 @@ def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_ite
       a_k f_k)`), and 1 for lists with a relevant document (0 otherwise).
     """
     dtype = lists.dtype_name(scores)
-    weights = ops.cast(lists.has_relevant(labels, mask), dtype)
+    weights = ops.cast(screening.has_relevant(labels, mask), dtype)
     if 0 in tuple(scores.shape):  # no list or no document: nothing to transport (and
         # Keras's ops.max of an empty tensor fails on PyTorch and JAX)
         return ops.sum(scores, axis=-1) * 0.0, weights

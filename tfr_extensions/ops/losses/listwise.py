@@ -3,31 +3,17 @@ public functions and the Keras classes are there); their ``keras.ops`` twins are
 :mod:`tfr_extensions.keras_ops.losses.listwise`."""
 import tensorflow as tf
 
+from tfr_extensions.ops.approx_ranks import approx_ranks
 from tfr_extensions.ops.losses.pairwise import clip_scores
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
 from tfr_extensions.ops import rank_metrics
 
 
-def approx_ranks(scores, mask, temperature: float = 1.0):
-    r"""Qin et al.'s smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
-    \sigma\big((s_j - s_i)/T\big)` over the valid documents j (:math:`\alpha = 1/T`
-    in Eq. 6). ``[B, L]``; 1/2 at padded documents (whose gain is 0).
-
-    The same ranks as :func:`tfr_extensions.ops.approx_ranks.approx_ranks` (TF-Ranking's,
-    which pushes padded logits 1000/T below the others instead of masking them).
-    The difference is taken before the division, so two finite scores never
-    give ``inf - inf``.
-    """
-    diffs = (scores[:, None, :] - scores[:, :, None]) / temperature  # [B, i, j]: (s_j - s_i)/T
-    pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])
-    beats = tf.where(pair_mask, tf.sigmoid(diffs), tf.zeros_like(diffs))
-    return tf.reduce_sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
-
-
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     """The TensorFlow body of :func:`tfr_extensions.losses.approx_ndcg_loss` (the math,
-    the arguments and a doctest are there): inputs screened, options checked."""
+    the arguments and a doctest are there): inputs screened, options checked; the smooth
+    ranks are :func:`tfr_extensions.ops.approx_ranks.approx_ranks`."""
     ranks = approx_ranks(scores, mask, temperature)
     dcg = tf.reduce_sum(lists.gains(labels) * lists.log2_discount(ranks), axis=-1)
     ndcg = numerics.safe_divide(dcg, rank_metrics.ideal_dcg(labels, mask))

@@ -6,6 +6,7 @@ import tensorflow as tf
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
 from tfr_extensions.ops import rank_metrics
+from tfr_extensions.ops import screening
 from tfr_extensions.ops.losses.pairwise import clip_scores
 
 
@@ -101,4 +102,4 @@ def neural_ndcg_loss(labels, scores, *, mask=None, temperature=1.0, topn=None,
         expected_gains = tf.einsum("bri,bi->br", probs, gains)
         dcg = tf.reduce_sum(expected_gains * discounts, axis=-1)
     ndcg = numerics.safe_divide(dcg, rank_metrics.ideal_dcg(labels, mask, topn))
-    return -ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    return -ndcg, tf.cast(screening.has_relevant(labels, mask), scores.dtype)

@@ -3,8 +3,8 @@ public functions and the Keras classes are there); their ``keras.ops`` twins are
 :mod:`tfr_extensions.keras_ops.losses.pairwise`."""
 import tensorflow as tf
 
-from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
+from tfr_extensions.ops import screening
 
 
 def _pairs(labels, scores, mask):
@@ -52,7 +52,7 @@ def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     num_pairs = tf.reduce_sum(tf.cast(pair_mask, scores.dtype), axis=[1, 2])
     # each pair's share before the sum, which could overflow at extreme gaps
     share = (1.0 / tf.maximum(num_pairs, 1.0))[:, None, None]
-    weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    weights = tf.cast(screening.has_relevant(labels, mask), scores.dtype)
     return tf.reduce_sum(pair_losses * share, axis=[1, 2]), weights
 
 

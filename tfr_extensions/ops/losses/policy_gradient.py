@@ -18,22 +18,25 @@ def _ranking_size(rankings: tf.Tensor):
     return int(size) if size is not None else tf.shape(rankings)[-1]
 
 
-def sampled_dcg_rewards(labels, rankings, normalize: bool = True) -> tf.Tensor:
+def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True) -> tf.Tensor:
     r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``.
 
     :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based
-    position t, divided by the ideal DCG@n of the list when ``normalize``
-    (then :math:`\sum_t r_t` is the sampled ranking's nDCG@n). ``labels``
-    must have padded entries 0 (as :func:`~tfr_extensions.ops.lists.prepare_lists`
-    gives), so positions holding padded documents get 0; so does every
-    position of a list without relevant documents.
+    position t, divided by the ideal DCG@n of the list
+    (:func:`tfr_extensions.ops.rank_metrics.ideal_dcg` at cutoff n) when
+    ``normalize`` (then :math:`\sum_t r_t` is the sampled ranking's nDCG@n).
+    ``labels`` must have padded entries 0 (as
+    :func:`~tfr_extensions.ops.lists.prepare_lists` gives), so positions holding
+    padded documents get 0; so does every position of a list without relevant
+    documents. ``mask``: bool ``[B, L]``, True = valid.
     """
     # Padded documents have label 0 here, hence gain 0: no mask needed.
     sampled_gains = lists.gains(tf.gather(labels, rankings, batch_dims=1))
     rewards = sampled_gains * _discounts(rankings, labels.dtype)
     if not normalize:
         return rewards
-    return numerics.safe_divide(rewards, ideal_dcg(labels, rankings)[:, None, None])
+    ideal = rank_metrics.ideal_dcg(labels, mask, topn=_ranking_size(rankings))  # [B]
+    return numerics.safe_divide(rewards, ideal[:, None, None])
 
 
 def _discounts(rankings, dtype) -> tf.Tensor:
@@ -42,18 +45,6 @@ def _discounts(rankings, dtype) -> tf.Tensor:
     if isinstance(size, int):
         return tf.constant(1.0 / np.log2(np.arange(2, size + 2)), dtype)
     return lists.log2_discount(tf.cast(tf.range(1, size + 1), dtype))
-
-
-def ideal_dcg(labels, rankings) -> tf.Tensor:
-    """DCG@n of the ideal ranking, ``[B]``, n = the rankings' size (<= list size).
-
-    The same value as :func:`tfr_extensions.ops.rank_metrics.ideal_dcg` at
-    cutoff n, from one ``top_k`` of the labels instead of full sorts (padded
-    labels are 0 and have gain 0, so they never add to it).
-    """
-    size = _ranking_size(rankings)
-    top_labels = tf.math.top_k(labels, k=size, sorted=True).values  # [B, n]
-    return tf.reduce_sum(lists.gains(top_labels) * _discounts(rankings, labels.dtype), axis=-1)
 
 
 def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
@@ -65,7 +56,7 @@ def sampled_metric(metric: str, labels, rankings, mask) -> tf.Tensor:
     """
     metric = vocabulary.canonical_metric(metric)
     if metric == "ndcg":
-        return tf.reduce_sum(sampled_dcg_rewards(labels, rankings), axis=-1)
+        return tf.reduce_sum(sampled_dcg_rewards(labels, rankings, mask), axis=-1)
     shape = tf.shape(rankings)  # [B, S, n]
     list_size = tf.shape(labels)[1]
     batch_idx = tf.broadcast_to(tf.range(shape[0])[:, None, None], shape)
@@ -106,9 +97,9 @@ def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1
     the arguments and a doctest are there): inputs screened, options checked."""
     rankings, log_probs = pl.sample_rankings_with_log_probs(
         scores, mask, num_samples, seed=seed, temperature=temperature, topn=topn)  # [B, S, n]
-    rewards = sampled_dcg_rewards(labels, rankings, normalize)
+    rewards = sampled_dcg_rewards(labels, rankings, mask, normalize)
     weights = tf.cast(lists.has_relevant(labels, mask), scores.dtype)
-    ndcg = rewards if normalize else sampled_dcg_rewards(labels, rankings)
+    ndcg = rewards if normalize else sampled_dcg_rewards(labels, rankings, mask)
     # gamma^t G_t = sum_{i >= t} gamma^i r_i: a reverse cumulative sum.
     steps = tf.cast(tf.range(tf.shape(rewards)[-1]), rewards.dtype)
     discounts = tf.pow(tf.constant(gamma, rewards.dtype), steps)

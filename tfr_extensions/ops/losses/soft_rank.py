@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import numerics
+from tfr_extensions.ops import screening
 from tfr_extensions.ops.rank_distributions import distributions_of, rank_distributions
 
 
@@ -72,6 +73,6 @@ def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_a
     sorted_gains = tf.sort(gains, axis=-1, direction="DESCENDING")[:, :num_ranks]
     ideal = tf.reduce_sum(sorted_gains * discount, axis=-1)
     soft_ndcg = numerics.safe_divide(dcg, ideal)
-    return -soft_ndcg, tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    return -soft_ndcg, tf.cast(screening.has_relevant(labels, mask), scores.dtype)
 
 

@@ -6,6 +6,7 @@ import math
 import tensorflow as tf
 
 from tfr_extensions.ops import lists
+from tfr_extensions.ops import screening
 from tfr_extensions.ops import sorting
 
 
@@ -150,6 +151,6 @@ def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_ite
 
         return value, grad
 
-    return distance(scores), tf.cast(lists.has_relevant(labels, mask), scores.dtype)
+    return distance(scores), tf.cast(screening.has_relevant(labels, mask), scores.dtype)
 
 

@@ -107,5 +107,5 @@ setup(
         "scikit-learn",  # the LibSVM loader our reader is benchmarked and checked against
     ],
     # docs: the HTML API reference of `make docs` (pdoc, built on the keras3 stack)
-    extras_require={**STACKS, **BACKENDS, "test": ["pytest"], "docs": ["pdoc==16.*"]},
+    extras_require={**STACKS, **BACKENDS, "test": ["pytest", "pytest-xdist"], "docs": ["pdoc==16.*"]},
 )

@@ -46,8 +46,19 @@ def _log_discount_derivative(ranks):
     return -ops.square(lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
 
 
-#: f(r) = 1 / r: Precision, AP and ERR.
-RECIPROCAL = RankTransform(lambda r: 1.0 / r, lambda r: -1.0 / ops.square(r))
+def _reciprocal(ranks):
+    """1 / r."""
+    return 1.0 / ranks
+
+
+def _reciprocal_derivative(ranks):
+    """d/dr 1 / r = -1 / r^2."""
+    return -1.0 / ops.square(ranks)
+
+
+#: f(r) = 1 / r: Precision, AP and ERR (named functions: AutoGraph cannot read the
+#: source of two lambdas on one line, and warned at every trace).
+RECIPROCAL = RankTransform(_reciprocal, _reciprocal_derivative)
 #: f(r) = 1 / log2(1 + r): DCG.
 LOG_DISCOUNT = RankTransform(lists.log2_discount, _log_discount_derivative)
 

@@ -20,9 +20,10 @@ Every derivative is finite and bounded by :math:`2\alpha_b` for any z.
 Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`: their
 forward value is a sort or a count; only the backward pass forms the pairwise
 derivatives (Eq. 17-18 / 27-28), in one pass that XLA fuses into a loop over
-blocks of ``lists.PAIR_BLOCK`` columns (never stored). It all runs under XLA
-(:func:`_under_xla`): in a caller's XLA program, or as a program of its own, with
-the lists padded to :func:`bucket_size` (``docs/notes/twin_sigmoid_speed.md``).
+blocks of ``lists.PAIR_BLOCK`` columns (never stored). In a graph it all runs
+under XLA (:func:`_under_xla`): in a caller's XLA program, or as a program of its
+own, with the lists padded to :func:`bucket_size`; eagerly, op by op
+(``docs/notes/twin_sigmoid_speed.md``).
 """
 import math
 from typing import Optional
@@ -209,10 +210,10 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
 
 
 def _under_xla(function, *args):
-    """``function(*args)``, compiled by XLA: traced into the caller's XLA program,
-    or run as a program of its own (one per function, argument shapes and
-    Python values)."""
-    if lists.compiling_with_xla():
+    """``function(*args)``: traced into the caller's XLA program; in another graph,
+    an XLA program of its own (one per function, shapes and Python values);
+    eagerly, op by op (a program per shape would hold memory for good)."""
+    if lists.compiling_with_xla() or tf.executing_eagerly():
         return function(*args)
     if function not in _PROGRAMS:
         _PROGRAMS[function] = tf.function(function, jit_compile=True, reduce_retracing=True)

@@ -238,9 +238,10 @@ TF_RANKING_LOSSES = ("softmax_loss", "ordinal_loss")
 
 def _one_name_per_loss_class():
     """TF_RANKING_LOSSES, then each loss class of ours by its key (its default options).
-    A class's presets and options (``twin_ap_type2``, ``neural_ndcg_transposed``) train
-    in graph mode, under XLA and in ``fit`` in ``tests/losses/test_registry_suite.py``;
-    the pipeline, which sees only the loss object, trains each class once here."""
+    A preset (``twin_ap_type2``, ``neural_ndcg_transposed``) changes only the options of
+    its class's math, which ``tests/losses`` checks (values, gradients, graph mode, XLA,
+    every option changed at once); the pipeline sees only the loss object, so each class
+    trains once here."""
     return TF_RANKING_LOSSES + tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
 
 

@@ -370,9 +370,9 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
     from :func:`rank_metrics.value_and_rank_gradient` (positions held constant)
     and the rank derivatives of :func:`twin_sigmoid_ranks`: the same gradient as
     differentiating ``v(twin_sigmoid_ranks(scores))``, without autodiff through
-    ``v``. Value and gradient come from one XLA program (:func:`_under_xla`:
-    the caller's, or one of its own, which computes the gradient also for a
-    forward-only call); the backward pass scales that gradient by the upstream.
+    ``v``. Value and gradient come from one XLA program (:func:`_under_xla`: the
+    caller's, or one of its own; eagerly, ops), with the gradient also for a
+    forward-only call; the backward pass scales that gradient by the upstream.
 
     Args:
       metric: a metric name of :mod:`~tfr_extensions.ops.vocabulary`.

@@ -38,11 +38,12 @@ STAMP := $(VENV)/.installed
 # The keras.ops implementation's suite, run once per Keras 3 backend by test-backends
 # (the TensorFlow backend runs it inside the whole suite).
 BACKEND_SUITE := tests/keras_ops tfr_extensions/keras_ops tfr_extensions/data/dense.py
-# pytest-xdist runs the suite in WORKERS processes (auto: one per core), each test file
-# whole in one of them (its module fixtures built once); the 15 slowest tests are listed.
+# pytest-xdist runs the suite in WORKERS processes (auto: one per core, at most 4: a
+# TensorFlow worker reaches 4-5 GB), each test file whole in one of them (its module
+# fixtures built once); the 15 slowest tests are listed.
 WORKERS ?= auto
-PYTEST := -m pytest -q --doctest-modules -p no:cacheprovider -n $(WORKERS) --dist loadfile \
-    --durations=15
+PYTEST := -m pytest -q --doctest-modules -p no:cacheprovider -n $(WORKERS) --maxprocesses 4 \
+    --dist loadfile --durations=15
 # The backend-neutral suite, what the stacks without TensorFlow (jax, torch) run:
 # tests/neutral (every Keras 3 backend, with or without TensorFlow), the test files that
 # import no TensorFlow (their TensorFlow comparisons skip, saying so), and the doctests of

@@ -155,6 +155,26 @@ def installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def throughput_shapes(spec, backend: str, size: Dict) -> List[tuple]:
+    """``(list size, lists)`` pairs to time on ``backend``: from ``--shapes`` entries
+    ``LISTSxL`` (every backend) or ``BACKEND:LISTSxL``, else the size table's default.
+
+    >>> throughput_shapes(["256x128", "torch:64x512"], "jax", TINY)
+    [(128, 256)]
+    """
+    if not spec:
+        return [(n, size["lists"]) for n in size["sizes"]] + [(size["sizes"][0],
+                                                              size["big_lists"])]
+    shapes = []
+    for entry in spec:
+        owner, _, shape = entry.rpartition(":")
+        if owner and owner != backend:
+            continue
+        lists, list_size = (int(n) for n in shape.split("x"))
+        shapes.append((list_size, lists))
+    return shapes
+
+
 def run_child(args: List[str], backend: str, timeout: float) -> subprocess.CompletedProcess:
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
@@ -182,6 +202,11 @@ def main(argv=None) -> Dict[str, list]:
     parser.add_argument("--losses", nargs="+", default=list(LOSSES), choices=LOSSES)
     parser.add_argument("--budget", type=float, default=420.0,
                         help="seconds; parts that would start after it are skipped")
+    parser.add_argument("--shapes", nargs="+",
+                        help="throughput shapes as LISTSxL or BACKEND:LISTSxL (default: "
+                             "256 lists at each size and 1024 lists at the first)")
+    parser.add_argument("--part-timeout", type=float, default=600.0,
+                        help="seconds one part's process may run (a hung process costs no more)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--loss", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -210,10 +235,13 @@ def main(argv=None) -> Dict[str, list]:
             return None
         path = os.path.join(args.out, f"{part.replace(' ', '_')}_{backend}.json")
         try:
-            proc = run_module([*module_args, "--json", path], backend, timeout=left + 60)
+            timeout = min(left + 60, args.part_timeout)
+            proc = run_module([*module_args, "--json", path], backend, timeout=timeout)
         except subprocess.TimeoutExpired:
-            rows["skipped"].append(f"{part} {backend}: cut off after {left + 60:.0f} s")
+            rows["skipped"].append(f"{part} {backend}: cut off after {timeout:.0f} s")
             return None
+        print(f"{part} {backend}: rc {proc.returncode} at {time.perf_counter() - start:.0f} s",
+              flush=True)
         if proc.returncode or not os.path.exists(path):
             rows["skipped"].append(f"{part} {backend}: failed: {proc.stderr[-2000:]}")
             return None
@@ -228,8 +256,7 @@ def main(argv=None) -> Dict[str, list]:
                                        "not installed")
                 continue
             # one process per shape, so that a shape that fails costs only its own rows
-            shapes = [(n, size["lists"]) for n in size["sizes"]]
-            shapes.append((size["sizes"][0], size["big_lists"]))
+            shapes = throughput_shapes(args.shapes, backend, size)
             for list_size, lists in shapes:
                 rows["throughput"] += module_rows(
                     f"throughput {lists} lists of {list_size}", backend,
@@ -255,8 +282,15 @@ def main(argv=None) -> Dict[str, list]:
                 left = budget_left(f"train {backend} {loss_name}")
                 if left <= 0:
                     continue
-                proc = run_child(["--child", "train", "--loss", loss_name, "--out", args.out]
-                                 + (["--tiny"] if args.tiny else []), backend, timeout=left + 60)
+                timeout = min(left + 60, args.part_timeout)
+                try:
+                    proc = run_child(["--child", "train", "--loss", loss_name, "--out",
+                                      args.out] + (["--tiny"] if args.tiny else []), backend,
+                                     timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    rows["skipped"].append(f"train {backend} {loss_name}: cut off after "
+                                           f"{timeout:.0f} s")
+                    continue
                 lines = [l for l in proc.stdout.splitlines() if l.startswith("ROW")]
                 if proc.returncode or not lines:
                     rows["skipped"].append(f"train {backend} {loss_name}: failed: "

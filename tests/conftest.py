@@ -66,7 +66,7 @@ def pytest_terminal_summary(terminalreporter):
             "tests/ops: only " + ", ".join(OPS_WITHOUT_TENSORFLOW) + " collected: TensorFlow "
             "is not installed here (the TensorFlow ops' suites; tests/neutral is the "
             "backend-neutral suite).")
-    elif collect_ignore:
+    elif "ops" in collect_ignore:
         terminalreporter.write_line(
             "tests/ops not collected on this stack: the keras3 stack runs the same "
             "TensorFlow's op suites (tests/support/stack.py, TF_OPS_SUITES_ON).")

@@ -161,6 +161,9 @@ def throughput_shapes(spec, backend: str, size: Dict) -> List[tuple]:
 
     >>> throughput_shapes(["256x128", "torch:64x512"], "jax", TINY)
     [(128, 256)]
+    >>> throughput_shapes(["256by128"], "jax", TINY)
+    Traceback (most recent call last):
+    ValueError: --shapes: '256by128' is not LISTSxL or BACKEND:LISTSxL (e.g. 256x128, torch:64x512)
     """
     if not spec:
         return [(n, size["lists"]) for n in size["sizes"]] + [(size["sizes"][0],
@@ -170,7 +173,11 @@ def throughput_shapes(spec, backend: str, size: Dict) -> List[tuple]:
         owner, _, shape = entry.rpartition(":")
         if owner and owner != backend:
             continue
-        lists, list_size = (int(n) for n in shape.split("x"))
+        try:
+            lists, list_size = (int(n) for n in shape.split("x"))
+        except ValueError:
+            raise ValueError(f"--shapes: {entry!r} is not LISTSxL or BACKEND:LISTSxL "
+                             "(e.g. 256x128, torch:64x512)") from None
         shapes.append((list_size, lists))
     return shapes
 

@@ -3,7 +3,7 @@
 The losses come from the public registry (``tfrx.losses.names``): one key per
 class, and for the cheaper properties every distinct configuration our names
 build, plus a configuration of each class with every option changed
-(:data:`NON_DEFAULT`, which must cover every option of the loss's function).
+(:data:`support.loss_options.NON_DEFAULT`, which must cover every option of the loss's function).
 Each loss must: name its options once (the class's constructor options are
 its function's keyword-only options, with the same defaults); give the same
 per-list values and gradients as its function; check its options in the
@@ -26,6 +26,7 @@ import pytest
 import tensorflow as tf
 
 from support.loss_modes import value_and_grad
+from support.loss_options import NON_DEFAULT
 from support.stack import needs_tf_ranking, tfr
 import tfr_extensions as tfrx
 from tfr_extensions import backend
@@ -37,29 +38,6 @@ from tfr_extensions.ops import lists
 KEYS = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
 CLASSES = {key: type(tfrx.losses.get(key)) for key in KEYS}
 
-#: every option of each loss changed from its default
-NON_DEFAULT = {
-    "twin_sigmoid": dict(metric="ap_min", topn=5, gradient="type2", alpha_b=1.3,
-                         tie_break=False, seed=[3, 4]),
-    "softndcg": dict(sigma=0.3, topn=5, discount_alpha=-0.2, method="normal",
-                     sinkhorn_iterations=2),
-    # (cost_type "ddg", "p1" and "p2" break label ties by index, so they are not
-    # permutation-invariant with tied labels: test_wassrank checks them)
-    "wassrank": dict(regularization=0.2, sinkhorn_iterations=7, cost_type="dg",
-                     target="softmax", gain_base=2.0, non_rele_gap=5.0, var_penalty=0.1,
-                     epsilon_scaling=False),
-    "expected_utility": dict(metric="nerr", topn=3, num_samples=5, temperature=0.7,
-                             baseline=True, seed=[3, 4]),
-    "mdprank": dict(gamma=0.8, topn=3, num_samples=5, temperature=0.7, normalize=False,
-                    seed=[3, 4]),
-    "ranknet": dict(sigma=2.0),
-    "ndcg_beta_hinge": dict(margin=0.5, squared=True),
-    "approx_ndcg": dict(temperature=0.5),
-    "listnet": dict(temperature=0.5),
-    "lambda": dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
-    "neural_ndcg": dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
-                        sinkhorn_tolerance=1e-3),
-}
 #: a bad value of each loss's first option, and the error it gives
 BAD_OPTION = {"twin_sigmoid": ("metric", "mrr"), "softndcg": ("sigma", -1.0),
               "wassrank": ("regularization", 0.0), "expected_utility": ("metric", "mrr"),

@@ -21,30 +21,9 @@ import keras  # noqa: E402
 
 import tfr_extensions as tfrx  # noqa: E402
 from support import autodiff  # noqa: E402
+from support.loss_options import NON_DEFAULT  # noqa: E402
 from support.loss_suite import (  # noqa: E402
     CLASSES, KEYS, LABELS, OPTIONS, SAMPLED, SCORES, SEEDED, VALID, assert_close, run, value_of)
-
-#: a non-default configuration of each loss, for the round trips
-NON_DEFAULT = {
-    "twin_sigmoid": dict(metric="ap_min", topn=5, gradient="type2", alpha_b=1.3,
-                         tie_break=False, seed=[3, 4]),
-    "softndcg": dict(sigma=0.3, topn=5, discount_alpha=-0.2, method="normal",
-                     sinkhorn_iterations=2),
-    "wassrank": dict(regularization=0.2, sinkhorn_iterations=7, cost_type="dg",
-                     target="softmax", gain_base=2.0, non_rele_gap=5.0, var_penalty=0.1,
-                     epsilon_scaling=False),
-    "expected_utility": dict(metric="nerr", topn=3, num_samples=5, temperature=0.7,
-                             baseline=True, seed=[3, 4]),
-    "mdprank": dict(gamma=0.8, topn=3, num_samples=5, temperature=0.7, normalize=False,
-                    seed=[3, 4]),
-    "ranknet": dict(sigma=2.0),
-    "ndcg_beta_hinge": dict(margin=0.5, squared=True),
-    "approx_ndcg": dict(temperature=0.5),
-    "listnet": dict(temperature=0.5),
-    "lambda": dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
-    "neural_ndcg": dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
-                        sinkhorn_tolerance=1e-3),
-}
 
 
 @pytest.mark.parametrize("key", KEYS)

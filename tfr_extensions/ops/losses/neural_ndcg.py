@@ -104,14 +104,14 @@ def _step_gradient(m, done, gradient):
     so :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and :math:`\bar m
     = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0, as the
     forward's division is); a stopped list passes the gradient through."""
-    a = numerics.safe_divide(m, tf.reduce_sum(m, axis=1, keepdims=True))
+    columns = tf.reduce_sum(m, axis=1, keepdims=True)
+    a = numerics.safe_divide(m, columns)
     rows = tf.reduce_sum(a, axis=2, keepdims=True)
     b = numerics.safe_divide(a, rows)
     gradient_a = numerics.safe_divide(
         gradient - tf.reduce_sum(gradient * b, axis=2, keepdims=True), rows)
     gradient_m = numerics.safe_divide(
-        gradient_a - tf.reduce_sum(gradient_a * a, axis=1, keepdims=True),
-        tf.reduce_sum(m, axis=1, keepdims=True))
+        gradient_a - tf.reduce_sum(gradient_a * a, axis=1, keepdims=True), columns)
     return tf.where(done[:, None, None], gradient, gradient_m)
 
 

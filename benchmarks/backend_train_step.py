@@ -34,6 +34,7 @@ from typing import Dict
 from benchmarks import input_rate
 from pipelines import keras_runtime
 from pipelines import train
+from pipelines import trainable
 from pipelines.callbacks import StepTimer
 import tfr_extensions as tfrx
 from tfr_extensions import backend
@@ -71,13 +72,18 @@ def make_loss(name: str) -> keras.losses.Loss:
 
 
 def build(config, num_features: int, loss_name: str) -> keras.Model:
-    """The job's model of ``config`` compiled with loss ``loss_name``."""
+    """The job's model of ``config`` compiled with loss ``loss_name``, as the job
+    compiles it. On JAX through :class:`tfr_extensions.models.TrainingModel`, as the job
+    trains a seeded loss there (it threads the loss's random state), for every loss
+    alike (for the others it passes the scores on)."""
     keras.utils.set_random_seed(0)
-    model = train.build_model(config, num_features)
-    model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
-                  loss=make_loss(loss_name),
+    loss = make_loss(loss_name)
+    model = train.build_scorer(config, num_features)
+    if backend.backend_name() == "jax":
+        model = tfrx.models.TrainingModel(model, loss)
+    model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=loss,
                   metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
-                  jit_compile=model.jit_compile)
+                  jit_compile=trainable.jit_compile(config))
     return model
 
 

@@ -97,19 +97,29 @@ class Trainable:
 
 class OneScorer(Trainable):
     """A scorer compiled with ``config.loss``, Adam and a training nDCG@5: it trains and
-    serves itself (named ``""``); its optimizer is ``"optimizer"``."""
+    serves itself (named ``""``); its optimizer is ``"optimizer"``. On JAX a loss that
+    draws seeds trains through :class:`tfr_extensions.models.TrainingModel`, so that
+    Keras's trainer threads its random state through each jitted step (no host
+    callback per step); the scorer is what the run evaluates, saves and serves."""
+
+    def __init__(self, model: keras.Model, scorer: Optional[keras.Model] = None):
+        super().__init__(model)
+        self.scorer = model if scorer is None else scorer
 
     @classmethod
     def build(cls, config: Any, make_scorer: ScorerFactory) -> "OneScorer":
-        model = make_scorer(None)
-        model.compile(optimizer=keras.optimizers.Adam(config.learning_rate),
-                      loss=build_loss(config.loss, config.loss_args, config.seed),
+        scorer = make_scorer(None)
+        loss = build_loss(config.loss, config.loss_args, config.seed)
+        model = scorer
+        if backend.backend_name() == "jax" and getattr(loss, "seed_generators", list)():
+            model = tfrx.models.TrainingModel(scorer, loss)
+        model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=loss,
                       metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
                       jit_compile=jit_compile(config))
-        return cls(model)
+        return cls(model, scorer)
 
     def scorers(self) -> Dict[str, keras.Model]:
-        return {"": self.model}
+        return {"": self.scorer}
 
     @property
     def served(self) -> str:

@@ -346,3 +346,41 @@ def scorer(notation: str, num_features: int, hidden_units: int = 100,
     model({"features": np.zeros([1, 2, model.get_config()["num_features"]], np.float32),
            "mask": np.ones([1, 2], bool)})
     return model
+
+
+class TrainingModel(keras.Model):
+    """The model that ``fit`` trains: ``scorer``'s scores, with the random state of
+    ``loss`` (a seeded randomized loss of :mod:`tfr_extensions.losses`) as its own
+    non-trainable variables.
+
+    Such a loss draws one seed per step from a ``keras.random.SeedGenerator``
+    (:mod:`tfr_extensions.keras_ops.random`). Keras's JAX trainer threads the model's
+    variables through each jitted step, not a loss's, so the loss alone asks the host
+    for each seed through an ordered callback, which holds a GPU stream until Python
+    answers. Keras tracks a model's ``SeedGenerator`` like a layer's (``Dropout``'s):
+    here the trainer threads the loss's generators, their draws are the same stream,
+    and no callback is traced. On the other backends (the state is a variable that
+    every step assigns) nothing changes.
+
+    Save and export :attr:`scorer`, which holds no variable of the loss; the loss's
+    state is saved with the loss (``save_own_variables``).
+
+    >>> import tfr_extensions as tfrx
+    >>> scorer = tfrx.models.scorer("R2.L", 3, hidden_units=4)
+    >>> loss = tfrx.losses.get("twin_ndcg_type3", seed=0)
+    >>> model = TrainingModel(scorer, loss)
+    >>> model.compile("adam", loss=loss)
+    >>> inputs = {"features": np.ones([1, 2, 3], np.float32), "mask": np.ones([1, 2], bool)}
+    >>> tuple(model(inputs).shape)  # the scorer's scores
+    (1, 2)
+    """
+
+    def __init__(self, scorer: keras.Model, loss, **kwargs):
+        super().__init__(name=kwargs.pop("name", f"training_{scorer.name}"), **kwargs)
+        self.scorer = scorer
+        generators = getattr(loss, "seed_generators", None)
+        self.loss_seed_generators = list(generators()) if generators else []
+        self.built = scorer.built
+
+    def call(self, inputs, training=None):
+        return self.scorer(inputs, training=training)

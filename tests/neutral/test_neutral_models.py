@@ -265,6 +265,48 @@ def test_a_fit_step_on_the_backends_trainer():
     assert not np.allclose(to_numpy(model.norm_layers[0].moving_variance), 1.0, atol=1e-3)
 
 
+def _fit_twin(wrap: bool, monkeypatch=None):
+    """Losses of 4 ``fit`` steps of the twin-sigmoid (seeded tie breaking; every list
+    tied, so each step's draw decides its ranks) and the generator's state after them."""
+    import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
+    keras.utils.set_random_seed(0)
+    scorer = models.scorer("R2.L", F, hidden_units=4)
+    for variable in scorer.trainable_variables:  # constant scores: every document tied
+        variable.assign(np.zeros(variable.shape, "float32"))
+    loss = tfrx.losses.get("twin_ndcg_type3", seed=5)
+    model = models.TrainingModel(scorer, loss) if wrap else scorer
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=loss)
+    features, mask = make_batch()
+    labels = np.where(mask, np.arange(6)[None, :] % 3, -1).astype(np.float32)
+    history = model.fit({"features": features, "mask": mask}, labels, batch_size=3, epochs=4,
+                        verbose=0, shuffle=False)
+    (generator,) = loss.seed_generators()
+    return history.history["loss"], to_numpy(generator.state), model, scorer
+
+
+@pytest.mark.skipif(BACKEND == "tensorflow", reason="on TensorFlow a seeded loss counts its "
+                    "steps in a variable of its own (no SeedGenerator to carry)")
+def test_a_training_model_threads_the_losss_seeds_through_the_trainer(monkeypatch):
+    """:class:`models.TrainingModel` makes a seeded loss's generator the model's own: the
+    steps draw the same stream as the loss alone, and on JAX no step asks the host."""
+    from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
+    alone, alone_state, _, _ = _fit_twin(wrap=False)
+    assert len(set(alone)) > 1, alone  # (the draws decide each step's value)
+
+    def host_path(self):
+        raise AssertionError("the host path traced in a step the trainer threads")
+    if BACKEND == "jax":  # (Keras's symbolic build traces the loss once outside any step)
+        monkeypatch.setattr(keras_random.SeedGenerator, "_host_next", host_path)
+    wrapped, state, model, scorer = _fit_twin(wrap=True)
+    np.testing.assert_allclose(wrapped, alone, rtol=1e-6)
+    np.testing.assert_array_equal(state, alone_state)
+    assert int(state[1]) == 4  # one seed per step
+    carried = [v for v in model.non_trainable_variables
+               if not any(v is w for w in scorer.non_trainable_variables)]
+    assert len(carried) == 1 and carried[0] is model.loss_seed_generators[0].state
+    assert not any(v is carried[0] for v in scorer.weights)  # the scorer saves no loss state
+
+
 # -- 3. serialization -----------------------------------------------------------------------
 
 

@@ -169,18 +169,31 @@ def test_tie_keys_are_distinct_reproducible_and_seeded_by_ints_or_tensors():
     np.testing.assert_allclose(leads, 1.0 / 3.0, atol=0.03)
 
 
-def test_ranks_backward_sums_the_pairs_of_the_papers_derivatives():
-    """Eq. 17-18 with Eq. 11/20/21 against the dense NumPy Jacobian of the ranks."""
+@pytest.mark.parametrize("compiling", [False, True], ids=["row_blocks", "fused"])
+def test_ranks_backward_sums_the_pairs_of_the_papers_derivatives(compiling, monkeypatch):
+    """Eq. 17-18 with Eq. 11/20/21 against the dense NumPy Jacobian of the ranks, by the
+    eager path (row blocks: 2 rows each here, the last one shorter) and by the one
+    expression ``torch.compile`` fuses; padded documents (any finite score, label and
+    delta) count for nothing and get 0."""
     rng = np.random.default_rng(5)
     labels = rng.integers(0, 3, (3, 9)).astype(np.float64)
     scores = rng.normal(size=(3, 9))
     delta = rng.normal(size=(3, 9))
+    valid = np.ones((3, 9), bool)
+    valid[1, 6:] = False
+    monkeypatch.setattr(pairs, "CPU_BLOCK_PAIRS", 2 * 3 * 9)
+    monkeypatch.setattr(twin_sigmoid, "_compiling", lambda: compiling)
     for gradient in ("type1", "type2", "type3"):
+        padded = [np.where(valid, a, fill) for a, fill in ((delta, 7.0), (scores, -40.0),
+                                                           (labels, 5.0))]
         grads = twin_sigmoid.ranks_backward(
-            torch.tensor(delta), torch.tensor(scores), torch.tensor(labels),
-            torch.ones(3, 9, dtype=torch.bool), 1.3, gradient).numpy()
-        expected = np.stack([delta[b] @ oracles.rank_jacobian(labels[b], scores[b], 1.3, gradient)
-                             for b in range(3)])
+            *(torch.tensor(a) for a in padded[:2]), torch.tensor(padded[2]),
+            torch.tensor(valid), 1.3, gradient).numpy()
+        expected = np.zeros((3, 9))
+        for b in range(3):
+            n = int(valid[b].sum())
+            expected[b, :n] = delta[b, :n] @ oracles.rank_jacobian(labels[b, :n], scores[b, :n],
+                                                                   1.3, gradient)
         np.testing.assert_allclose(grads, expected, rtol=1e-12, atol=1e-12)
 
 

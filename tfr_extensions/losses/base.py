@@ -337,6 +337,12 @@ class StepSeeded:
             from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
             self._seed_generator = keras_random.seed_generator(self._seed, salt)
 
+    def seed_generators(self) -> list:
+        """The ``keras.random.SeedGenerator`` this instance draws from (JAX, PyTorch;
+        none on TensorFlow, where the step counter is a variable, or for ``seed=None``):
+        :class:`tfr_extensions.models.TrainingModel` makes them a model's own."""
+        return [] if self._seed_generator is None else [self._seed_generator]
+
     def next_seed(self):
         """The seed of this call: a stateless seed ``int32 [2]`` on TensorFlow; on JAX
         and PyTorch the next seed of the ``SeedGenerator``, or None for ``seed=None``

@@ -24,7 +24,6 @@ tensor outlives the forward pass.
 
 ListNet is O(B L) and runs as plain PyTorch operations under autograd.
 """
-import functools
 import math
 
 import torch
@@ -40,9 +39,10 @@ def _safe_divide(numerator, denominator):
     return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
 
 
-def _pair_sigmoids(x, block):
-    """:math:`S_{ij} = \\sigma(x_j - x_i)` for the rows ``block``, ``[B, R, L]``."""
-    return (x[:, None, :] - x[:, block, None]).sigmoid_()
+def _pair_sigmoids(x, block, buffer=None):
+    """:math:`S_{ij} = \\sigma(x_j - x_i)` for the rows ``block``, ``[B, R, L]`` (into
+    ``buffer``, :func:`~tfr_extensions.torch_ops.pairs.scratch`, where given)."""
+    return pairs.differences(x, block, buffer).sigmoid_()
 
 
 class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
@@ -54,20 +54,21 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
         # pylint: disable=arguments-differ
         weights = valid.to(scores.dtype)
         x = pairs.clip(torch.where(valid, scores, 0.0) / temperature)
-        blocks = pairs.row_blocks(x)
-        ranks = 0.5 + torch.cat([torch.bmm(_pair_sigmoids(x, block), weights[:, :, None])
-                                 for block in blocks], dim=1)[..., 0]  # 1/2 + S m
+        blocks, buffer = pairs.row_blocks(x), pairs.scratch(x)
+        ranks = 0.5 + torch.cat([  # 1/2 + S m
+            torch.bmm(weights[:, None, :], _pair_sigmoids(x, block, buffer).transpose(1, 2))
+            for block in blocks], dim=2)[:, 0]
         log_ranks = torch.log1p(ranks)  # ln(1 + rank) >= ln 1.5
         ndcg = (gains * (math.log(2.0) / log_ranks)).sum(dim=-1) * inverse_ideal
         if ctx.needs_input_grad[0]:
             rank_grads = -(gains * math.log(2.0) * inverse_ideal[:, None]
                            / ((1.0 + ranks) * log_ranks * log_ranks))  # c
-            columns = torch.stack([rank_grads, weights], dim=-1)
+            columns = torch.stack([rank_grads, weights], dim=1)  # [B, 2, L]
             sums = torch.cat([  # the pairs again: P c and P m, P = S (1 - S) in place
-                torch.bmm(pair.addcmul_(pair, pair, value=-1.0), columns)
-                for pair in map(functools.partial(_pair_sigmoids, x), blocks)], dim=1)
+                torch.bmm(columns, pair.addcmul_(pair, pair, value=-1.0).transpose(1, 2))
+                for pair in (_pair_sigmoids(x, block, buffer) for block in blocks)], dim=2)
             ctx.save_for_backward(
-                weights * (sums[..., 0] - rank_grads * sums[..., 1]) / temperature)
+                weights * (sums[:, 0] - rank_grads * sums[:, 1]) / temperature)
         return ndcg
 
     @staticmethod

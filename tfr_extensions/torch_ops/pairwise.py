@@ -39,20 +39,22 @@ class _RankNetMean(torch.autograd.Function):  # pylint: disable=abstract-method
     @staticmethod
     def forward(ctx, x, labels, valid, share):  # pylint: disable=arguments-differ
         mask = valid.to(x.dtype)
-        weights = (mask * share[:, None])[:, :, None]
+        weights = (mask * share[:, None])[:, None, :]  # [B, 1, L]: the sums as w^T C^T
         totals, slopes = [], []
+        minus_x, minus_labels = -x, -labels
+        diff_buffer, sign_buffer = pairs.scratch(x), pairs.scratch(labels)
         for block in pairs.row_blocks(x):
-            diffs = x[:, block, None] - x[:, None, :]  # o
-            signs = (labels[:, block, None] - labels[:, None, :]).sign_()  # u
+            diffs = pairs.differences(minus_x, block, diff_buffer)  # o
+            signs = pairs.differences(minus_labels, block, sign_buffer).sign_()  # u
             costs = torch.nn.functional.softplus(diffs, threshold=_LINEAR_ABOVE[x.dtype])
-            totals.append(torch.bmm(costs.addcmul_(signs, diffs, value=-0.5),
-                                    weights))  # softplus(o) - u o / 2
+            totals.append(torch.bmm(weights, costs.addcmul_(signs, diffs, value=-0.5)
+                                    .transpose(1, 2)))  # softplus(o) - u o / 2
             if ctx.needs_input_grad[0]:  # sigma(o) - (1 + u) / 2
                 slope = diffs.sigmoid_().sub_(signs.add_(1.0).mul_(0.5))
-                slopes.append(torch.bmm(slope, weights))
-        total = torch.cat(totals, dim=1)[..., 0]  # [B, L]
+                slopes.append(torch.bmm(weights, slope.transpose(1, 2)))
+        total = torch.cat(totals, dim=2)[:, 0]  # [B, L]
         if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(torch.cat(slopes, dim=1)[..., 0] * mask)
+            ctx.save_for_backward(torch.cat(slopes, dim=2)[:, 0] * mask)
         return 0.5 * ((total * mask).sum(dim=-1) - mask.sum(dim=-1) * share * math.log(2.0))
 
     @staticmethod

@@ -96,21 +96,19 @@ def _fused_row_sums(x, labels, delta, weights, sign: float, gradient: str):
 def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
     r"""The sums of :func:`_fused_row_sums` eagerly: per block of rows
     (:func:`~tfr_extensions.torch_ops.pairs.row_blocks`) the logits and label signs
-    written into two buffers allocated once (a fresh tensor per block would cost the
-    operating system's first touch of its pages every time), the pair terms in place,
-    and both sums as one batched product :math:`[\delta, m]^\top G^\top`."""
-    blocks = pairs.row_blocks(x)
-    rows = blocks[0].stop - blocks[0].start
-    logits = x.new_empty((x.shape[0], rows, x.shape[1]))
-    signs = None if gradient == "type1" else torch.empty_like(logits)
+    written into two buffers allocated once (:func:`~tfr_extensions.torch_ops.pairs.scratch`),
+    the pair terms in place, and both sums as one batched product
+    :math:`[\delta, m]^\top G^\top` (faster on a CPU than :math:`G [\delta, m]`)."""
+    logits = pairs.scratch(x)
+    signs = None if gradient == "type1" else pairs.scratch(labels)
+    minus_labels = -labels
     columns = torch.stack([delta, weights], dim=1)  # [B, 2, L]
     products = []
-    for block in blocks:
-        size = block.stop - block.start
-        g = torch.sub(x[:, None, :], x[:, block, None], out=logits[:, :size])
-        u = None if signs is None else torch.sub(  # sign(y_k - y_j)
-            labels[:, block, None], labels[:, None, :], out=signs[:, :size]).sign_()
-        products.append(torch.bmm(columns, _pair_derivatives(g, u, gradient).transpose(1, 2)))
+    for block in pairs.row_blocks(x):
+        u = None if gradient == "type1" else pairs.differences(
+            minus_labels, block, signs).sign_()  # sign(y_k - y_j)
+        g = _pair_derivatives(pairs.differences(x, block, logits), u, gradient)
+        products.append(torch.bmm(columns, g.transpose(1, 2)))
     both = torch.cat(products, dim=2)  # [B, 2, L]
     return both[:, 0] + sign * delta * both[:, 1]
 

@@ -88,7 +88,18 @@ def keras_package() -> Tuple[str, str]:
 
 def _load_keras():
     if not HAS_TENSORFLOW:  # Keras 3 on JAX or PyTorch, without TensorFlow installed
-        keras3 = importlib.import_module("keras")
+        try:
+            keras3 = importlib.import_module("keras")
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] != "tensorflow":
+                raise
+            # Keras's backend is KERAS_BACKEND, else ~/.keras/keras.json, else TensorFlow
+            raise ImportError(
+                "tfr_extensions imports Keras 3, whose backend here is TensorFlow (Keras's "
+                "default, or ~/.keras/keras.json), and TensorFlow is not installed. Pick an "
+                "installed backend before the first import: KERAS_BACKEND=jax or "
+                "KERAS_BACKEND=torch (in Python: os.environ['KERAS_BACKEND'] = 'jax')."
+            ) from error
         return keras3, "keras", keras3.__version__
     package, version = keras_package()
     if version.startswith("2."):

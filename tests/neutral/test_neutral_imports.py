@@ -147,3 +147,18 @@ def test_tensorflow_only_features_say_what_to_use_instead(report, feature):
     message = report["errors"][feature]
     assert message is not None, f"{TENSORFLOW_ONLY[feature]} did not raise ImportError"
     assert feature in message and "TensorFlow" in message and "Instead" in message, message
+
+
+def test_without_a_backend_set_the_import_says_to_pick_one(tmp_path):
+    """Without TensorFlow, Keras 3's default backend (TensorFlow) cannot load: the import
+    says so and names ``KERAS_BACKEND``, rather than failing inside Keras."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("TF_USE_LEGACY_KERAS", "KERAS_BACKEND")}
+    env["KERAS_HOME"] = str(tmp_path)  # no keras.json that names a backend
+    code = ('import sys; sys.modules["tensorflow"] = None\n'
+            'try:\n    import tfr_extensions\nexcept ImportError as error:\n'
+            '    print("ERROR", error)\n')
+    run = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "ERROR" in run.stdout and "KERAS_BACKEND=jax" in run.stdout, run.stdout[-2000:]

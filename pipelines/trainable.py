@@ -110,9 +110,9 @@ class OneScorer(Trainable):
     def build(cls, config: Any, make_scorer: ScorerFactory) -> "OneScorer":
         scorer = make_scorer(None)
         loss = build_loss(config.loss, config.loss_args, config.seed)
-        model = scorer
-        if backend.backend_name() == "jax" and getattr(loss, "seed_generators", list)():
-            model = tfrx.models.TrainingModel(scorer, loss)
+        seeded = hasattr(loss, "seed_generators") and bool(loss.seed_generators())
+        model = (tfrx.models.TrainingModel(scorer, loss)
+                 if seeded and backend.backend_name() == "jax" else scorer)
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=loss,
                       metrics=[tfrx.metrics.RankingMetric("ndcg", topn=5)],
                       jit_compile=jit_compile(config))

@@ -5,15 +5,14 @@ a fresh tensor of many megabytes comes from the operating system page by page: a
 16 lists of 512 documents (16 MB a tensor, 2 EPYC cores) allocating and first
 touching one took 5 ms, against 0.5-1.3 ms for a pass over it that reuses memory.
 So on a CPU the pair passes run over blocks of rows, ``[B, R, L]`` with at most
-:data:`CPU_BLOCK_PAIRS` pairs: the blocks stay in cache and the allocator hands
-the freed block's memory to the next one. Eagerly, the differences of each block are
-written into a buffer allocated once per pass (:func:`scratch`, :func:`differences`): a
-fresh tensor per block is returned to the operating system when freed, and the next one
-pays the first touch of its pages again (64 lists of 128: the twin-sigmoid's pair pass
-took 2.6 ms with a tensor per block, 1.5 ms with two buffers). On a GPU (PyTorch's caching allocator,
-kernels that fill the device) the whole ``[B, L, L]`` is one block. The number of
-blocks depends on the static shape only, so ``torch.compile`` unrolls them into
-one graph (no ``out=`` into slices, which it refuses).
+:data:`CPU_BLOCK_PAIRS` pairs: the blocks stay in cache. Eagerly, the differences of
+each block are written into one buffer per pass (:func:`scratch`, :func:`differences`):
+a fresh tensor per block goes back to the operating system when freed, and the next
+one pays the first touch of its pages again (64 lists of 128: the twin-sigmoid's pair
+pass took 2.6 ms with a tensor per block, 1.5 ms with two buffers). On a GPU (PyTorch's
+caching allocator, kernels that fill the device) the whole ``[B, L, L]`` is one block.
+The number of blocks depends on the static shape only, so ``torch.compile`` unrolls
+them into one graph (no ``out=`` into slices, which it refuses).
 
 >>> scores = torch.zeros(16, 512)
 >>> rows_per_block(scores), len(row_blocks(scores)), row_blocks(scores)[1]
@@ -43,13 +42,13 @@ def row_blocks(scores) -> List[slice]:
         slice(0, 0)]
 
 
-def scratch(x, dtype=None):
+def scratch(x):
     """A buffer ``[B, R, L]`` for the pairs of one row block of ``x`` ``[B, L]`` (rows
     of :func:`rows_per_block`), or None under ``torch.compile``, which refuses ``out=``
     into a slice and plans its own memory."""
     if torch.compiler.is_compiling():
         return None
-    return x.new_empty((x.shape[0], rows_per_block(x), x.shape[1]), dtype=dtype)
+    return x.new_empty((x.shape[0], rows_per_block(x), x.shape[1]))
 
 
 def differences(x, block, buffer=None):

@@ -47,7 +47,7 @@ def _scaled(scores, alpha_b: float):
 
 
 def _pair_derivatives(x, u, gradient: str):
-    r""":math:`g / \alpha_b` up to the constant of :data:`_SCALE`: :math:`p (1 - p)`
+    r""":math:`g / \alpha_b` up to the constant of :data:`_SIGN_AND_SCALE`: :math:`p (1 - p)`
     (type1), :math:`p (1 - p) u` (type2), :math:`u\,\sigma(u x)` (type3), with
     :math:`p = \sigma(x)`, for the pair logits ``x`` :math:`= \alpha_b (s_j - s_k)`
     (overwritten) and label signs ``u`` (None for type1)."""
@@ -100,21 +100,21 @@ def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
     the pair terms in place, and both sums as one batched product
     :math:`[\delta, m]^\top G^\top` (faster on a CPU than :math:`G [\delta, m]`)."""
     logits = pairs.scratch(x)
-    signs = None if gradient == "type1" else pairs.scratch(labels)
-    minus_labels = -labels
+    if gradient != "type1":  # sign(y_k - y_j) as the differences of -y
+        signs, minus_labels = pairs.scratch(labels), -labels
     columns = torch.stack([delta, weights], dim=1)  # [B, 2, L]
     products = []
     for block in pairs.row_blocks(x):
         u = None if gradient == "type1" else pairs.differences(
-            minus_labels, block, signs).sign_()  # sign(y_k - y_j)
+            minus_labels, block, signs).sign_()
         g = _pair_derivatives(pairs.differences(x, block, logits), u, gradient)
         products.append(torch.bmm(columns, g.transpose(1, 2)))
     both = torch.cat(products, dim=2)  # [B, 2, L]
     return both[:, 0] + sign * delta * both[:, 1]
 
 
-def pair_inputs(delta, scores, valid, alpha_b: float):
-    r"""``(delta, x, m)`` ``[B, L]`` of :func:`pair_sums`: :math:`\delta` and the
+def _pair_inputs(delta, scores, valid, alpha_b: float):
+    r"""``(delta, x, m)`` ``[B, L]`` of :func:`_pair_sums`: :math:`\delta` and the
     scaled scores :math:`\alpha_b s` (clipped) with 0 at padded documents, and the
     valid documents as 0/1."""
     zeros = torch.zeros_like(scores)
@@ -122,15 +122,11 @@ def pair_inputs(delta, scores, valid, alpha_b: float):
             _scaled(torch.where(valid, scores, zeros), alpha_b), valid.to(scores.dtype))
 
 
-def pair_sums(delta, x, labels, weights, gradient: str):
-    r""":math:`\partial L / \partial s` ``[B, L]`` (times :math:`m`) from the
-    :func:`pair_inputs`: eagerly, per block of rows
-    (:func:`~tfr_extensions.torch_ops.pairs.row_blocks`), the logits, the label signs
-    for type2 and type3, the pair terms in place, and one batched matrix product with
-    :math:`[\delta, m]`; under ``torch.compile`` one reduction
-    (:func:`_fused_row_sums`). Its inputs are ``[B, L]`` tensors that the caller has
-    stored: a compiler would otherwise recompute the masking and clipping of
-    :func:`pair_inputs` at every pair."""
+def _pair_sums(delta, x, labels, weights, gradient: str):
+    r""":math:`\partial L / \partial s` ``[B, L]`` over :math:`\alpha_b` (0 at padded
+    documents) from the :func:`_pair_inputs`: eagerly by row blocks
+    (:func:`_blocked_row_sums`), under ``torch.compile`` as one fused reduction
+    (:func:`_fused_row_sums`)."""
     sign, scale = _SIGN_AND_SCALE[gradient]
     if _compiling():
         sums = _fused_row_sums(x, labels, delta, weights, sign, gradient)
@@ -144,15 +140,16 @@ def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     \partial r` ``[B, L]`` (module docstring), with :math:`x_{kj} = \alpha_b (s_j -
     s_k)` and :math:`t = \tanh(x / 2)`: :math:`\frac{\alpha_b}{4}(1 - t^2) = \alpha_b
     \sigma(x) \sigma(-x)` and :math:`\alpha_b u (1 + t u) = 2 \alpha_b u\,\sigma(u x)`,
-    one logistic per pair (:func:`pair_inputs`, :func:`pair_sums`). ``delta``,
-    ``scores`` and ``labels`` may hold anything finite at padded documents.
+    one logistic per pair: eagerly by blocks of rows, under ``torch.compile`` as one
+    fused reduction. ``delta``, ``scores`` and ``labels`` may hold anything finite at
+    padded documents.
 
     >>> s = torch.tensor([[0.0, 1.0]]); y = torch.tensor([[1.0, 0.0]])
     >>> ranks_backward(torch.tensor([[1.0, 0.0]]), s, y, y >= 0, 1.0, "type3")
     tensor([[-1.4621,  1.4621]])
     """
-    delta, x, weights = pair_inputs(delta, scores, valid, alpha_b)
-    return alpha_b * pair_sums(delta, x, labels, weights, gradient)
+    delta, x, weights = _pair_inputs(delta, scores, valid, alpha_b)
+    return alpha_b * _pair_sums(delta, x, labels, weights, gradient)
 
 
 _MASK32 = 0xFFFFFFFF

@@ -265,7 +265,7 @@ def test_a_fit_step_on_the_backends_trainer():
     assert not np.allclose(to_numpy(model.norm_layers[0].moving_variance), 1.0, atol=1e-3)
 
 
-def _fit_twin(wrap: bool, monkeypatch=None):
+def _fit_twin(wrap: bool):
     """Losses of 4 ``fit`` steps of the twin-sigmoid (seeded tie breaking; every list
     tied, so each step's draw decides its ranks) and the generator's state after them."""
     import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel

@@ -110,7 +110,7 @@ class OneScorer(Trainable):
     def build(cls, config: Any, make_scorer: ScorerFactory) -> "OneScorer":
         scorer = make_scorer(None)
         loss = build_loss(config.loss, config.loss_args, config.seed)
-        seeded = hasattr(loss, "seed_generators") and bool(loss.seed_generators())
+        seeded = bool(tfrx.models.TrainingModel.seed_generators_of(loss))
         model = (tfrx.models.TrainingModel(scorer, loss)
                  if seeded and backend.backend_name() == "jax" else scorer)
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=loss,

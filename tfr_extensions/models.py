@@ -378,9 +378,15 @@ class TrainingModel(keras.Model):
     def __init__(self, scorer: keras.Model, loss, **kwargs):
         super().__init__(name=kwargs.pop("name", f"training_{scorer.name}"), **kwargs)
         self.scorer = scorer
-        generators = getattr(loss, "seed_generators", None)
-        self.loss_seed_generators = list(generators()) if generators else []
+        self.loss_seed_generators = self.seed_generators_of(loss)
         self.built = scorer.built
+
+    @staticmethod
+    def seed_generators_of(loss) -> list:
+        """The ``SeedGenerator``s ``loss`` draws from (none for a loss without seeds:
+        then a :class:`TrainingModel` only passes the scores on)."""
+        generators = getattr(loss, "seed_generators", None)
+        return list(generators()) if generators else []
 
     def call(self, inputs, training=None):
         return self.scorer(inputs, training=training)

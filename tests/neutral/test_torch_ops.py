@@ -182,7 +182,7 @@ def test_ranks_backward_sums_the_pairs_of_the_papers_derivatives(compiling, monk
     valid = np.ones((3, 9), bool)
     valid[1, 6:] = False
     monkeypatch.setattr(pairs, "CPU_BLOCK_PAIRS", 2 * 3 * 9)
-    monkeypatch.setattr(twin_sigmoid, "_compiling", lambda: compiling)
+    monkeypatch.setattr(pairs, "compiling", lambda: compiling)
     for gradient in ("type1", "type2", "type3"):
         padded = [np.where(valid, a, fill) for a, fill in ((delta, 7.0), (scores, -40.0),
                                                            (labels, 5.0))]

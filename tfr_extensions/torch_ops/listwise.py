@@ -39,7 +39,7 @@ def _safe_divide(numerator, denominator):
     return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
 
 
-def _pair_sigmoids(x, block, buffer=None):
+def _pair_sigmoids(x, block, buffer):
     """:math:`S_{ij} = \\sigma(x_j - x_i)` for the rows ``block``, ``[B, R, L]`` (into
     ``buffer``, :func:`~tfr_extensions.torch_ops.pairs.scratch`, where given)."""
     return pairs.differences(x, block, buffer).sigmoid_()

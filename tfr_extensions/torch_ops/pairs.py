@@ -42,27 +42,37 @@ def row_blocks(scores) -> List[slice]:
         slice(0, 0)]
 
 
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing this call (the pair passes then take the
+    compiler's path: fresh tensors, or one fused expression)."""
+    return torch.compiler.is_compiling()
+
+
 def scratch(x):
     """A buffer ``[B, R, L]`` for the pairs of one row block of ``x`` ``[B, L]`` (rows
     of :func:`rows_per_block`), or None under ``torch.compile``, which refuses ``out=``
     into a slice and plans its own memory."""
-    if torch.compiler.is_compiling():
+    if compiling():
         return None
     return x.new_empty((x.shape[0], rows_per_block(x), x.shape[1]))
 
 
-def differences(x, block, buffer=None):
-    """:math:`x_j - x_i` for the rows ``block`` of ``x`` ``[B, L]``, ``[B, R, L]``:
-    into ``buffer`` (:func:`scratch`) where given, else a new tensor.
+def differences(x, block, buffer, rows_first: bool = False):
+    """:math:`x_j - x_i` (``rows_first``: :math:`x_i - x_j`) for the rows ``block`` of
+    ``x`` ``[B, L]``, ``[B, R, L]``: into ``buffer`` (:func:`scratch`), or a new tensor
+    where it is None.
 
     >>> x = torch.tensor([[0.0, 1.0, 3.0]])
     >>> differences(x, slice(1, 3), scratch(x))
     tensor([[[-1.,  0.,  2.],
              [-3., -2.,  0.]]])
     """
+    rows, columns = x[:, block, None], x[:, None, :]
+    if rows_first:
+        rows, columns = columns, rows
     if buffer is None:
-        return x[:, None, :] - x[:, block, None]
-    return torch.sub(x[:, None, :], x[:, block, None], out=buffer[:, :block.stop - block.start])
+        return columns - rows
+    return torch.sub(columns, rows, out=buffer[:, :block.stop - block.start])
 
 
 def clip(x):

@@ -41,11 +41,11 @@ class _RankNetMean(torch.autograd.Function):  # pylint: disable=abstract-method
         mask = valid.to(x.dtype)
         weights = (mask * share[:, None])[:, None, :]  # [B, 1, L]: the sums as w^T C^T
         totals, slopes = [], []
-        minus_x, minus_labels = -x, -labels
         diff_buffer, sign_buffer = pairs.scratch(x), pairs.scratch(labels)
         for block in pairs.row_blocks(x):
-            diffs = pairs.differences(minus_x, block, diff_buffer)  # o
-            signs = pairs.differences(minus_labels, block, sign_buffer).sign_()  # u
+            diffs = pairs.differences(x, block, diff_buffer, rows_first=True)  # o
+            signs = pairs.differences(labels, block, sign_buffer,
+                                      rows_first=True).sign_()  # u
             costs = torch.nn.functional.softplus(diffs, threshold=_LINEAR_ABOVE[x.dtype])
             totals.append(torch.bmm(weights, costs.addcmul_(signs, diffs, value=-0.5)
                                     .transpose(1, 2)))  # softplus(o) - u o / 2

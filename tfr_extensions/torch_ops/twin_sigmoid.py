@@ -64,11 +64,6 @@ def _pair_derivatives(x, u, gradient: str):
 _SIGN_AND_SCALE = {"type1": (-1.0, 1.0), "type2": (1.0, 1.0), "type3": (1.0, 2.0)}
 
 
-def _compiling() -> bool:
-    """Whether ``torch.compile`` is tracing this call."""
-    return torch.compiler.is_compiling()
-
-
 def _stored(tensor):
     """``tensor`` itself, as a view that makes a compiler store it: ``as_strided``
     reads its input's memory, so Inductor computes a ``[B, L]`` input of the pairs
@@ -100,13 +95,12 @@ def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
     the pair terms in place, and both sums as one batched product
     :math:`[\delta, m]^\top G^\top` (faster on a CPU than :math:`G [\delta, m]`)."""
     logits = pairs.scratch(x)
-    if gradient != "type1":  # sign(y_k - y_j) as the differences of -y
-        signs, minus_labels = pairs.scratch(labels), -labels
+    signs = None if gradient == "type1" else pairs.scratch(labels)
     columns = torch.stack([delta, weights], dim=1)  # [B, 2, L]
     products = []
     for block in pairs.row_blocks(x):
-        u = None if gradient == "type1" else pairs.differences(
-            minus_labels, block, signs).sign_()
+        u = None if gradient == "type1" else pairs.differences(  # sign(y_k - y_j)
+            labels, block, signs, rows_first=True).sign_()
         g = _pair_derivatives(pairs.differences(x, block, logits), u, gradient)
         products.append(torch.bmm(columns, g.transpose(1, 2)))
     both = torch.cat(products, dim=2)  # [B, 2, L]
@@ -128,7 +122,7 @@ def _pair_sums(delta, x, labels, weights, gradient: str):
     (:func:`_blocked_row_sums`), under ``torch.compile`` as one fused reduction
     (:func:`_fused_row_sums`)."""
     sign, scale = _SIGN_AND_SCALE[gradient]
-    if _compiling():
+    if pairs.compiling():
         sums = _fused_row_sums(x, labels, delta, weights, sign, gradient)
     else:
         sums = _blocked_row_sums(x, labels, delta, weights, sign, gradient)

@@ -19,7 +19,8 @@ its seconds, steps/s and lists/s, the fraction of training time spent waiting fo
 input (:attr:`pipelines.keras_runtime.TrainingStream.wait_seconds`), peak device
 memory (JAX's ``peak_bytes_in_use``, ``torch.cuda.max_memory_allocated``), the
 loss's share of a step (forward and backward of the loss alone on a batch of the
-training shape, compiled as the step is, against the step's time), and test nDCG@5.
+training shape, compiled as the step is, against the step's time), and test nDCG@5;
+on PyTorch, the synchronizing CUDA calls of that pass (:func:`cuda_synchronizations`).
 
 **Loss throughput** (:mod:`benchmarks.backend_throughput`): at GPU-sized batches
 (256 lists at L = 128, 512 and 1024, and 1024 lists at L = 128), ours against Rax's
@@ -113,6 +114,30 @@ def loss_seconds(backend: str, loss, labels, scores, repeats: int = 10) -> float
     return (time.perf_counter() - start) / repeats
 
 
+def cuda_synchronizations(loss, labels, scores) -> object:
+    """The synchronizing CUDA calls of one forward and backward pass of ``loss`` on
+    ``(labels, scores)`` (NumPy), as PyTorch's sync debug mode reports them (a copy
+    from host memory, a value read back; ``tests/neutral/test_torch_host_round_trips.py``
+    checks their CPU counterparts), or None off a CUDA device."""
+    import warnings  # pylint: disable=import-outside-toplevel
+    import torch  # pylint: disable=import-outside-toplevel
+    from keras import ops  # pylint: disable=import-outside-toplevel
+    if not torch.cuda.is_available():
+        return None
+    y = ops.convert_to_tensor(labels)
+    s = ops.convert_to_tensor(scores).requires_grad_(True)
+    loss(y, s).backward()  # (first call: imports, compiles)
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            loss(y, s).backward()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchronizing CUDA operation" in str(w.message) for w in caught)
+
+
 def train_part(backend: str, loss_name: str, size: Dict, out: str) -> Dict:
     """One training run of the job on this process's backend (see the module docstring)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
@@ -145,6 +170,9 @@ def train_part(backend: str, loss_name: str, size: Dict, out: str) -> Dict:
     seconds = loss_seconds(backend, lambda y, s: loss(y, s), labels, scores)
     row.update(loss_seconds=seconds, list_size=int(labels.shape[1]),
                loss_share_of_step=seconds * last["steps_per_second"])
+    if backend == "torch":
+        row["loss_cuda_synchronizations"] = cuda_synchronizations(
+            lambda y, s: loss(y, s), labels, scores)
     with open(os.path.join(out, f"train_{backend}_{loss_name}.json"), "w") as f:
         json.dump(row, f, indent=1)
     return row
@@ -333,6 +361,10 @@ def print_summary(rows: Dict[str, list]) -> None:
                          / by_loss["approx_ndcg"]["last_epoch_steps_per_s"])
                 print(f"{backend}: steps with twin_ndcg_type3 / steps with approx_ndcg = "
                       f"{ratio:.2f}")
+        for r in train_rows:
+            if r.get("loss_cuda_synchronizations") is not None:
+                print(f"{r['backend']} {r['loss']}: {r['loss_cuda_synchronizations']} "
+                      f"synchronizing CUDA calls in the loss's forward and backward")
     for r in rows["throughput"]:
         breaks = "" if r.get("graph_breaks") is None else f", {r['graph_breaks']} graph breaks"
         print(f"throughput {r['backend']} {r['mode']} L={r['size']} lists={r['lists']} "

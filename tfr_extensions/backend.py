@@ -35,6 +35,7 @@ Differences of Keras 3 that the package absorbs here:
 True
 """
 import importlib
+import math
 import os
 from typing import Sequence, Tuple
 
@@ -196,5 +197,13 @@ def reduce_loss(losses, sample_weight, reduction: str, dtype):
     (``keras.losses.Loss.__call__``'s, distribution scaling included), for the
     losses' own ``__call__``, which must not cast to floatx as Keras 3's does."""
     from keras.src.losses import loss as keras_loss  # pylint: disable=g-import-not-at-top
-    return keras_loss.reduce_weighted_values(losses, sample_weight=sample_weight,
-                                             reduction=reduction, dtype=dtype)
+    count = math.prod(losses.shape) if None not in tuple(losses.shape) else None
+    if reduction not in ("sum_over_batch_size", "mean") or not count:
+        return keras_loss.reduce_weighted_values(losses, sample_weight=sample_weight,
+                                                 reduction=reduction, dtype=dtype)
+    # Keras's mean divides by the element count as a tensor made from the static shape,
+    # on PyTorch a copy from host memory that waits for the GPU's queued kernels: the
+    # sum's own reduction, then a division by the Python number
+    total = keras_loss.reduce_weighted_values(losses, sample_weight=sample_weight,
+                                              reduction="sum", dtype=dtype)
+    return keras_loss.scale_loss_for_distribution(total / count)

@@ -16,6 +16,7 @@ their old names here are the same functions.
 """
 from keras import ops
 
+from tfr_extensions.keras_ops import numerics
 from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
 # the input conventions moved to screening; these names stay for their callers
 from tfr_extensions.keras_ops.screening import (  # noqa: F401
@@ -44,9 +45,9 @@ def batch_gather(params, indices):
 
 def gains(labels):
     """The exponential gain 2^y - 1 (labels of padded documents must be 0)."""
-    return ops.power(ops.cast(2.0, labels.dtype), labels) - 1.0
+    return ops.power(numerics.constant(2.0, labels.dtype), labels) - 1.0
 
 
 def log2_discount(ranks):
     """1 / log2(1 + rank) for 1-based ranks."""
-    return ops.log(ops.cast(2.0, ranks.dtype)) / ops.log1p(ranks)
+    return ops.log(numerics.constant(2.0, ranks.dtype)) / ops.log1p(ranks)

@@ -24,6 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops.lists import dtype_name
 
 
@@ -93,5 +94,5 @@ def query_zscore(features, mask=None):
     varies = ops.logical_and(largest > smallest, variance > 0)  # [B, 1, F]
     scale = ops.sqrt(ops.where(varies, variance, ops.ones_like(variance)))
     normalized = ops.where(ops.logical_and(valid, varies), centred / scale, zeros)
-    nan = ops.full_like(features, float("nan"))
+    nan = numerics.full_like(features, float("nan"))
     return ops.where(ops.logical_and(present, ops.logical_not(finite)), nan, normalized)

@@ -33,10 +33,38 @@ def log1mexp(x):
 
 
 def constant(value: float, dtype):
-    """A Python number as a tensor of ``dtype`` (``ops.cast`` of a Python float goes
-    through float32 on Keras's TensorFlow backend: 0.1 would lose its float64 digits,
-    2^509 would overflow)."""
-    return ops.convert_to_tensor(value, dtype=dtype)
+    """A Python number as a 0-d tensor of ``dtype`` (``ops.cast`` of a Python float
+    goes through float32 on Keras's TensorFlow backend: 0.1 would lose its float64
+    digits, 2^509 would overflow), filled on the device (:func:`full`)."""
+    return full((), value, dtype)
+
+
+def full(shape, value: float, dtype):
+    """``ops.full(shape, value, dtype)`` for a Python number ``value``, filled on the
+    device. On PyTorch, Keras's ``full`` and ``convert_to_tensor`` turn the number
+    into a tensor in host memory and copy it over: on a GPU that copy waits until
+    every kernel already queued has run, so the host can no longer queue work ahead
+    of the device (PyTorch issue 120996); ``torch.full`` launches a fill kernel.
+
+    >>> full((2,), 0.5, "float64").dtype == ops.ones(1, "float64").dtype
+    True
+    """
+    if keras.backend.backend() != "torch":
+        return ops.full(shape, value, dtype=dtype) if shape != () else ops.convert_to_tensor(
+            value, dtype=dtype)
+    import torch  # pylint: disable=import-outside-toplevel
+    from keras.src.backend.torch import core  # pylint: disable=import-outside-toplevel
+    return torch.full(tuple(shape), value, dtype=core.to_torch_dtype(dtype),
+                      device=core.get_device())
+
+
+def full_like(x, value: float):
+    """``ops.full_like(x, value)`` for a Python number ``value``, on ``x``'s device
+    without a copy from host memory (see :func:`full`)."""
+    if keras.backend.backend() != "torch":
+        return ops.full_like(x, value)
+    import torch  # pylint: disable=import-outside-toplevel
+    return torch.full_like(x, value)
 
 
 def _like(y, x):

@@ -50,6 +50,7 @@ import numpy as np
 from keras import ops
 
 from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.keras_ops import screening
 from tfr_extensions.ops import validation
@@ -94,8 +95,8 @@ def _shifted_logsumexp(x):
     r"""``(m, t)`` with :math:`\log\sum_i e^{x_i} = m + t` over the last axis (kept):
     ``m`` the stop-gradient maximum and ``t`` the log-sum-exp of ``x - m``."""
     if x.shape[-1] == 0:  # no document: the excluded logit (ops.max has no identity)
-        top = ops.full(tuple(ops.shape(x)[:-1]) + (1,), float(np.finfo(lists.dtype_name(x)).min),
-                       dtype=lists.dtype_name(x))
+        top = numerics.full(tuple(ops.shape(x)[:-1]) + (1,),
+                             float(np.finfo(lists.dtype_name(x)).min), lists.dtype_name(x))
     else:  # (amax: keras's torch max() mishandles an empty batch)
         top = ops.stop_gradient(ops.amax(x, axis=-1, keepdims=True))
     return top, ops.log(ops.sum(ops.exp(x - top), axis=-1, keepdims=True))

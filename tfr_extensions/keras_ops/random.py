@@ -155,10 +155,11 @@ class SeedGenerator(keras.random.SeedGenerator):
             return self._traced_next()
         if ordered and keras.backend.backend() == "torch":
             # Keras's own adds a NumPy array, which breaks a torch.compile graph
-            # (Keras's own, with the increment a list: Keras puts it on the state's device)
+            # (the increment [0, 1] made on the state's device: a list would be copied from
+            # host memory, which on a GPU waits for the queued kernels)
             state = self.state
             seed = state.value * 1  # (a copy)
-            state.assign(ops.add(state, ops.convert_to_tensor([0, 1], dtype=state.dtype)))
+            state.assign(ops.add(state, ops.arange(2, dtype=state.dtype)))
             return seed
         return super().next(ordered=ordered)
 

@@ -42,7 +42,7 @@ class RankTransform(NamedTuple):
 
 def _log_discount_derivative(ranks):
     """d/dr 1/log2(1 + r) = -(1/log2(1 + r))^2 / (ln 2 (1 + r))."""
-    ln2 = ops.log(ops.cast(2.0, ranks.dtype))
+    ln2 = ops.log(numerics.constant(2.0, ranks.dtype))
     return -ops.square(lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
 
 
@@ -224,7 +224,7 @@ def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None):
 def _stop_probabilities(labels, mask):
     """R = (2^y - 1) / 2^{max y}, with the list's maximum label (Eq. 16)."""
     max_label = ops.max(_where(mask, labels), axis=-1, keepdims=True)
-    stop_prob = lists.gains(labels) / ops.power(ops.cast(2.0, labels.dtype), max_label)
+    stop_prob = lists.gains(labels) / ops.power(numerics.constant(2.0, labels.dtype), max_label)
     return _where(mask, stop_prob)
 
 

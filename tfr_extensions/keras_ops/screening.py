@@ -109,7 +109,7 @@ def labels_with_mask(y_true):
     if mask is None:
         return labels
     labels = ops.convert_to_tensor(labels)
-    return ops.where(ops.cast(mask, "bool"), labels, ops.full_like(labels, PADDING_LABEL))
+    return ops.where(ops.cast(mask, "bool"), labels, numerics.full_like(labels, PADDING_LABEL))
 
 
 def screen_lists(labels, scores, max_label: float, mask=None):
@@ -137,7 +137,7 @@ def no_gradient_where(broken, scores):
 
 def nan_where(broken, losses):
     """``losses`` with NaN in the lists where ``broken`` is set, and the same gradient."""
-    nan = ops.where(broken, ops.full_like(losses, float("nan")), ops.zeros_like(losses))
+    nan = ops.where(broken, numerics.full_like(losses, float("nan")), ops.zeros_like(losses))
     return losses + ops.stop_gradient(nan)
 
 
@@ -166,7 +166,7 @@ def listwise_sample_weights(labels, sample_weight):
     weights = ops.cast(ops.convert_to_tensor(sample_weight), labels.dtype)
     rank = len(weights.shape)
     if rank == 0:
-        return ops.full((ops.shape(labels)[0], 1), weights, dtype=labels.dtype)
+        return ops.broadcast_to(weights, (ops.shape(labels)[0], 1))
     if rank == 1:
         return weights[:, None]
     if rank == 2 and weights.shape[1] == 1:

@@ -27,6 +27,7 @@ import keras
 from keras import ops
 
 from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops import pairs
 from tfr_extensions.keras_ops import random as keras_random
 
@@ -48,7 +49,7 @@ def _count_positions(scores, mask, tie_keys=None):
     lower index; padded documents last (their key, -inf, ties a valid
     -inf by index, as in :func:`sort_order`). One pass over the pairs
     (:func:`pairs.row_sums`)."""
-    keys = ops.where(mask, scores, ops.full_like(scores, _NEG_INF))
+    keys = ops.where(mask, scores, numerics.full_like(scores, _NEG_INF))
     index = ops.broadcast_to(ops.arange(ops.shape(scores)[1], dtype="int32")[None],
                              ops.shape(scores))
     this_key, this_index = keys[:, :, None], index[:, :, None]
@@ -73,7 +74,7 @@ def _count_positions(scores, mask, tie_keys=None):
 def _descending_keys(scores, mask):
     """Ascending sort keys of a descending order, padded documents last
     (``-s``; ``+ 0.0`` makes -0.0 a tie of +0.0)."""
-    return -ops.where(mask, scores + 0.0, ops.full_like(scores, _NEG_INF))
+    return -ops.where(mask, scores + 0.0, numerics.full_like(scores, _NEG_INF))
 
 
 def sort_order(scores, mask, tie_keys=None):

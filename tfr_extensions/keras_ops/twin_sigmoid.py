@@ -153,7 +153,7 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     alpha_b = _validate(alpha_b, gradient, label_signs)
     x = ops.convert_to_tensor(x)
     out = ops.where(x > 0, ops.ones_like(x),
-                    ops.where(x < 0, ops.zeros_like(x), ops.full_like(x, 0.5)))
+                    ops.where(x < 0, ops.zeros_like(x), numerics.full_like(x, 0.5)))
     signs = None if label_signs is None else ops.convert_to_tensor(label_signs)
 
     def backward(upstream, v, signs):
@@ -194,7 +194,7 @@ def _far_below(values, gap: float):
 def _below_valid(values, mask, gap: float):
     """``values`` with padded entries replaced by a value at least ``gap`` below
     the lowest valid value (:func:`_far_below`)."""
-    lowest = ops.min(ops.where(mask, values, ops.full_like(values, float("inf"))),
+    lowest = ops.min(ops.where(mask, values, numerics.full_like(values, float("inf"))),
                      axis=-1, keepdims=True)
     lowest = ops.where(ops.isfinite(lowest), lowest, ops.zeros_like(lowest))
     return ops.where(mask, values, _far_below(lowest, gap))
@@ -210,7 +210,7 @@ class _LogisticsByExp:
 
     @staticmethod
     def per_document(x, mask):
-        highest = ops.max(ops.where(mask, x, ops.full_like(x, float("-inf"))), axis=-1,
+        highest = ops.max(ops.where(mask, x, numerics.full_like(x, float("-inf"))), axis=-1,
                           keepdims=True)
         e = ops.exp(numerics.minimum(x - highest, 0.0))
         return ops.where(mask, e, ops.zeros_like(e))
@@ -265,8 +265,8 @@ def _exp_is_exact(scores, mask, alpha_b: float):
     x = scores * alpha_b
     if 0 in tuple(x.shape):  # no list, or lists of no document (PyTorch's max refuses them)
         return ops.convert_to_tensor(True)
-    spread = (ops.max(ops.where(mask, x, ops.full_like(x, float("-inf"))), axis=-1)
-              - ops.min(ops.where(mask, x, ops.full_like(x, float("inf"))), axis=-1))
+    spread = (ops.max(ops.where(mask, x, numerics.full_like(x, float("-inf"))), axis=-1)
+              - ops.min(ops.where(mask, x, numerics.full_like(x, float("inf"))), axis=-1))
     return ops.all(spread <= _EXP_SPREAD_LIMIT[lists.dtype_name(x)])  # -inf: empty lists
 
 

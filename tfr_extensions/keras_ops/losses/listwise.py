@@ -52,7 +52,7 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     # One more column at the floor: the identity of the max, also for a list of 0
     # documents (not ops.max's `initial`, which Keras 3.15's PyTorch backend puts on
     # the CPU whatever the device of the scores; it also refuses a batch of 0 lists).
-    floored = ops.pad(ops.where(mask, logits, ops.full_like(logits, floor)),
+    floored = ops.pad(ops.where(mask, logits, numerics.full_like(logits, floor)),
                       [[0, 0], [0, 1]], constant_values=floor)
     top = (floored[:, :1] if 0 in tuple(floored.shape)
            else ops.max(floored, axis=-1, keepdims=True))

@@ -52,7 +52,7 @@ def neural_sort(scores, mask, temperature: float):
     logits = coefficients[:, :, None] * x[:, None, :] - spread[:, None, :]  # [B, r, i]
     valid = ops.logical_and(valid_positions[:, :, None], mask[:, None, :])
     # the lowest finite logit: below every valid one (at most 3/8 of dtype.max in magnitude)
-    floor = ops.full_like(logits, -dtype_max(x))
+    floor = numerics.full_like(logits, -dtype_max(x))
     # the row softmax, shifted by the row's largest logit (written out: ops.softmax warns
     # on an axis of size 1, a list of one document)
     logits = ops.where(valid, logits, floor)

@@ -42,7 +42,8 @@ def clip_scores(scores, squared: bool = False):
     inside, 0 beyond (``tf.clip_by_value``'s)."""
     largest = dtype_max(scores)
     bound = (largest ** 0.5 if squared else largest) / 4.0
-    return ops.clip(scores, -bound, bound)
+    dtype = lists.dtype_name(scores)
+    return ops.clip(scores, numerics.constant(-bound, dtype), numerics.constant(bound, dtype))
 
 
 def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):

@@ -67,7 +67,7 @@ def sampled_metric(metric: str, labels, rankings, mask):
                                   (batch, samples, size))
     indices = ops.reshape(ops.stack([batch_idx, sample_idx, rankings], axis=-1), (-1, 3))
     positions = ops.broadcast_to(ops.arange(1, size + 1, dtype="int32"), (batch, samples, size))
-    ranks = ops.scatter_update(ops.full((batch, samples, list_size), size + 1, "int32"),
+    ranks = ops.scatter_update(numerics.full((batch, samples, list_size), size + 1, "int32"),
                                indices, ops.reshape(positions, (-1,)))
 
     def flat(t):  # [B, S, L] (or [B, L], broadcast) -> [B * S, L]

@@ -116,7 +116,7 @@ def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask, regularization: 
     lam = numerics.constant(regularization, dtype)
     pair_mask = ops.logical_and(row_mask[:, :, None], col_mask[:, None, :])
     log_zero = numerics.constant(_LOG_ZERO, dtype)
-    start = ops.full((ops.shape(cost)[0], 1, 1), regularization, dtype=dtype)  # [B, 1, 1]
+    start = numerics.full((ops.shape(cost)[0], 1, 1), regularization, dtype)  # [B, 1, 1]
     ratio = ops.ones_like(start)
     if epsilon_scaling:
         max_cost = ops.max(ops.where(pair_mask, cost, ops.zeros_like(cost)), axis=[1, 2])
@@ -125,7 +125,8 @@ def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask, regularization: 
 
     def body(k, state):
         f, g = state
-        eps = numerics.maximum(start * ops.power(ratio, ops.cast(k, dtype)), lam)  # [B, 1, 1]
+        eps = numerics.maximum(start * ops.power(ratio, numerics.constant(k, dtype)),
+                               lam)  # [B, 1, 1]
         arg = ops.where(pair_mask, (f[:, :, None] - cost) / eps, log_zero)
         g = eps[:, 0] * (log_b - ops.logsumexp(arg, axis=1))
         g = ops.where(col_mask, g, ops.zeros_like(g))

@@ -127,12 +127,18 @@ def _keras_ops_screening() -> Screening:
                      name_scope=keras_screening.name_scope)
 
 
-#: implementation -> its bad-input policy (:mod:`tfr_extensions.ops.screening` or
-#: :mod:`tfr_extensions.keras_ops.screening`), imported on first use; the
-#: PyTorch-native bodies run under the ``keras.ops`` one
+def _torch_screening() -> Screening:
+    from tfr_extensions.torch_ops import screening as torch_screening  # pylint: disable=import-outside-toplevel
+    keras_screening = _keras_ops_screening()
+    return keras_screening._replace(screened_loss=torch_screening.screened_loss)
+
+
+#: implementation -> its bad-input policy (:mod:`tfr_extensions.ops.screening`,
+#: :mod:`tfr_extensions.keras_ops.screening`, and for the PyTorch-native bodies
+#: :mod:`tfr_extensions.torch_ops.screening` around them), imported on first use
 SCREENING: Dict[str, Callable[[], Screening]] = {
     TENSORFLOW: _tensorflow_screening, KERAS_OPS: _keras_ops_screening,
-    TORCH: _keras_ops_screening}
+    TORCH: _torch_screening}
 _LOADED_SCREENING: Dict[str, Screening] = {}
 
 

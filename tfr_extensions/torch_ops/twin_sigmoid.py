@@ -36,6 +36,7 @@ from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.keras_ops.twin_sigmoid import exact_forward_ranks
 from tfr_extensions.ops import vocabulary
 from tfr_extensions.torch_ops import pairs
+from tfr_extensions.torch_ops import screening
 from tfr_extensions.torch_ops.rank_metrics import ndcg_value_and_rank_gradient
 
 
@@ -266,4 +267,4 @@ def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gr
                 metric, labels, ranks, mask, topn, positions)
     value = _TwinSigmoidGradient.apply(scores, value, rank_gradient, labels, mask,
                                        float(alpha_b), gradient)
-    return -value, lists.has_relevant(labels, mask).to(scores.dtype)
+    return -value, screening.has_relevant(labels, mask).to(scores.dtype)

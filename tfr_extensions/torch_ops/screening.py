@@ -1,0 +1,61 @@
+r"""The bad-input policy around the PyTorch-native bodies, in PyTorch operations.
+
+The same policy as :func:`tfr_extensions.keras_ops.screening.screened_loss` (and
+:mod:`tfr_extensions.losses.base`): labels < 0 (NaN included) or ``mask`` False are
+padding; a list with a valid document whose score is not finite or whose label exceeds
+``max_label`` is broken: NaN loss, no gradient; labels are 0 at padding and capped at
+``max_label``, non-finite scores 0. Written with ``torch`` operations it costs about a
+dozen element-wise ``[B, L]`` kernels; through ``keras.ops`` it took about thirty calls,
+each converting and checking its inputs in Python (0.3-0.4 ms of a 4-6 ms loss call at
+32 lists of 128 on a CPU).
+
+>>> import torch
+>>> body = lambda labels, scores, mask: (-(scores * labels).sum(-1), mask.any(-1).float())
+>>> losses, weights, aux = screened_loss(
+...     body, torch.tensor([[1., -1.], [2., 0.]]), torch.tensor([[0.5, 9.], [float("nan"), 1.]]),
+...     None, 31.0, {})
+>>> losses, weights
+(tensor([-0.5000,     nan]), tensor([1., 1.]))
+"""
+from typing import Any, Callable, Mapping
+
+import torch
+from keras import ops
+
+from tfr_extensions.keras_ops.screening import check_list_shapes
+
+
+def screen_lists(labels, scores, max_label: float, mask=None):
+    """``(labels, scores, valid, broken)`` as
+    :func:`tfr_extensions.keras_ops.screening.screen_lists` returns them (``labels`` and
+    ``scores`` in one float dtype, ``[batch, list_size]``)."""
+    check_list_shapes(labels, scores)
+    valid = labels >= 0  # False for NaN labels
+    if mask is not None:
+        valid = valid & mask.to(torch.bool)
+    finite = torch.isfinite(scores)
+    broken = (valid & ~(finite & (labels <= max_label))).any(dim=-1)
+    labels = torch.where(valid, labels.clamp(max=max_label), 0.0)
+    return labels, torch.where(finite, scores, 0.0), valid, broken
+
+
+def screened_loss(body: Callable, labels, scores, mask, max_label: float,
+                  options: Mapping[str, Any]):
+    """A PyTorch-native body under the bad-input policy: ``(losses, weights, aux)``,
+    as :func:`tfr_extensions.keras_ops.screening.screened_loss` (float64 scores compute
+    in float64, every other dtype in float32)."""
+    scores = ops.convert_to_tensor(scores)
+    dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    labels, scores, valid, broken = screen_lists(
+        ops.convert_to_tensor(labels).to(dtype), scores.to(dtype), max_label,
+        None if mask is None else ops.convert_to_tensor(mask))
+    scores = torch.where(broken[:, None], scores.detach(), scores)  # no gradient there
+    losses, weights, *aux = body(labels, scores=scores, mask=valid, **options)
+    return losses + torch.where(broken, float("nan"), 0.0).to(losses.dtype), weights, (
+        aux[0] if aux else {})
+
+
+def has_relevant(labels, mask):
+    """Bool ``[batch]``: the list has a valid document with label > 0 (a list without
+    one gets weight 0), as :func:`tfr_extensions.keras_ops.screening.has_relevant`."""
+    return (mask & (labels > 0)).any(dim=-1)

@@ -245,3 +245,44 @@ def test_the_seeded_keras_class_compiles_to_one_graph_and_advances_its_seed():
     explained = torch._dynamo.explain(loss)(labels, scores.clone().requires_grad_(True))  # pylint: disable=protected-access
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), \
         explained.break_reasons
+
+
+def broken_batch(dtype):
+    """:func:`batch` with broken lists: a NaN score, an infinite one, a label above the
+    limit; a NaN label (padding) and an infinite score at padding (not broken)."""
+    labels, scores = batch(9, 7, dtype, seed=5, tied_scores=False)  # (twin: one stream each)
+    labels[3, 0], scores[3, 0] = 2.0, float("nan")
+    labels[4, 1], scores[4, 1] = 1.0, float("inf")
+    labels[5, 2] = 40.0
+    labels[6, 3], labels[6, 4], scores[6, 4] = float("nan"), -1.0, float("-inf")
+    return labels, scores
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_the_torch_screening_equals_the_keras_ops_screening(dtype):
+    from tfr_extensions.keras_ops import screening as keras_screening  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.torch_ops import screening as torch_screening  # pylint: disable=import-outside-toplevel
+    labels, scores = broken_batch(dtype)
+    mask = torch.ones_like(labels, dtype=torch.bool)
+    mask[2, -1] = False
+    for given in (None, mask):
+        ours = torch_screening.screen_lists(labels, scores, 31.0, given)
+        theirs = keras_screening.screen_lists(labels, scores, 31.0, given)
+        for a, b in zip(ours, theirs):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert ours[3].tolist() == [False, False, False, True, True, True, False]
+    np.testing.assert_array_equal(torch_screening.has_relevant(ours[0], ours[2]).numpy(),
+                                  keras_screening.has_relevant(ours[0], ours[2]).numpy())
+
+
+@pytest.mark.parametrize("key,options", [CASES[2], CASES[-6], CASES[-3]], ids=str)
+def test_broken_lists_get_nan_and_no_gradient_as_under_the_keras_ops_policy(key, options):
+    spec = getattr(tfrx.losses, f"{key}_loss").spec
+    labels, scores = broken_batch(torch.float64)
+    losses, weights, grads = value_and_gradient(spec, base.TORCH, labels, scores, options)
+    assert np.isnan(losses[3:6]).all() and np.isfinite(losses[[0, 1, 2, 6]]).all()
+    assert (grads[3:6] == 0).all() and np.isfinite(grads).all()
+    for a, b in zip((losses, weights, grads),
+                    value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)

@@ -50,8 +50,9 @@ def full(shape, value: float, dtype):
     True
     """
     if keras.backend.backend() != "torch":
-        return ops.full(shape, value, dtype=dtype) if shape != () else ops.convert_to_tensor(
-            value, dtype=dtype)
+        if shape == ():  # (as before: a Python number converted in ``dtype`` itself)
+            return ops.convert_to_tensor(value, dtype=dtype)
+        return ops.full(shape, value, dtype=dtype)
     import torch  # pylint: disable=import-outside-toplevel
     from keras.src.backend.torch import core  # pylint: disable=import-outside-toplevel
     return torch.full(tuple(shape), value, dtype=core.to_torch_dtype(dtype),

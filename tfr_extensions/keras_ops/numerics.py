@@ -65,7 +65,7 @@ def full_like(x, value: float):
     if keras.backend.backend() != "torch":
         return ops.full_like(x, value)
     import torch  # pylint: disable=import-outside-toplevel
-    return torch.full_like(x, value)
+    return torch.full_like(ops.convert_to_tensor(x), value)  # (x may be NumPy, as for ops)
 
 
 def _like(y, x):

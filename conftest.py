@@ -24,7 +24,7 @@ NEEDS_TF_RANKING = ("tfr_extensions/tfranking.py",)
 #: old module names kept for their users: importing one warns (DeprecationWarning)
 DEPRECATED_ALIASES = ("tfr_extensions/pipeline.py",)
 #: keras.ops exists on Keras 3 only: the Keras 2 stacks do not collect these doctests
-NEEDS_KERAS_3 = ("tfr_extensions/keras_ops",)
+NEEDS_KERAS_3 = ("tfr_extensions/keras_ops", "tfr_extensions/arrays/keras_namespace.py")
 #: the modules that import TensorFlow (each one because TensorFlow is its point: the
 #: TensorFlow implementation of the array math, tf.data, ELWC, SavedModel export,
 #: TF-Ranking, IRGAN, the TensorFlow checkpoint and strategies of the jobs)
@@ -34,7 +34,8 @@ NEEDS_TENSORFLOW = (
     "tfr_extensions/ops/rank_distributions.py", "tfr_extensions/ops/rank_metrics.py",
     "tfr_extensions/ops/sorting.py", "tfr_extensions/ops/twin_sigmoid.py",
     "tfr_extensions/ops/screening.py", "tfr_extensions/ops/step_seeds.py",
-    "tfr_extensions/ops/list_metrics.py", "tfr_extensions/ops/losses",
+    "tfr_extensions/ops/list_metrics.py", "tfr_extensions/ops/sinkhorn.py",
+    "tfr_extensions/arrays/tensorflow_namespace.py",
     "tfr_extensions/data/dataset.py", "tfr_extensions/data/elwc.py",
     "tfr_extensions/data/normalization.py", "tfr_extensions/evaluation_state.py",
     "tfr_extensions/serving.py", "tfr_extensions/strategies.py",

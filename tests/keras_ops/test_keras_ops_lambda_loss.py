@@ -1,4 +1,4 @@
-"""The keras.ops body of LambdaLoss (``tfr_extensions/keras_ops/losses/lambda_loss.py``)
+"""LambdaLoss's math (``tfr_extensions/losses/lambda_loss.py``) in its keras.ops filling
 on Keras's backend (JAX under ``jax.jit``, PyTorch, TensorFlow): per-list values and
 gradients against the NumPy oracle (:mod:`support.oracles_lambda`) on every shared
 case (padding, ties, no relevant document, list size 1, long lists, bad input), and

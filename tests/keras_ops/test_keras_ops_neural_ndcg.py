@@ -1,4 +1,4 @@
-"""The keras.ops NeuralNDCG (``tfr_extensions/keras_ops/losses/neural_ndcg.py``) on each Keras 3
+"""The keras.ops NeuralNDCG (:func:`tfr_extensions.losses.neural_ndcg_loss` through the ``keras.ops`` namespace) on each Keras 3
 backend: against the float64 NumPy oracle (``support.oracles_neural_ndcg``), in float64 and
 float32 and on every shared case, under ``jax.jit``, and against allRank's reference
 implementation (``support.reference_allrank_neural_ndcg``, PyTorch, vendored verbatim).

@@ -20,7 +20,7 @@ from support.oracles_pl import expected_ndcg_gradient, pl_log_prob, softmax
 import tfr_extensions as tfrx
 from tfr_extensions.keras_ops import plackett_luce as kpl
 from tfr_extensions.keras_ops import random as keras_random
-from tfr_extensions.keras_ops.losses import policy_gradient as kpg
+from tfr_extensions.losses import policy_gradient as kpg
 
 BACKEND = harness.BACKEND
 # Level of each statistical test: deterministic for fixed seeds; a correct sampler

@@ -16,11 +16,19 @@ from support import oracles, oracles_twin_sigmoid
 import tfr_extensions as tfrx
 from tfr_extensions.keras_ops import sorting as k_sorting
 from tfr_extensions.keras_ops import twin_sigmoid as k_twin
-from tfr_extensions.keras_ops.losses import twin_sigmoid as k_loss
 
 METRICS = ("ndcg", "ap", "ap_min", "precision", "nerr")
 GRADIENTS = ("type1", "type2", "type3")
 KEY = "twin_sigmoid"
+
+
+def keras_ops_loss(labels, scores, mask=None, **options):
+    """``(losses, weights)`` of the loss's ``keras.ops`` math through the screening (on
+    PyTorch too, where the public function runs the PyTorch-native body)."""
+    spec = tfrx.losses.twin_sigmoid_loss.spec
+    losses, weights, _ = spec.compute(labels, scores, mask, spec.check_options(**options),
+                                      "keras_ops")
+    return losses, weights
 
 
 def oracle(tie_keys=None, **options):
@@ -139,8 +147,8 @@ def test_tie_breaking_on_ties_equals_the_oracle_with_the_same_keys(gradient):
         topn = (None, 3)[i % 2]
         for seed in (3, 4):
             value, grad = harness.value_and_grad(
-                lambda y, s: k_loss.twin_sigmoid_loss(y, s, metric=metric, topn=topn,
-                                                      gradient=gradient, seed=seed)[0],
+                lambda y, s: keras_ops_loss(y, s, metric=metric, topn=topn,
+                                            gradient=gradient, seed=seed)[0],
                 labels, scores)
             want, want_grad = _oracle_with_tie_keys(metric, gradient, topn, labels, scores, seed)
             harness.assert_close(value, want, what=f"{metric} value")
@@ -178,8 +186,8 @@ def test_every_list_length_path_equals_the_oracle_and_the_lexicographic_order(li
         np.testing.assert_array_equal(midranks[row][~v], 0.0)
     configs = (("ndcg", "type3", None), ("ap", "type1", 10), ("nerr", "type2", 5))
     results = harness.jit_values_and_grads(
-        [lambda y, s, m=m, g=g, k=k: k_loss.twin_sigmoid_loss(y, s, metric=m, topn=k,
-                                                              gradient=g, seed=5)[0]
+        [lambda y, s, m=m, g=g, k=k: keras_ops_loss(y, s, metric=m, topn=k,
+                                                    gradient=g, seed=5)[0]
          for m, g, k in configs], labels, scores)
     for (metric, gradient, topn), (value, grad) in zip(configs, results):
         want, want_grad = _oracle_with_tie_keys(metric, gradient, topn, labels, scores, 5)
@@ -215,7 +223,7 @@ def test_mean_value_over_random_tie_breaks_is_the_expectation():
     expected = {"ndcg": gains.sum() * np.mean(1 / np.log2(np.arange(2, n + 2))) / ideal,
                 "precision": np.mean(gains_labels > 0)}
     for metric, topn in (("ndcg", None), ("precision", 2)):
-        losses, _ = k_loss.twin_sigmoid_loss(labels, scores, metric=metric, topn=topn, seed=11)
+        losses, _ = keras_ops_loss(labels, scores, metric=metric, topn=topn, seed=11)
         values = -harness.to_numpy(losses)
         assert len(np.unique(values)) >= 3  # the lists were tie-broken differently
         stderr = values.std() / np.sqrt(lists)
@@ -318,7 +326,7 @@ def test_body_and_its_gradient_run_under_jax_jit():
     labels, scores = harness.CASES["ties"]
 
     def total(scores, seed, tie_break):
-        losses, weights = k_loss.twin_sigmoid_loss(
+        losses, weights = keras_ops_loss(
             labels, scores, mask=labels >= 0, metric="nerr", topn=3, gradient="type2",
             tie_break=tie_break, seed=seed)
         return ops.sum(losses * weights)

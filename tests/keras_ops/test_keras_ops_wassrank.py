@@ -1,4 +1,4 @@
-"""keras.ops WassRank (``tfr_extensions/keras_ops/losses/wassrank.py``) against the float64
+"""keras.ops WassRank (``tfr_extensions/losses/wassrank.py`` on the keras.ops namespace) against the float64
 NumPy oracle (:mod:`support.oracles_wassrank`: the ground costs, plain or epsilon-scaled
 log-space Sinkhorn, the dual-potential gradient).
 
@@ -20,8 +20,9 @@ from keras import ops
 import harness
 from support import oracles_wassrank
 import tfr_extensions as tfrx
+from tfr_extensions import arrays
 
-k_wassrank = importlib.import_module("tfr_extensions.keras_ops.losses.wassrank")
+k_wassrank = importlib.import_module("tfr_extensions.losses.wassrank")
 KEY = "wassrank"
 SPEC = tfrx.losses.wassrank_loss.spec
 
@@ -61,10 +62,11 @@ def test_cost_matrix_equals_the_oracle(cost_type):
         labels, _ = harness.CASES[case]
         mask = labels >= 0
         labels = np.where(mask, labels, 0.0).astype(np.float32)
-        got = harness.to_numpy(harness.jit(
-            lambda l, m: k_wassrank.cost_matrix(l, m, cost_type, gain_base=3.0,
-                                                var_penalty=1.5))(
-            ops.convert_to_tensor(labels), ops.convert_to_tensor(mask)))
+        with arrays.use("keras_ops"):
+            got = harness.to_numpy(harness.jit(
+                lambda l, m: k_wassrank.cost_matrix(l, m, cost_type, gain_base=3.0,
+                                                    var_penalty=1.5))(
+                ops.convert_to_tensor(labels), ops.convert_to_tensor(mask)))
         for b, (y, keep) in enumerate(zip(labels, mask)):
             want = np.zeros((len(y), len(y)))
             want[np.ix_(keep, keep)] = oracles_wassrank.ground_cost(
@@ -76,7 +78,8 @@ def test_ideal_positions_sort_labels_descending_ties_by_index_padding_last():
     labels = np.array([[2., 0., 2., -1., 1., 0.], [1., 1., 1., 1., -1., -1.]], np.float32)
     mask = labels >= 0
     labels = np.where(mask, labels, 0.0)
-    got = harness.to_numpy(k_wassrank._ideal_positions(  # pylint: disable=protected-access
+    # (the costs' ideal positions: exact_ranks of the labels)
+    got = harness.to_numpy(arrays.namespace("keras_ops").sorting.exact_ranks(
         ops.convert_to_tensor(labels), ops.convert_to_tensor(mask)))
     for b, (y, keep) in enumerate(zip(labels, mask)):
         np.testing.assert_array_equal(got[b][keep], oracles_wassrank.ideal_positions(y[keep]))

@@ -26,7 +26,9 @@ import tensorflow as tf
 from tfr_extensions.backend import keras
 
 import tfr_extensions as tfrx
+from tfr_extensions.arrays import tie_keys
 from support.loss_modes import value_and_grad
+from support import oracles
 from support.oracles_bad_input import oracle_candidates
 from tfr_extensions.ops import lists
 
@@ -66,9 +68,15 @@ def run(name, labels, scores, sample_weight=None, **kwargs):
 
 # --- the oracles (support.oracles_bad_input): one list of valid documents at a time
 
+
+def test_every_registered_loss_has_a_per_list_oracle():
+    """A loss registers its oracle (``@oracles.per_list_oracle(key)`` in a
+    ``tests/support/oracles_*`` module); none is skipped."""
+    assert set(oracles.load_per_list_oracles()) == set(CLASS_NAMES)
+
 def _family(name):
     loss = build(name)
-    return type(loss).__name__, loss.get_config()
+    return loss.spec.key, loss.get_config()
 
 
 def assert_matches_oracle(name, labels, scores, rtol=2e-5, atol=1e-6, grad_atol=2e-5):
@@ -78,7 +86,7 @@ def assert_matches_oracle(name, labels, scores, rtol=2e-5, atol=1e-6, grad_atol=
     Tolerances are float32's (WassRank's Sinkhorn iterations in float32 resolve
     its costs of about 1e2 / lambda to a relative 1e-4); gradients relative to
     the largest entry."""
-    if _family(name)[0] == "WassRankLoss":
+    if _family(name)[0] == "wassrank":
         rtol, grad_atol = max(rtol, 5e-4), max(grad_atol, 5e-4)
     values, grads = run(name, labels, scores)
     labels64, scores64 = np.asarray(labels, np.float64), np.asarray(scores, np.float32).astype(
@@ -176,11 +184,11 @@ def test_lists_of_one_document(name):
     labels = np.array([[2.0], [0.0], [PAD]], np.float32)
     values = assert_matches_oracle(name, labels, np.array([[0.3], [-0.7], [NAN]], np.float32))
     kind, config = _family(name)
-    if kind == "LambdaLoss" and config["weighting"] == "ndcg_loss1":
+    if kind == "lambda" and config["weighting"] == "ndcg_loss1":
         assert values[0] == 1.0
     else:
-        assert values[0] == (-1.0 if kind in ("TwinSigmoidLoss", "SoftNDCGLoss",
-                                              "ApproxNDCGLoss", "NeuralNDCGLoss") else 0.0)
+        assert values[0] == (-1.0 if kind in ("twin_sigmoid", "softndcg", "approx_ndcg",
+                                              "neural_ndcg") else 0.0)
     assert (values[1:] == 0).all()
 
 
@@ -203,9 +211,9 @@ def test_all_tied_scores(name):
     scores = np.array([[0.5, 0.5, 0.5, 0.5, NAN], [0.0] * 5], np.float32)
     values = assert_matches_oracle(name, labels, scores)
     kind, _ = _family(name)
-    if kind == "TwinSigmoidLoss":
+    if kind == "twin_sigmoid":
         assert np.isclose(values[0], -1.0, rtol=1e-6, atol=0)
-    if kind == "ExpectedUtilityLoss":
+    if kind == "expected_utility":
         assert np.isclose(values[0], math.log(24.0), rtol=1e-6)
 
 
@@ -218,7 +226,7 @@ def test_scores_of_plus_minus_1e30(name):
                        [1e30, 1e30, -1e30, 0.0, NAN, -1e30]], np.float32)
     values = assert_matches_oracle(name, labels, scores)
     kind, _ = _family(name)
-    if kind in ("ExpectedUtilityLoss", "MDPRankLoss"):
+    if kind in ("expected_utility", "mdprank"):
         assert np.isclose(values[1], math.log(2.0), rtol=1e-6)
 
 
@@ -251,7 +259,7 @@ def test_label_31_does_not_overflow_and_is_exact(name):
     """Gain 2^31 - 1 (2^31 in float32); nERR's R = (2^31 - 1) / 2^31 rounds to 1.
     WassRank: finite, but its costs 4^31 are beyond what entropic transport at
     lambda = 0.1 resolves (module docstring), so only finiteness is asserted."""
-    if _family(name)[0] == "WassRankLoss":
+    if _family(name)[0] == "wassrank":
         values, grads = run(name, LABELS_31, SCORES_31)
         assert np.isfinite(values).all() and np.isfinite(grads).all()
         assert (grads[LABELS_31 < 0] == 0).all()
@@ -277,7 +285,7 @@ def test_label_31_under_the_mixed_float16_policy(name):
     assert half[1].dtype == np.float16
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(half[1], single[1].astype(np.float16))
-    if _family(name)[0] != "WassRankLoss":
+    if _family(name)[0] != "wassrank":
         assert np.isfinite(half[1]).all()
 
 
@@ -312,7 +320,7 @@ def test_the_loss_function_applies_the_same_policy(name):
     want_values, want_grads = run(name, MIXED_LABELS, MIXED_SCORES)
     options = loss.options
     if options.get("seed") is not None:  # the seed of the class's first call
-        options["seed"] = lists.fold_in(lists.seed_tensor(options["seed"]), 0)
+        options["seed"] = [tie_keys.stream_seed(options["seed"]), 0]  # (its step 0)
     scores = tf.constant(MIXED_SCORES)
     with tf.GradientTape() as tape:
         tape.watch(scores)

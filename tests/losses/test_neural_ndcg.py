@@ -19,7 +19,8 @@ import tensorflow as tf
 import tfr_extensions as tfrx
 from support import oracles_neural_ndcg as oracle
 from tfr_extensions.backend import keras
-from tfr_extensions.ops.losses import neural_ndcg as tf_body
+from tfr_extensions.losses import neural_ndcg as neural_ndcg_module
+from tfr_extensions.ops import sinkhorn
 
 PAD = -1.0
 #: (temperature, topn, transposed): each variant, with and without a cutoff, at three
@@ -240,9 +241,9 @@ def test_sinkhorn_makes_the_valid_block_doubly_stochastic_and_stops_per_list():
     value in a batch whose other list needs more."""
     labels, scores = batch(8)
     mask = tf.constant(labels >= 0)
-    probs, rows = tf_body.neural_sort(tf.constant(scores), mask, 0.5)
+    probs, rows = neural_ndcg_module.neural_sort(tf.constant(scores), mask, 0.5)
     # (50 iterations, the default, leave column sums 4e-4 from 1 in one of these lists)
-    scaled = tf_body.sinkhorn_scaling(probs, rows, mask, 2000, 1e-6).numpy()
+    scaled = sinkhorn.sinkhorn_scaling(probs, rows, mask, 2000, 1e-6).numpy()
     for b in range(len(labels)):
         keep = labels[b] >= 0
         n = int(keep.sum())

@@ -9,7 +9,7 @@ from tfr_extensions.backend import keras
 
 from support import oracles
 import tfr_extensions as tfrx
-from tfr_extensions.ops.losses import pairwise
+from tfr_extensions.losses import pairwise
 
 SUM = "sum"
 

@@ -8,8 +8,9 @@ import tensorflow as tf
 from support.oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_prob, softmax
 from support.stack import needs_tf_ranking
 import tfr_extensions as tfrx
+from tfr_extensions.arrays import tie_keys
 from tfr_extensions.backend import keras
-from tfr_extensions.ops.losses import policy_gradient
+from tfr_extensions.losses import policy_gradient
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import plackett_luce as pl
 
@@ -48,7 +49,7 @@ def test_mean_estimate_converges_to_exact_gradient_of_expected_ndcg(kind, topn):
 
 def _rankings_of_first_call(seed, scores, mask, num_samples, topn):
     """The rankings a loss built with ``seed`` samples at its first call."""
-    step_seed = lists.fold_in(lists.seed_tensor(seed), 0)
+    step_seed = lists.seed_tensor([tie_keys.stream_seed(seed), 0])  # (its step 0)
     return pl.sample_rankings(scores, mask, num_samples, seed=step_seed, topn=topn).numpy()
 
 

@@ -3,7 +3,8 @@
 The losses come from the public registry (``tfrx.losses.names``): one key per
 class, and for the cheaper properties every distinct configuration our names
 build, plus a configuration of each class with every option changed
-(:data:`support.loss_options.NON_DEFAULT`, which must cover every option of the loss's function).
+(the first of the examples each loss declares, :data:`support.loss_options.NON_DEFAULT`,
+which must change every option of the loss's function).
 Each loss must: name its options once (the class's constructor options are
 its function's keyword-only options, with the same defaults); give the same
 per-list values and gradients as its function; check its options in the
@@ -17,18 +18,21 @@ values under XLA as in graph mode; accept ragged input equal to padded input;
 replay with its seed and draw afresh at every call; and train a Keras model
 under the mixed_float16 policy.
 """
+import importlib
 import importlib.util
 import inspect
 import json
+import pkgutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from support.loss_modes import value_and_grad
-from support.loss_options import NON_DEFAULT
+from support.loss_options import BAD_OPTION, NON_DEFAULT
 from support.stack import needs_tf_ranking, tfr
 import tfr_extensions as tfrx
+from tfr_extensions.arrays import tie_keys
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 from tfr_extensions.losses import base, registry
@@ -37,14 +41,6 @@ from tfr_extensions.ops import lists
 #: one registry key per loss class (its default name)
 KEYS = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
 CLASSES = {key: type(tfrx.losses.get(key)) for key in KEYS}
-
-#: a bad value of each loss's first option, and the error it gives
-BAD_OPTION = {"twin_sigmoid": ("metric", "mrr"), "softndcg": ("sigma", -1.0),
-              "wassrank": ("regularization", 0.0), "expected_utility": ("metric", "mrr"),
-              "mdprank": ("gamma", 1.5), "ranknet": ("sigma", 0.0),
-              "ndcg_beta_hinge": ("margin", -1.0), "approx_ndcg": ("temperature", 0.0),
-              "listnet": ("temperature", -1.0), "lambda": ("weighting", "ndcg_loss3"),
-              "neural_ndcg": ("temperature", 0.0)}
 
 
 def function_of(key):
@@ -107,9 +103,13 @@ def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
     with pytest.raises(ValueError, match="use 'twin_sigmoid'"):
         tfrx.losses.get("twin_sigmoid_loss")
     with pytest.raises(TypeError, match="name ends in `_loss`"):
-        base.LossSpec(tfrx.ops.lists.gains, tfrx.losses.ranknet_loss.spec.bodies, {})
-    with pytest.raises(TypeError, match="one body per implementation"):
-        base.LossSpec(tfrx.losses.ranknet_loss, {"tensorflow": "x:y"}, {"sigma": float})
+        base.loss_function()(tfrx.ops.lists.gains)
+
+    def unchecked_loss(labels, scores, *, mask=None, sigma=1.0):
+        del labels, scores, mask, sigma
+
+    with pytest.raises(TypeError, match="annotated with its check.*sigma"):
+        base.loss_function()(unchecked_loss)
     assert "TwinSigmoidLoss" not in tfrx.losses.names(classes=False)
     assert "twin_ap_type2" not in tfrx.losses.names(presets=False)
     assert set(tfrx.losses.names(tf_ranking=False)) == set(registry.tfrx_loss_names())
@@ -118,21 +118,37 @@ def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_every_body_takes_the_public_functions_options(key):
-    """The spec names one body per implementation; each takes exactly the public
-    function's keyword-only options, with the same defaults (the keras.ops body
-    where Keras 3 is installed)."""
+def test_a_pytorch_native_body_takes_the_public_functions_options(key):
+    """The math is the public function's own (one body for TensorFlow and keras.ops);
+    a PyTorch-native body, where a loss names one, takes exactly its keyword-only
+    options, with the same defaults."""
     spec = CLASSES[key].spec
-    implementations = [base.TENSORFLOW] + ([base.KERAS_OPS] if backend.IS_KERAS_3 else [])
-    if backend.IS_KERAS_3 and base.TORCH in spec.bodies and importlib.util.find_spec("torch"):
-        implementations.append(base.TORCH)  # the PyTorch-native body, where it has one
-    for implementation in implementations:
-        body = spec.body(implementation)
-        parameters = inspect.signature(body).parameters
-        options = {name: p.default for name, p in parameters.items()
-                   if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
-        assert options == spec.defaults, (implementation, body)
-        assert "mask" in parameters and body.__name__ == spec.function.__name__
+    assert spec.body(base.TENSORFLOW) is spec.math is spec.function.__wrapped__
+    if spec.torch is None or not (backend.IS_KERAS_3 and importlib.util.find_spec("torch")):
+        return
+    body = spec.body(base.TORCH)
+    parameters = inspect.signature(body).parameters
+    options = {name: p.default for name, p in parameters.items()
+               if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
+    assert options == spec.defaults and "mask" in parameters
+    assert body.__name__ == spec.function.__name__
+
+
+def test_every_loss_module_registers_its_losses():
+    """Every module of ``tfr_extensions/losses`` but the infrastructure is imported by
+    the package and registers each loss function it defines: a loss module is never
+    skipped by the suites that read the registry."""
+    registered = {cls.spec.function for cls in registry.classes().values()}
+    modules = [info.name for info in pkgutil.iter_modules(tfrx.losses.__path__)]
+    assert set(modules) - set(tfrx.losses.INFRASTRUCTURE) == set(tfrx.losses.LOSS_MODULES)
+    for name in tfrx.losses.LOSS_MODULES:
+        module = importlib.import_module(f"tfr_extensions.losses.{name}")
+        functions = [value for value in vars(module).values()
+                     if inspect.isfunction(value) and hasattr(value, "spec")
+                     and getattr(value, "__module__", None) == module.__name__]
+        assert functions, f"tfr_extensions/losses/{name}.py defines no loss"
+        for function in functions:
+            assert function in registered, f"{function.__name__} has no registered class"
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -181,7 +197,7 @@ def _class_and_function(key, kwargs):
     loss = build(key, reduction="none", **kwargs)
     options = loss.options
     if options.get("seed") is not None:
-        options["seed"] = lists.fold_in(lists.seed_tensor(options["seed"]), 0)
+        options["seed"] = [tie_keys.stream_seed(options["seed"]), 0]  # (its step 0)
     scores = tf.constant(SCORES)
     with tf.GradientTape() as tape:
         tape.watch(scores)

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from tfr_extensions.losses.soft_rank import SoftNDCGLoss
-from tfr_extensions.ops.losses.soft_rank import training_discount
+from tfr_extensions.losses.soft_rank import training_discount
 from support.loss_modes import graph_xla_and_half
 from support.oracles_softrank import soft_ndcg_and_gradient, train_and_validate
 

@@ -6,7 +6,7 @@ from scipy.optimize import linprog
 from scipy.special import softmax
 
 from tfr_extensions.losses import wassrank as wassrank_spec
-from tfr_extensions.ops.losses import wassrank
+from tfr_extensions.losses import wassrank  # (the math and its helpers)
 from tfr_extensions.losses.wassrank import WassRankLoss
 from support.oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
 

@@ -104,7 +104,8 @@ def test_documentation_links_every_docs_page_and_the_api_reference():
 
 def test_adding_a_loss_shows_the_spec_and_the_class():
     body = section("## Adding a loss")
-    assert "base.LossSpec(" in body and "@registry.register" in body and "def __init__" in body
+    assert "@base.loss_function(" in body and "@registry.register" in body
+    assert "def __init__" in body and "super().__init__(locals())" in body
 
 
 @pytest.mark.parametrize("page", ["README.md"] + sorted(

@@ -4,9 +4,38 @@ sorts, sharing no code with the package.
 
 Lists are 1-D arrays; a label < 0 marks padding. Scores are assumed distinct.
 """
+import importlib
 import math
+import pkgutil
+from typing import Callable, Dict
 
 import numpy as np
+
+#: registry key -> the loss's per-list oracle for the bad-input suite,
+#: ``oracle(config, y, s) -> [(value, gradient), ...]`` over one list's valid documents
+#: (every candidate a random tie break or sampled ranking may give); filled by
+#: :func:`per_list_oracle` in the ``oracles_*`` modules of this package
+PER_LIST_ORACLES: Dict[str, Callable] = {}
+
+
+def per_list_oracle(key: str):
+    """Decorator: registers the per-list oracle of loss ``key``."""
+    def register(oracle: Callable) -> Callable:
+        if key in PER_LIST_ORACLES:
+            raise ValueError(f"Two per-list oracles for loss {key!r}.")
+        PER_LIST_ORACLES[key] = oracle
+        return oracle
+    return register
+
+
+def load_per_list_oracles() -> Dict[str, Callable]:
+    """Imports every ``support/oracles_*`` module (each registers its oracles) and
+    returns :data:`PER_LIST_ORACLES`."""
+    import support  # pylint: disable=import-outside-toplevel
+    for info in pkgutil.iter_modules(support.__path__):
+        if info.name.startswith("oracles_"):
+            importlib.import_module(f"support.{info.name}")
+    return PER_LIST_ORACLES
 
 
 def _valid(labels, scores):

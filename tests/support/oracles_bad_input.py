@@ -157,32 +157,45 @@ def _pl_candidates(kind, y, s, topn=10):
     return out
 
 
-def oracle_candidates(kind, config, y, s):
+#: registry key -> ``oracle(config, y, s) -> [(value, gradient), ...]`` (the possible
+#: per-list results), registered with :func:`support.oracles.per_list_oracle`
+PER_LIST = oracles.PER_LIST_ORACLES
+
+
+@oracles.per_list_oracle("twin_sigmoid")
+def _twin(config, y, s):
+    return _twin_candidates(config, y, s)
+
+
+@oracles.per_list_oracle("softndcg")
+def _softndcg(config, y, s):  # scaled scores s / 2 clipped to +-max/4: s to +-max/2
+    del config
+    bound = 2 * rank_distributions.scaled_score_bound(tf.float32)
+    value, grad = soft_ndcg_and_gradient(np.clip(s, -bound, bound), y, 1.0)
+    return [(-value, -grad * (np.abs(s) <= bound))]
+
+
+oracles.per_list_oracle("ranknet")(lambda config, y, s: [ranknet_oracle(y, s)])
+oracles.per_list_oracle("ndcg_beta_hinge")(lambda config, y, s: [hinge_oracle(y, s)])
+oracles.per_list_oracle("lambda")(lambda config, y, s: [lambda_oracle(config, y, s)])
+oracles.per_list_oracle("wassrank")(lambda config, y, s: [wassrank_oracle(y, s)])
+oracles.per_list_oracle("approx_ndcg")(
+    lambda config, y, s: [oracles_listwise.approx_ndcg(y, s, config["temperature"])])
+# (the ListNet oracle gives loss * weight, the weight is the label sum)
+oracles.per_list_oracle("listnet")(
+    lambda config, y, s: [oracles_listwise.listnet(y, s, config["temperature"])])
+oracles.per_list_oracle("neural_ndcg")(lambda config, y, s: [oracles_neural_ndcg.neural_ndcg(
+    y, s, config["temperature"], config["topn"], config["transposed"],
+    config["sinkhorn_iterations"], config["sinkhorn_tolerance"])])
+oracles.per_list_oracle("expected_utility")(
+    lambda config, y, s: _pl_candidates("ExpectedUtilityLoss", y, s))
+oracles.per_list_oracle("mdprank")(lambda config, y, s: _pl_candidates("MDPRankLoss", y, s))
+
+
+def oracle_candidates(key, config, y, s):
     """The possible (value, gradient) of one list's loss, gradient over its
-    valid documents; one candidate for a deterministic loss. ``kind``: the loss's
-    class name, ``config``: its ``get_config()``."""
+    valid documents; one candidate for a deterministic loss. ``key``: the loss's
+    registry key, ``config``: its ``get_config()``."""
     if not np.any(y > 0):
         return [(0.0, np.zeros(len(s)))]
-    if kind == "TwinSigmoidLoss":
-        return _twin_candidates(config, y, s)
-    if kind == "SoftNDCGLoss":  # scaled scores s / 2 clipped to +-max/4: s to +-max/2
-        bound = 2 * rank_distributions.scaled_score_bound(tf.float32)
-        value, grad = soft_ndcg_and_gradient(np.clip(s, -bound, bound), y, 1.0)
-        return [(-value, -grad * (np.abs(s) <= bound))]
-    if kind == "RankNetLoss":
-        return [ranknet_oracle(y, s)]
-    if kind == "NDCGBetaHingeLoss":
-        return [hinge_oracle(y, s)]
-    if kind == "LambdaLoss":
-        return [lambda_oracle(config, y, s)]
-    if kind == "WassRankLoss":
-        return [wassrank_oracle(y, s)]
-    if kind == "ApproxNDCGLoss":
-        return [oracles_listwise.approx_ndcg(y, s, config["temperature"])]
-    if kind == "ListNetLoss":  # (the oracle gives loss * weight, the weight is the label sum)
-        return [oracles_listwise.listnet(y, s, config["temperature"])]
-    if kind == "NeuralNDCGLoss":
-        return [oracles_neural_ndcg.neural_ndcg(
-            y, s, config["temperature"], config["topn"], config["transposed"],
-            config["sinkhorn_iterations"], config["sinkhorn_tolerance"])]
-    return _pl_candidates(kind, y, s)
+    return oracles.PER_LIST_ORACLES[key](config, y, s)

@@ -3,10 +3,9 @@ Keras 3 on JAX and PyTorch (and on TensorFlow, for comparison).
 
 :mod:`tfr_extensions.ops` (TensorFlow) and this package are two implementations
 of the same functions, with the same module and function names:
-``tfrx.ops.rank_metrics.ndcg`` and ``tfrx.keras_ops.rank_metrics.ndcg``, the
-loss body ``tfrx.losses.twin_sigmoid.twin_sigmoid_loss`` and
-``tfrx.keras_ops.losses.twin_sigmoid.twin_sigmoid_loss``. Only the array math
-is written twice: the options and their checks
+``tfrx.ops.rank_metrics.ndcg`` and ``tfrx.keras_ops.rank_metrics.ndcg``. Only the
+array math of the ops is written twice (a loss's math is written once, against
+:mod:`tfr_extensions.arrays`): the options and their checks
 (:mod:`tfr_extensions.ops.validation`), the metric names
 (:mod:`tfr_extensions.ops.vocabulary`), the constants
 (:mod:`tfr_extensions.ops.conventions`), the bad-input policy and the Keras

@@ -51,3 +51,10 @@ def gains(labels):
 def log2_discount(ranks):
     """1 / log2(1 + rank) for 1-based ranks."""
     return ops.log(numerics.constant(2.0, ranks.dtype)) / ops.log1p(ranks)
+
+
+def compiling_with_xla() -> bool:
+    """True: the twin of :func:`tfr_extensions.ops.lists.compiling_with_xla`. Keras 3's
+    JAX and PyTorch programs (``jax.jit``, ``torch.compile``) need static shapes, so the
+    ``keras.ops`` implementation always takes the static-shape path."""
+    return True

@@ -51,15 +51,14 @@ import numpy as np
 import keras
 from keras import ops
 
+from tfr_extensions.arrays import tie_keys
+
 Seed = Union[None, int, Sequence[int], "keras.KerasTensor"]
 
 
-def as_int(seed, salt: int = 0) -> int:
-    """One int for Keras's ``SeedGenerator`` from an int or a pair of ints."""
-    if isinstance(seed, (list, tuple)):
-        first, second = (int(s) for s in seed)
-        seed = first * 1_000_003 + second
-    return (int(seed) + 7919 * salt) % (2**31 - 1)
+#: one int for Keras's ``SeedGenerator`` from an int or a pair of ints (the same on
+#: every framework: :func:`tfr_extensions.arrays.tie_keys.stream_seed`)
+as_int = tie_keys.stream_seed
 
 
 def _on_jax() -> bool:

@@ -26,6 +26,8 @@ from typing import Optional
 import keras
 from keras import ops
 
+from tfr_extensions import arrays
+from tfr_extensions.arrays import tie_keys
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops import pairs
@@ -169,19 +171,14 @@ def sort_descending(values, mask, topn: Optional[int] = None):
 
 
 def random_tie_keys(shape, seed):
-    """Random int32 keys in ``[0, 2^31)``, distinct within each list, drawn from
-    ``seed`` (see :func:`tfr_extensions.keras_ops.random.random_bits`; None:
-    Keras's global stream): a random permutation per list once used as the
-    secondary sort key (Section 4.2 of the twin-sigmoid paper). Built as
-    :func:`tfr_extensions.ops.sorting.random_tie_keys` builds them (random top
-    bits over the reversed index in the low ``k`` bits, ``k`` the bit length of
-    ``L - 1``); the stream differs from TensorFlow's."""
-    shape = tuple(int(n) for n in shape)
-    index_bits = (shape[-1] - 1).bit_length() if shape[-1] else 0
-    draws = keras_random.random_bits(shape, seed, 31)
-    reversed_index = ops.arange(shape[-1] - 1, -1, -1, dtype="int32")
-    return ops.bitwise_or(ops.left_shift(ops.right_shift(draws, index_bits), index_bits),
-                          reversed_index)
+    """Random int32 keys in ``[0, 2^31)``, distinct within each list: the keys of
+    :mod:`tfr_extensions.arrays.tie_keys`, the same on every framework for a seed (an
+    int, a pair, a seed tensor ``[2]``); ``seed=None`` hashes a fresh pair drawn from
+    Keras's stream (:func:`tfr_extensions.keras_ops.random.random_bits`)."""
+    if seed is None:
+        seed = keras_random.random_bits((2,), None, 31)
+    return tie_keys.tie_keys(tuple(int(n) for n in shape), seed,
+                             xp=arrays.load(arrays.backend.KERAS_OPS))
 
 
 def midranks(scores, mask):

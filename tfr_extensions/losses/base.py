@@ -15,19 +15,15 @@ validates them (errors come at construction), its explicit ``get_config`` return
 them and ``from_config`` is ``cls(**config)``, so every option round-trips through a
 JSON config.
 
-**Two implementations, one rule.** Each loss has a body per implementation of
-the array math, the same function in both: TensorFlow
-(``tfr_extensions/ops/losses/<family>.py``) and ``keras.ops``
-(``tfr_extensions/keras_ops/losses/<family>.py``). Its spec names both
-(:attr:`LossSpec.bodies`), and :func:`tfr_extensions.backend.implementation` picks
-one by one rule:
-the TensorFlow body on Keras 2 and on Keras 3's TensorFlow backend, the
-``keras.ops`` body on Keras 3's JAX and PyTorch backends. A loss whose pairs dominate
-may name a third, PyTorch-native body (:data:`TORCH`, :mod:`tfr_extensions.torch_ops`),
-which runs in place of its ``keras.ops`` body on Keras's PyTorch backend
-(:meth:`LossSpec.implementation_of`). The public functions
-and the Keras classes are this one code for every backend; this module imports
-no TensorFlow.
+**The math once, one rule.** A loss function is its math, written once against the
+array namespace (:func:`tfr_extensions.arrays.namespace`), and put under the option
+checks and the bad-input policy by :func:`loss_function`. The namespace is TensorFlow's
+ops on Keras 2 and on Keras 3's TensorFlow backend, ``keras.ops`` on JAX and PyTorch:
+:func:`tfr_extensions.backend.implementation` is the one rule. A loss whose pairs
+dominate may name a PyTorch-native body (``torch=``, :mod:`tfr_extensions.torch_ops`),
+which runs in place of the math on Keras's PyTorch backend
+(:meth:`LossSpec.implementation_of`). The public functions and the Keras classes are
+this one code for every backend; this module imports no TensorFlow.
 
 Conventions shared by all losses (written once here, not in each loss):
 
@@ -81,8 +77,9 @@ import dataclasses
 import functools
 import importlib
 import inspect
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from tfr_extensions import arrays
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import conventions
@@ -181,83 +178,49 @@ Check = Callable[[Any, str], Any]
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LossSpec:
-    """One loss, declared once: its public function, its bodies, the check of each option.
-
-    The public function is written in the loss's family module with the loss's
-    whole signature, ``fn(labels, scores, *, mask=None, <options with defaults>)``,
-    and docstring (the math), and calls :meth:`apply`. Each body has the same
-    keyword-only options (tested); it sees inputs already through the bad-input
-    screening (compute dtype, padded labels 0, finite scores, ``mask`` a bool
-    tensor) and options already checked, and returns ``(losses, weights)``
-    ``[batch]`` each, or ``(losses, weights, aux)`` (see :data:`Output`).
+    """One loss, declared once by :func:`loss_function` from its math's signature.
 
     Attributes:
-      function: the public function; its name without ``_loss`` is the registry
-        key (the rule of :mod:`~tfr_extensions.losses.registry`) and the Keras
-        class's default name; its keyword-only parameters but ``mask`` are the
-        options, with their defaults.
-      bodies: implementation (:data:`TENSORFLOW`, :data:`KERAS_OPS`, and optionally
-        :data:`TORCH`) -> ``"module:function"`` of its body, imported on first use.
-        A :data:`TORCH` body runs in place of the :data:`KERAS_OPS` one on Keras's
-        PyTorch backend (:meth:`implementation_of`).
-      checks: option name -> :data:`Check`, exactly one per option (enforced).
+      math: the loss's math, the function :func:`loss_function` decorates:
+        ``math(labels, scores, *, mask, <options>)`` on screened inputs (compute
+        dtype, padded labels 0, finite scores, ``mask`` a bool tensor) and checked
+        options, written against :func:`tfr_extensions.arrays.namespace`; returns
+        ``(losses, weights)`` ``[batch]`` each, or ``(losses, weights, aux)`` (see
+        :data:`Output`). Its keyword-only parameters but ``mask`` are the options,
+        each annotated with its check (``sigma: validation.Positive = 1.0``).
+      torch: ``"module:function"`` of a PyTorch-native body
+        (:mod:`tfr_extensions.torch_ops`), run in place of ``math`` on Keras's
+        PyTorch backend (:meth:`implementation_of`); it keeps its place by the
+        figure its docstring names.
       max_label: ``options -> the largest valid label``; :data:`MAX_LABEL
         <tfr_extensions.ops.conventions.MAX_LABEL>` when None.
       presets: more registry keys, each with the options it sets (e.g.
         ``twin_ndcg_type3``).
-
-    Adding a loss takes a body per implementation, its public function with its
-    spec, and one Keras class that names the spec (:class:`RankingLoss`), with an
-    explicit constructor and ``get_config``, registered with one decorator::
-
-        def my_loss(labels, scores, *, mask=None, sigma=1.0):
-            \"\"\"The math, once.\"\"\"
-            return MY.apply(labels, scores, mask, sigma=sigma)
-
-        MY = LossSpec(my_loss, {TENSORFLOW: "tfr_extensions.ops.losses.mine:my_loss",
-                                KERAS_OPS: "tfr_extensions.keras_ops.losses.mine:my_loss"},
-                      {"sigma": validation.validate_positive})
-
-        @registry.register
-        class MyLoss(RankingLoss):
-            spec = MY
-
-            def __init__(self, sigma=1.0, ragged=False, reduction=DEFAULT_REDUCTION,
-                         name="my"):
-                super().__init__(dict(sigma=sigma), ragged=ragged, reduction=reduction,
-                                 name=name)
-
-            def get_config(self):
-                config = super().get_config()  # ragged, reduction, name
-                config.update(sigma=self.options["sigma"])
-                return config
-
-    The constructor's options are the function's keyword-only options with their
-    defaults, in order, then ``ragged``, ``reduction`` and ``name`` (default: the
-    registry key), and ``get_config`` returns exactly the constructor's parameters
-    (both tested over the registry).
+      examples: option sets beyond the defaults that the suites over every loss
+        run (each changes options the defaults leave alone).
+      function: the public function (``math`` under the checks and the bad-input
+        policy); its name without ``_loss`` is the registry key.
     """
 
-    function: Callable[..., Tuple[Any, Any]]
-    bodies: Mapping[str, str]
-    checks: Mapping[str, Check]
+    math: Callable[..., Output]
+    torch: Optional[str] = None
     max_label: Optional[Callable[[Mapping[str, Any]], float]] = None
     presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    examples: Tuple[Mapping[str, Any], ...] = ()
+    function: Optional[Callable[..., Tuple[Any, Any]]] = None
 
     def __post_init__(self):
-        if not self.function.__name__.endswith("_loss"):
-            raise TypeError(f"A loss function's name ends in `_loss`: {self.function.__name__}.")
-        parameters = inspect.signature(self.function).parameters
-        if set(self.defaults) != set(self.checks) or "mask" not in parameters:
-            raise TypeError(f"{self.function.__name__}: `checks` must cover exactly its "
-                            f"keyword-only options {sorted(self.defaults)} (and it must take "
-                            f"`mask`); got {sorted(self.checks)}.")
-        required = {TENSORFLOW, KERAS_OPS}
-        if not required <= set(self.bodies) <= required | {TORCH}:
-            raise TypeError(f"{self.function.__name__}: `bodies` must name one body per "
-                            f"implementation, {TENSORFLOW!r} and {KERAS_OPS!r} (and may name "
-                            f"a PyTorch-native one, {TORCH!r}); got {sorted(self.bodies)}.")
-        self.function.spec = self  # the public function knows its spec
+        name = self.math.__name__
+        if not name.endswith("_loss"):
+            raise TypeError(f"A loss function's name ends in `_loss`: {name}.")
+        if "mask" not in inspect.signature(self.math).parameters:
+            raise TypeError(f"{name} must take `mask`.")
+        unchecked = sorted(set(self.defaults) - set(self.checks))
+        if unchecked:
+            raise TypeError(f"{name}: every option is annotated with its check "
+                            f"(`sigma: validation.Positive = 1.0`); not {unchecked}.")
+        for example in self.examples:
+            self.check_options(**example)  # a wrong example fails at import
         if implementation() != TENSORFLOW:  # imported now, not where torch.compile traces
             self.body()                     # (an import breaks its graph); Keras 3 modules
             screening(self.implementation_of())
@@ -265,20 +228,28 @@ class LossSpec:
     @property
     def key(self) -> str:
         """The registry key: the function's name without ``_loss``."""
-        return self.function.__name__[:-len("_loss")]
+        return self.math.__name__[:-len("_loss")]
 
     @functools.cached_property
     def defaults(self) -> Dict[str, Any]:
-        """The options and their defaults (the function's keyword-only parameters but
+        """The options and their defaults (the math's keyword-only parameters but
         ``mask``)."""
-        return {name: p.default for name, p in inspect.signature(self.function).parameters.items()
+        return {name: p.default for name, p in inspect.signature(self.math).parameters.items()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
+
+    @functools.cached_property
+    def checks(self) -> Dict[str, Check]:
+        """Option name -> its check, read from the option's annotation."""
+        parameters = inspect.signature(self.math).parameters
+        return {name: check for name in self.defaults
+                for check in [validation.check_of(parameters[name].annotation)]
+                if check is not None}
 
     def check_options(self, **options) -> Dict[str, Any]:
         """The options with defaults filled in, each through its check."""
         unknown = sorted(set(options) - set(self.defaults))
         if unknown:
-            raise TypeError(f"{self.function.__name__}() got unexpected options {unknown}; "
+            raise TypeError(f"{self.math.__name__}() got unexpected options {unknown}; "
                             f"it takes {sorted(self.defaults)}.")
         options = {**self.defaults, **options}
         return {name: self.checks[name](value, name) for name, value in options.items()}
@@ -288,31 +259,69 @@ class LossSpec:
         return conventions.MAX_LABEL if self.max_label is None else self.max_label(options)
 
     def implementation_of(self, which: Optional[str] = None) -> str:
-        """``which``, or by default :func:`implementation`'s rule, with this loss's
-        :data:`TORCH` body in place of its :data:`KERAS_OPS` one on Keras's PyTorch
-        backend where it names one."""
+        """``which``, or by default :func:`implementation`'s rule, with :data:`TORCH`
+        in place of :data:`KERAS_OPS` on Keras's PyTorch backend for a loss with a
+        PyTorch-native body."""
         if which is not None:
             return which
         which = implementation()
-        if which == KERAS_OPS and TORCH in self.bodies and backend.backend_name() == "torch":
+        if which == KERAS_OPS and self.torch is not None and backend.backend_name() == "torch":
             return TORCH
         return which
 
     def body(self, which: Optional[str] = None) -> Callable[..., Output]:
-        """The body of implementation ``which`` (default: :meth:`implementation_of`)."""
-        return load_body(self.bodies[self.implementation_of(which)])
+        """What implementation ``which`` (default: :meth:`implementation_of`) runs: the
+        PyTorch-native body for :data:`TORCH`, else :attr:`math`."""
+        if self.implementation_of(which) == TORCH:
+            return load_body(self.torch)
+        return self.math
 
     def compute(self, labels, scores, mask, options, which: Optional[str] = None) -> Output:
         """``(losses, weights, aux)`` for checked ``options``: the body of implementation
         ``which`` (default: :meth:`implementation_of`) under the bad-input policy."""
         which = self.implementation_of(which)
-        return screening(which).screened_loss(self.body(which), labels, scores, mask,
-                                              self.label_limit(options), options)
+        run = functools.partial(screening(which).screened_loss, self.body(which), labels,
+                                scores, mask, self.label_limit(options), options)
+        if which == TORCH or which == arrays.current():
+            return run()
+        with arrays.use(which):  # another filling than the rule's (tests compare them)
+            return run()
 
     def apply(self, labels, scores, mask=None, **options):
         """What the public function returns: ``(losses, weights)``, options checked."""
         losses, weights, _ = self.compute(labels, scores, mask, self.check_options(**options))
         return losses, weights
+
+
+def loss_function(*, torch: Optional[str] = None,
+                  max_label: Optional[Callable[[Mapping[str, Any]], float]] = None,
+                  presets: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                  examples: Sequence[Mapping[str, Any]] = ()):
+    """Decorator: a loss's math becomes its public function, ``fn(labels, scores, *,
+    mask=None, <options>) -> (losses, weights)``, options checked and inputs under the
+    bad-input policy; ``fn.spec`` is its :class:`LossSpec` (the arguments are its
+    attributes)::
+
+        @base.loss_function(examples=[dict(sigma=2.0)])
+        def my_loss(labels, scores, *, mask=None, sigma: validation.Positive = 1.0):
+            \"\"\"The math, once (equations, shapes, a doctest).\"\"\"
+            xp = arrays.namespace()
+            ...
+            return losses, weights
+    """
+    def decorate(math: Callable[..., Output]) -> Callable[..., Tuple[Any, Any]]:
+        spec = LossSpec(math, torch=torch, max_label=max_label, presets=dict(presets or {}),
+                        examples=tuple(dict(e) for e in examples))
+
+        @functools.wraps(math)
+        def function(labels, scores, *, mask=None, **options):
+            return spec.apply(labels, scores, mask, **options)
+
+        object.__setattr__(spec, "function", function)
+        function.spec = spec
+        return function
+
+    return decorate
 
 
 class StepSeeded:
@@ -365,41 +374,58 @@ class StepSeeded:
 
 
 class RankingLoss(StepSeeded, keras.losses.Loss):
-    """The Keras class of a loss: its :class:`LossSpec` and checked options.
+    """The Keras class of a loss: its function's :class:`LossSpec` and checked options.
 
-    A subclass sets ``spec`` and writes its constructor and ``get_config``
-    (explicitly, so ``help()``, ``inspect.signature`` and IDEs show them): the
-    constructor takes the loss's options, with the function's defaults and in its
-    order, then ``ragged``, ``reduction`` and ``name`` (default: the spec's key),
-    and hands the options to this constructor as a dict; ``get_config`` adds every
-    option to this class's config (``ragged``, ``reduction``, ``name``), so that
-    ``from_config``, Keras's ``cls(**config)``, rebuilds the loss. This base class
-    checks the options (the spec's checks, so errors come at construction), folds a
-    step counter into ``seed`` for randomized losses (:class:`StepSeeded`), and in
-    :meth:`call` applies the loss with the body of :func:`implementation`:
-    per-list ``losses * weights``, NaN for broken lists (module docstring).
+    A subclass names its loss function and writes its constructor explicitly (so
+    ``help()``, ``inspect.signature`` and IDEs show it): the function's options, with
+    its defaults and in its order, then ``ragged``, ``reduction`` and ``name`` (default:
+    the registry key), handed on whole::
+
+        @registry.register
+        class MyLoss(base.RankingLoss):
+            function = my_loss
+
+            def __init__(self, sigma=1.0, ragged=False, reduction=base.DEFAULT_REDUCTION,
+                         name="my"):
+                super().__init__(locals())
+
+    This base class checks the options (the spec's checks, so errors come at
+    construction), returns them in :meth:`get_config` (``from_config`` is Keras's
+    ``cls(**config)``), folds a step counter into ``seed`` for randomized losses
+    (:class:`StepSeeded`), and in :meth:`call` applies the loss with the body of
+    :func:`implementation`: per-list ``losses * weights``, NaN for broken lists
+    (module docstring).
     """
 
-    #: the loss (set by each subclass)
+    #: the loss's public function (set by each subclass); :attr:`spec` is its spec
+    function: Callable = None
+    #: the loss (``function.spec``)
     spec: LossSpec = None
 
-    def __init__(self, options: Mapping[str, Any], *, ragged: bool = False,
-                 reduction: str = DEFAULT_REDUCTION, name: Optional[str] = None):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("function") is not None:
+            cls.spec = cls.function.spec
+
+    def __init__(self, arguments: Mapping[str, Any]):
         """Construction from a subclass's constructor.
 
         Args:
-          options: every option of the loss's function (:attr:`LossSpec.defaults`),
-            as the subclass's constructor received them; checked here.
-          ragged: the inputs may be ``tf.RaggedTensor`` (TensorFlow only).
-          reduction: Keras's reduction of the per-list losses.
-          name: the loss's name.
+          arguments: the subclass constructor's ``locals()``: every option of the
+            loss's function (:attr:`LossSpec.defaults`), checked here, and
+            ``ragged`` (the inputs may be ``tf.RaggedTensor``, TensorFlow only),
+            ``reduction`` (Keras's reduction of the per-list losses) and ``name``.
         """
+        options = {k: v for k, v in arguments.items()
+                   if k not in ("self", "__class__", "ragged", "reduction", "name")}
         if set(options) != set(self.spec.defaults):
-            raise TypeError(f"{type(self).__name__} must pass every option of "
-                            f"{self.spec.function.__name__}, {sorted(self.spec.defaults)}, "
-                            f"to RankingLoss; got {sorted(options)}.")
+            raise TypeError(f"{type(self).__name__}'s constructor must take every option of "
+                            f"{self.spec.math.__name__}, {sorted(self.spec.defaults)}, and "
+                            f"ragged, reduction and name; got {sorted(arguments)}.")
+        ragged = arguments.get("ragged", False)
         self.spec.body()  # its body must import here: fail now, naming it
-        super().__init__(reduction=backend.standardize_reduction(reduction), name=name)
+        super().__init__(reduction=backend.standardize_reduction(
+            arguments.get("reduction", DEFAULT_REDUCTION)), name=arguments.get("name"))
         self._ragged = validation.validate_bool(ragged, "ragged")
         if self._ragged and implementation() != TENSORFLOW:
             raise ValueError(f"`ragged=True` takes tf.RaggedTensor inputs, which exist on Keras's "
@@ -447,10 +473,11 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         del aux, weights  # (a body AutoGraph can convert, unlike a docstring alone)
 
     def get_config(self) -> Dict[str, Any]:
-        """Keras's config (``reduction``, ``name``) and ``ragged``; each subclass adds
-        its options."""
+        """The constructor's arguments: Keras's config (``reduction``, ``name``),
+        ``ragged`` and every option as checked."""
         config = super().get_config()
         config["ragged"] = self._ragged
+        config.update(self._options)
         return config
 
     # Keras 3 saves a compiled model's loss through these (``model.save``,

@@ -11,11 +11,19 @@ backward pass), so its gradient is LambdaRank's "lambdas" for the chosen scheme.
 Extreme scores: the loss sums up to :math:`L^2` terms that grow linearly with
 the score gaps, so the scores are clipped to :math:`\pm b`, :math:`b =
 \sqrt{\text{dtype.max}}/4` (4.6e18 in float32; the bound of the squared hinge,
-:func:`tfr_extensions.ops.losses.pairwise.clip_scores`), before and after the
+:func:`tfr_extensions.arrays.extremes.clip_scores`), before and after the
 scaling by :math:`\sigma_s`: each term is at most :math:`2b/\ln 2` times its
 weight, and the sum stays finite. Below :math:`b` nothing changes; beyond it
 scores saturate: distinct ones tie (ranked by index) and get gradient 0.
+
+Every shape is static (the weighting and ``topn`` are Python values, the pairs one
+``[B, L, L]`` computation), with no data-dependent Python branch: it runs under XLA,
+``jax.jit`` and ``torch.compile`` as it is.
 """
+import math
+
+from tfr_extensions import arrays
+from tfr_extensions.arrays.extremes import clip_scores
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
@@ -26,8 +34,58 @@ from tfr_extensions.ops import validation
 WEIGHTINGS = ("ranknet", "lambdarank", "ndcg_loss1", "ndcg_loss2", "ndcg_loss2pp")
 
 
-def lambda_loss(labels, scores, *, mask=None, weighting="ndcg_loss2pp", sigma=1.0, mu=10.0,
-                topn=None):
+def _pairwise(values, op):
+    """``op(values_i, values_j)``, ``[B, L, L]``."""
+    return op(values[:, :, None], values[:, None, :])
+
+
+def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
+    r"""The weights :math:`w_{ij}` of the LambdaLoss schemes, ``[B, L, L]`` (``[B, L, 1]``
+    for ``ndcg_loss1``, a scalar for ``ranknet``).
+
+    ``gains``: :math:`G_i`, the gains divided by the ideal DCG@k, ``[B, L]``;
+    ``ranks``: the 1-based predicted ranks :math:`r_i`, float ``[B, L]``.
+    """
+    xp = arrays.namespace()
+    if weighting == "ranknet":
+        return xp.constant(1.0, xp.dtype_name(gains))
+    discounts = xp.lists.log2_discount(ranks)  # 1 / D_i
+    if weighting == "ndcg_loss1":
+        return (gains * discounts)[:, :, None]
+    gain_diffs = xp.abs(_pairwise(gains, xp.subtract))  # |G_i - G_j|
+    discount_diffs = xp.abs(_pairwise(discounts, xp.subtract))  # |1/D_i - 1/D_j|
+    if weighting == "lambdarank":
+        return gain_diffs * discount_diffs
+    distance = xp.abs(_pairwise(ranks, xp.subtract))  # |r_i - r_j|, 0 on the diagonal
+    # delta_ij = 1/log2(1 + d) - 1/log2(2 + d) (decreasing in d: >= 0), 0 at d = 0
+    deltas = xp.where(distance > 0, xp.lists.log2_discount(xp.maximum(distance, 1.0))
+                      - xp.lists.log2_discount(distance + 1.0), xp.zeros_like(distance))
+    if weighting == "ndcg_loss2":
+        return gain_diffs * deltas
+    if weighting == "ndcg_loss2pp":
+        return gain_diffs * (mu * deltas + discount_diffs)
+    raise ValueError(f"Unknown LambdaLoss weighting {weighting!r}.")
+
+
+def lambda_pair_mask(labels, ranks, mask, weighting: str, topn):
+    """Bool ``[B, L, L]``: the pairs (i, j) that the loss sums: both valid, with
+    ``y_i > y_j`` (every pair for ``ndcg_loss1``), both ranked within ``topn``."""
+    xp = arrays.namespace()
+    valid = mask if topn is None else xp.logical_and(mask, ranks <= topn)
+    pairs = _pairwise(valid, xp.logical_and)
+    if weighting != "ndcg_loss1":
+        pairs = xp.logical_and(pairs, _pairwise(labels, xp.greater))
+    return pairs
+
+
+@base.loss_function(presets={"lambda_loss": {},  # the paper's name, as DESIGN.md spells the registry name
+                             **{f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS}},
+                    examples=[dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
+                              dict(weighting="ndcg_loss1", sigma=1.7, mu=3.0, topn=3)])
+def lambda_loss(labels, scores, *, mask=None,
+                weighting: validation.OneOf(WEIGHTINGS) = "ndcg_loss2pp",
+                sigma: validation.Positive = 1.0, mu: validation.Number(minimum=0.0) = 10.0,
+                topn: validation.TopN = None):
     r"""LambdaLoss: the metric-weighted pairwise logistic loss of the LambdaLoss paper.
 
     Per list,
@@ -83,20 +141,22 @@ def lambda_loss(labels, scores, *, mask=None, weighting="ndcg_loss2pp", sigma=1.
     >>> float(losses[0])  # -log2(1/2)
     1.0
     """
-    return LAMBDA.apply(labels, scores, mask, weighting=weighting, sigma=sigma, mu=mu,
-                        topn=topn)
-
-
-LAMBDA = base.LossSpec(lambda_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.lambda_loss:lambda_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.lambda_loss:lambda_loss",
-}, {
-    "weighting": validation.choice(WEIGHTINGS),
-    "sigma": validation.validate_positive,
-    "mu": validation.number(minimum=0.0),
-    "topn": validation.validate_topn,
-}, presets={"lambda_loss": {},  # the paper's name, as DESIGN.md spells the registry name
-            **{f"lambda_{weighting}": {"weighting": weighting} for weighting in WEIGHTINGS}})
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    # sigma * s, clipped before and after the scaling (which may overflow)
+    scaled = clip_scores(sigma * clip_scores(scores, squared=True), squared=True)
+    ranks = xp.cast(xp.sorting.exact_ranks(xp.stop_gradient(scaled), mask), dtype)
+    ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
+    gains = xp.safe_divide(xp.lists.gains(labels), ideal[:, None])
+    weights = lambda_pair_weights(gains, ranks, weighting, mu)
+    pairs = lambda_pair_mask(labels, ranks, mask, weighting, topn)
+    zero = xp.constant(0.0, dtype)
+    score_diffs = xp.where(pairs, _pairwise(scaled, xp.subtract), zero)
+    # -log2(sigmoid(x)) = softplus(-x) / ln 2, finite for any |x| <= 2b
+    pair_losses = xp.where(pairs, weights * xp.softplus(-score_diffs), zero)
+    relevant = ideal > 0
+    losses = xp.sum(pair_losses, axis=(1, 2)) * (1.0 / math.log(2.0))
+    return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
 
 
 @register
@@ -110,16 +170,9 @@ class LambdaLoss(base.RankingLoss):
     1.0
     """
 
-    spec = LAMBDA
+    function = lambda_loss
 
     def __init__(self, weighting="ndcg_loss2pp", sigma=1.0, mu=10.0, topn=None, ragged=False,
                  reduction=base.DEFAULT_REDUCTION, name="lambda"):
-        super().__init__(dict(weighting=weighting, sigma=sigma, mu=mu, topn=topn),
-                         ragged=ragged, reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(weighting=options["weighting"], sigma=options["sigma"],
-                      mu=options["mu"], topn=options["topn"])
-        return config

@@ -17,16 +17,21 @@ Extreme scores: ApproxNDCG only takes sigmoids of score differences, which
 saturate (a difference that overflows to :math:`\pm\infty` gives 0 or 1, and
 gradient 0), so it needs no clipping. ListNet's cross entropy grows linearly
 with the score gaps: it clips the scores to :math:`\pm b`, :math:`b` =
-``dtype.max / 4``, before and after dividing them by the temperature (as
-:func:`tfr_extensions.ops.losses.pairwise.clip_scores`), so every value stays
+``dtype.max / 4``, before and after dividing them by the temperature
+(:func:`tfr_extensions.arrays.extremes.clip_scores`), so every value stays
 finite; below :math:`b` nothing changes, beyond it scores saturate (gradient 0).
 """
+from tfr_extensions import arrays
+from tfr_extensions.arrays.extremes import clip_scores, dtype_max
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
 
 
-def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
+@base.loss_function(torch="tfr_extensions.torch_ops.listwise:approx_ndcg_loss",
+                    examples=[dict(temperature=0.5), dict(temperature=0.7)])
+def approx_ndcg_loss(labels, scores, *, mask=None,
+                     temperature: validation.Positive = 0.1):
     r"""ApproxNDCG: minus nDCG at the smooth ranks of Eq. 5-6.
 
     Per list, :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
@@ -58,10 +63,17 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     >>> round(float(losses[0]), 6)  # TF-Ranking's docstring: -0.655107
     -0.655107
     """
-    return APPROX_NDCG.apply(labels, scores, mask, temperature=temperature)
+    xp = arrays.namespace()
+    ranks = xp.approx_ranks.approx_ranks(scores, mask, temperature)
+    dcg = xp.sum(xp.lists.gains(labels) * xp.lists.log2_discount(ranks), axis=-1)
+    ndcg = xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask))
+    return -ndcg, xp.cast(xp.lists.has_relevant(labels, mask), xp.dtype_name(scores))
 
 
-def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
+@base.loss_function(torch="tfr_extensions.torch_ops.listwise:listnet_loss",
+                    examples=[dict(temperature=0.5), dict(temperature=0.3)])
+def listnet_loss(labels, scores, *, mask=None,
+                 temperature: validation.Positive = 1.0):
     r"""ListNet: cross entropy of the top-one probabilities, weighted by the label sum.
 
     Per list, the loss is :math:`-\sum_i \frac{y_i}{\sum_k y_k}
@@ -102,14 +114,24 @@ def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     >>> round(float(losses[0] * weights[0]), 6)  # TF-Ranking's docstring: 0.7981389
     0.798139
     """
-    return LISTNET.apply(labels, scores, mask, temperature=temperature)
-
-
-APPROX_NDCG = base.LossSpec(approx_ndcg_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:approx_ndcg_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:approx_ndcg_loss",
-    base.TORCH: "tfr_extensions.torch_ops.listwise:approx_ndcg_loss"},
-    {"temperature": validation.validate_positive})
+    xp = arrays.namespace()
+    logits = clip_scores(clip_scores(scores) / temperature)  # (s / T may overflow)
+    floor = -dtype_max(scores) / 4.0  # the lowest clipped logit
+    floored = xp.where(mask, logits, xp.full_like(logits, floor))
+    # the max of no documents (an empty batch, lists of 0 documents: static shapes on JAX
+    # and PyTorch, whose max refuses an empty axis) is the floor; so is TensorFlow's -inf
+    top = (floored[:, :1] if 0 in tuple(logits.shape)
+           else xp.max(floored, axis=-1, keepdims=True))
+    top = xp.stop_gradient(xp.maximum(top, floor))
+    shifted = xp.where(mask, logits - top, xp.zeros_like(logits))  # in [-max/2, 0]
+    total = xp.sum(xp.where(mask, xp.exp(shifted), xp.zeros_like(shifted)), axis=-1,
+                   keepdims=True)  # >= 1 where the list has a valid document
+    log_total = xp.log(xp.where(total > 0, total, xp.ones_like(total)))
+    label_sum = xp.sum(labels, axis=-1)  # padded labels are 0
+    targets = xp.safe_divide(labels, label_sum[:, None])
+    # -log softmax = log(total) - (x - top), exact where x - top is (tied scores of 1e30)
+    terms = xp.where(mask, targets * (log_total - shifted), xp.zeros_like(logits))
+    return xp.sum(terms, axis=-1), label_sum
 
 
 @register
@@ -122,24 +144,11 @@ class ApproxNDCGLoss(base.RankingLoss):
     -0.655107
     """
 
-    spec = APPROX_NDCG
+    function = approx_ndcg_loss
 
     def __init__(self, temperature=0.1, ragged=False, reduction=base.DEFAULT_REDUCTION,
                  name="approx_ndcg"):
-        super().__init__(dict(temperature=temperature), ragged=ragged, reduction=reduction,
-                         name=name)
-
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        config.update(temperature=self.options["temperature"])
-        return config
-
-
-LISTNET = base.LossSpec(listnet_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.listwise:listnet_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.listwise:listnet_loss",
-    base.TORCH: "tfr_extensions.torch_ops.listwise:listnet_loss"},
-    {"temperature": validation.validate_positive})
+        super().__init__(locals())
 
 
 @register
@@ -152,14 +161,9 @@ class ListNetLoss(base.RankingLoss):
     0.798139
     """
 
-    spec = LISTNET
+    function = listnet_loss
 
     def __init__(self, temperature=1.0, ragged=False, reduction=base.DEFAULT_REDUCTION,
                  name="listnet"):
-        super().__init__(dict(temperature=temperature), ragged=ragged, reduction=reduction,
-                         name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        config.update(temperature=self.options["temperature"])
-        return config

@@ -39,7 +39,7 @@ list, which allRank's masking of the position rows by the documents' padding ass
 
 **Numerics.** The scores are clipped to +-``dtype.max / 4``, divided by
 :math:`\tau`, and clipped to +-``dtype.max / (8 n)``
-(:func:`tfr_extensions.ops.losses.neural_ndcg.scaled_scores`), so every logit and every
+(:func:`scaled_scores`), so every logit and every
 difference of two is finite; below those bounds (+-1e30 and far beyond) nothing
 changes, beyond them the scores saturate (gradient 0). A logit sums n score
 differences, so it carries a rounding error of about :math:`n \max|s| \epsilon / \tau`
@@ -52,13 +52,23 @@ are guarded all the same. Tied scores (and all-equal ones) split their rows even
 (:math:`|s_i - s_j|` has derivative 0 at a tie). Cost: :math:`O(B L^2)` memory per
 Sinkhorn iteration, kept for the backward pass.
 """
+from tfr_extensions import arrays
+from tfr_extensions.arrays.extremes import clip_scores, dtype_max
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
 
 
-def neural_ndcg_loss(labels, scores, *, mask=None, temperature=1.0, topn=None,
-                     transposed=False, sinkhorn_iterations=50, sinkhorn_tolerance=1e-6):
+@base.loss_function(presets={"neural_ndcg_transposed": {"transposed": True}},
+                    examples=[dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
+                                   sinkhorn_tolerance=1e-3),
+                              dict(temperature=0.4, topn=2, transposed=True,
+                                   sinkhorn_iterations=7, sinkhorn_tolerance=0.0)])
+def neural_ndcg_loss(labels, scores, *, mask=None,
+                     temperature: validation.Positive = 1.0, topn: validation.TopN = None,
+                     transposed: validation.Flag = False,
+                     sinkhorn_iterations: validation.Integer(minimum=1) = 50,
+                     sinkhorn_tolerance: validation.Number(minimum=0.0) = 1e-6):
     r"""NeuralNDCG: minus nDCG@k at NeuralSort's Sinkhorn-scaled relaxed sorting.
 
     Per list, :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P)
@@ -88,20 +98,75 @@ def neural_ndcg_loss(labels, scores, *, mask=None, temperature=1.0, topn=None,
     >>> round(float(losses[0]), 6)
     -0.797073
     """
-    return NEURAL_NDCG.apply(labels, scores, mask, temperature=temperature, topn=topn,
-                             transposed=transposed, sinkhorn_iterations=sinkhorn_iterations,
-                             sinkhorn_tolerance=sinkhorn_tolerance)
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
+    if 0 in tuple(scores.shape):  # no list or no document (a max over an empty axis fails)
+        return xp.sum(scores, axis=-1) * 0.0, weights
+    probs, valid_positions = neural_sort(scores, mask, temperature)
+    probs = xp.sinkhorn.sinkhorn_scaling(probs, valid_positions, mask, sinkhorn_iterations,
+                                         sinkhorn_tolerance)  # [B, r, i]
+    positions = xp.cast(xp.arange(1, xp.shape(scores)[1] + 1), dtype)[None, :]  # [1, R]
+    discounts = xp.lists.log2_discount(positions)
+    if topn is not None:
+        discounts = xp.where(positions <= topn, discounts, xp.zeros_like(discounts))
+    gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
+    if transposed:  # each document's expected discount, times its gain
+        expected_discounts = xp.sum(probs * discounts[:, :, None], axis=1)  # [B, i]
+        dcg = xp.sum(gains * expected_discounts, axis=-1)
+    else:  # each position's expected gain, times its discount
+        expected_gains = xp.sum(probs * gains[:, None, :], axis=-1)  # [B, r]
+        dcg = xp.sum(expected_gains * discounts, axis=-1)
+    ndcg = xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn))
+    return -ndcg, weights
 
 
-NEURAL_NDCG = base.LossSpec(neural_ndcg_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.neural_ndcg:neural_ndcg_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.neural_ndcg:neural_ndcg_loss"}, {
-    "temperature": validation.validate_positive,
-    "topn": validation.validate_topn,
-    "transposed": validation.validate_bool,
-    "sinkhorn_iterations": validation.integer(minimum=1),
-    "sinkhorn_tolerance": validation.number(minimum=0.0),
-}, presets={"neural_ndcg_transposed": {"transposed": True}})
+def scaled_scores(scores, mask, temperature: float):
+    r""":math:`x = s / \tau` of the valid documents, 0 at padding, ``[B, L]``.
+
+    Clipped to +-``dtype.max / 4`` before the division and to :math:`\pm b`,
+    :math:`b` = ``dtype.max / (8 n)`` (n: the list's valid documents), after it, so
+    that every NeuralSort logit (at most :math:`3(n - 1) b` in magnitude) and every
+    difference of two is finite; below the bounds nothing changes.
+    """
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    count = xp.sum(xp.cast(mask, dtype), axis=-1, keepdims=True)  # [B, 1]
+    bound = xp.constant(dtype_max(scores) / 8.0, dtype) / xp.maximum(count, 1.0)
+    x = clip_scores(scores) / xp.constant(temperature, dtype)
+    x = xp.maximum(xp.minimum(x, bound), -bound)
+    return xp.where(mask, x, xp.zeros_like(x))
+
+
+def neural_sort(scores, mask, temperature: float):
+    r"""NeuralSort's relaxed sorting matrix :math:`\hat P` ``[B, L, L]`` (positions x
+    documents) and the bool ``[B, L]`` of its valid positions (1..n).
+
+    :math:`\hat P[r, :] = \mathrm{softmax}\big(((n + 1 - 2r)\,s - A_s\mathbb 1)/\tau\big)`
+    over the valid documents, :math:`(A_s \mathbb 1)_i = \sum_j |s_i - s_j|`; the rows of
+    positions r > n and the columns of padded documents are 0, so the valid block is
+    the unpadded list's matrix.
+    """
+    xp = arrays.namespace()
+    x = scaled_scores(scores, mask, temperature)
+    dtype = xp.dtype_name(x)
+    count = xp.sum(xp.cast(mask, dtype), axis=-1, keepdims=True)  # [B, 1]
+    pair_mask = xp.logical_and(mask[:, :, None], mask[:, None, :])
+    abs_diffs = xp.abs(x[:, :, None] - x[:, None, :])  # [B, i, j]
+    spread = xp.sum(xp.where(pair_mask, abs_diffs, xp.zeros_like(abs_diffs)), axis=-1)
+    positions = xp.cast(xp.arange(1, xp.shape(x)[1] + 1), dtype)[None, :]  # [1, R]
+    valid_positions = positions <= count  # [B, R]
+    coefficients = count + 1.0 - 2.0 * positions  # [B, R]
+    logits = coefficients[:, :, None] * x[:, None, :] - spread[:, None, :]  # [B, r, i]
+    valid = xp.logical_and(valid_positions[:, :, None], mask[:, None, :])
+    # the lowest finite logit: below every valid one (at most 3/8 of dtype.max in magnitude),
+    # so it takes no share where a row has a valid entry
+    logits = xp.where(valid, logits, xp.full_like(logits, -dtype_max(x)))
+    # the row softmax, shifted by the row's largest logit (written out: keras.ops's softmax
+    # warns on an axis of size 1, a list of one document)
+    exps = xp.exp(logits - xp.stop_gradient(xp.max(logits, axis=-1, keepdims=True)))
+    probs = exps / xp.sum(exps, axis=-1, keepdims=True)  # (the sum is >= 1)
+    return xp.where(valid, probs, xp.zeros_like(probs)), valid_positions
 
 
 @register
@@ -117,21 +182,10 @@ class NeuralNDCGLoss(base.RankingLoss):
     -0.5869
     """
 
-    spec = NEURAL_NDCG
+    function = neural_ndcg_loss
 
     def __init__(self, temperature=1.0, topn=None, transposed=False, sinkhorn_iterations=50,
                  sinkhorn_tolerance=1e-6, ragged=False, reduction=base.DEFAULT_REDUCTION,
                  name="neural_ndcg"):
-        super().__init__(dict(temperature=temperature, topn=topn, transposed=transposed,
-                              sinkhorn_iterations=sinkhorn_iterations,
-                              sinkhorn_tolerance=sinkhorn_tolerance),
-                         ragged=ragged, reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(temperature=options["temperature"], topn=options["topn"],
-                      transposed=options["transposed"],
-                      sinkhorn_iterations=options["sinkhorn_iterations"],
-                      sinkhorn_tolerance=options["sinkhorn_tolerance"])
-        return config

@@ -11,20 +11,83 @@ representable. They clip the scores to :math:`\pm b` first, :math:`b` =
 value then stays finite (about 8.5e37 at most in float32). Below
 :math:`b` (scores of :math:`\pm 10^{30}` included, and :math:`\pm 4.6 \cdot
 10^{18}` for the squared hinge) nothing changes; beyond it scores saturate:
-distinct ones tie, and their gradient is 0, as ``tf.clip_by_value`` gives.
+distinct ones tie, and their gradient is 0, as ``tf.clip_by_value`` gives
+(:func:`tfr_extensions.arrays.extremes.clip_scores`).
 """
+from tfr_extensions import arrays
+from tfr_extensions.arrays.extremes import clip_scores
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
 
 
-def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
+def _pairs(labels, scores, mask):
+    """Score differences ``s_i - s_j``, label differences ``y_i - y_j`` and the
+    bool mask of unordered valid pairs ``i < j``, each ``[B, L, L]``."""
+    xp = arrays.namespace()
+    score_diffs = scores[:, :, None] - scores[:, None, :]
+    label_diffs = labels[:, :, None] - labels[:, None, :]
+    index = xp.arange(xp.shape(scores)[1])
+    upper = index[:, None] < index[None, :]  # i < j
+    pair_mask = xp.logical_and(xp.logical_and(mask[:, :, None], mask[:, None, :]), upper[None])
+    return score_diffs, label_diffs, pair_mask
+
+
+def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
+    r"""RankNet cross entropy per pair (Eq. 4), ``[B, L, L]`` (0 off the pairs), and
+    the pairs' mask.
+
+    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) +
+    \log(1 + e^{-\sigma(s_i - s_j)})` with :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`,
+    i.e. cross entropy against the target :math:`\bar P_{ij} = (1 + S_{ij})/2`
+    (Eq. 3), so tied labels have target 1/2. Symmetric in (i, j). Computed with
+    ``softplus`` on :math:`\sigma s` clipped to +-``dtype.max / 4``
+    (:func:`~tfr_extensions.arrays.extremes.clip_scores`), finite for any score gap.
+    """
+    xp = arrays.namespace()
+    scaled = clip_scores(sigma * clip_scores(scores))  # (sigma * s may overflow)
+    score_diffs, label_diffs, pair_mask = _pairs(labels, scaled, mask)
+    o = xp.where(pair_mask, score_diffs, xp.zeros_like(score_diffs))
+    target = 0.5 * (1.0 + xp.sign(label_diffs))
+    pair_losses = (1.0 - target) * o + xp.softplus(-o)
+    return xp.where(pair_mask, pair_losses, xp.zeros_like(pair_losses)), pair_mask
+
+
+def ideal_dcg_beta(labels, mask):
+    r""":math:`DCG_\beta(\pi) = \sum_i y_{(i)} (n - i)` of the ideal order, Eq. 12
+    (labels sorted descending, i 1-based, n valid documents). ``[B]``."""
+    xp = arrays.namespace()
+    sorted_labels = xp.sorting.sort_descending(labels, mask)
+    n = xp.sum(xp.cast(mask, xp.dtype_name(labels)), axis=-1, keepdims=True)
+    positions = xp.cumsum(xp.ones_like(labels), axis=-1)  # 1..L
+    return xp.sum(sorted_labels * xp.maximum(n - positions, 0.0), axis=-1)
+
+
+def ndcg_beta_pair_weights(labels, mask):
+    r"""Pair weights :math:`\tau = (b - a)/DCG_\beta(\pi)` of Eq. 17-19.
+
+    ``[B, L, L]``: entry (i, j) is :math:`(y_i - y_j)/DCG_\beta(\pi)` when
+    :math:`y_i > y_j` (i should rank above j), else 0. With them,
+    :math:`1 - NDCG_\beta(g) = \sum_{i,j} \tau_{ij}\,[s_i \le s_j]` (Eq. 15-17).
+    """
+    xp = arrays.namespace()
+    label_diffs = labels[:, :, None] - labels[:, None, :]
+    pair_mask = xp.logical_and(xp.logical_and(mask[:, :, None], mask[:, None, :]),
+                               label_diffs > 0)
+    norm = ideal_dcg_beta(labels, mask)[:, None, None]
+    return xp.where(pair_mask, xp.safe_divide(label_diffs, norm), xp.zeros_like(label_diffs))
+
+
+@base.loss_function(torch="tfr_extensions.torch_ops.pairwise:ranknet_loss",
+                    examples=[dict(sigma=2.0), dict(sigma=0.5)])
+def ranknet_loss(labels, scores, *, mask=None,
+                 sigma: validation.Positive = 1.0):
     r"""RankNet: mean pairwise cross entropy with targets :math:`(1+S_{ij})/2`.
 
     Per list, :math:`\frac{1}{|P|}\sum_{(i,j) \in P} C_{ij}` over the unordered
     pairs P of valid documents (tied pairs included, with target 1/2), Eq. 1-4
     of the RankNet report and Eq. 4-5 of SoftRank
-    (:func:`tfr_extensions.ops.losses.pairwise.ranknet_pair_losses`).
+    (:func:`ranknet_pair_losses`).
     ``sigma`` scales the score difference in
     :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has 1).
 
@@ -42,15 +105,25 @@ def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     >>> float(losses[0])  # log 2
     0.6931471824645996
     """
-    return RANKNET.apply(labels, scores, mask, sigma=sigma)
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    pair_losses, pair_mask = ranknet_pair_losses(labels, scores, mask, sigma)
+    num_pairs = xp.sum(xp.cast(pair_mask, dtype), axis=(1, 2))
+    # each pair's share before the sum, which could overflow at extreme gaps
+    share = (1.0 / xp.maximum(num_pairs, 1.0))[:, None, None]
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
+    return xp.sum(pair_losses * share, axis=(1, 2)), weights
 
 
-def ndcg_beta_hinge_loss(labels, scores, *, mask=None, margin=1.0, squared=False):
+@base.loss_function(examples=[dict(margin=0.5, squared=True), dict(margin=2.0)])
+def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
+                         margin: validation.Positive = 1.0,
+                         squared: validation.Flag = False):
     r"""RankSVM-ndcg: the NDCG-beta weighted pairwise hinge, Eq. 19-20.
 
     Per list, :math:`\sum_{y_i > y_j} \tau_{ij}\,\phi(m - (s_i - s_j))` with
     :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)`
-    (:func:`tfr_extensions.ops.losses.pairwise.ndcg_beta_pair_weights`),
+    (:func:`ndcg_beta_pair_weights`),
     margin :math:`m` (1 in the paper) and :math:`\phi(x) = \max(0, x)`
     (L1-SVM) or :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It
     upper-bounds :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the
@@ -71,14 +144,16 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None, margin=1.0, squared=False
     >>> float(losses[0])
     1.0
     """
-    return NDCG_BETA_HINGE.apply(labels, scores, mask, margin=margin, squared=squared)
-
-
-RANKNET = base.LossSpec(ranknet_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.pairwise:ranknet_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.pairwise:ranknet_loss",
-    base.TORCH: "tfr_extensions.torch_ops.pairwise:ranknet_loss"},
-    {"sigma": validation.validate_positive})
+    xp = arrays.namespace()
+    weights = ndcg_beta_pair_weights(labels, mask)
+    scores = clip_scores(scores, squared)
+    score_diffs = scores[:, :, None] - scores[:, None, :]
+    hinge = xp.relu(margin - score_diffs)
+    if squared:
+        hinge = xp.square(hinge)
+    losses = xp.sum(xp.where(weights > 0, weights * hinge, xp.zeros_like(hinge)), axis=(1, 2))
+    list_weights = xp.cast(ideal_dcg_beta(labels, mask) > 0, xp.dtype_name(scores))
+    return losses, list_weights
 
 
 @register
@@ -89,21 +164,10 @@ class RankNetLoss(base.RankingLoss):
     0.6931471824645996
     """
 
-    spec = RANKNET
+    function = ranknet_loss
 
     def __init__(self, sigma=1.0, ragged=False, reduction=base.DEFAULT_REDUCTION, name="ranknet"):
-        super().__init__(dict(sigma=sigma), ragged=ragged, reduction=reduction, name=name)
-
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        config.update(sigma=self.options["sigma"])
-        return config
-
-
-NDCG_BETA_HINGE = base.LossSpec(ndcg_beta_hinge_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.pairwise:ndcg_beta_hinge_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.pairwise:ndcg_beta_hinge_loss"},
-    {"margin": validation.validate_positive, "squared": validation.validate_bool})
+        super().__init__(locals())
 
 
 @register
@@ -114,15 +178,9 @@ class NDCGBetaHingeLoss(base.RankingLoss):
     1.0
     """
 
-    spec = NDCG_BETA_HINGE
+    function = ndcg_beta_hinge_loss
 
     def __init__(self, margin=1.0, squared=False, ragged=False,
                  reduction=base.DEFAULT_REDUCTION, name="ndcg_beta_hinge"):
-        super().__init__(dict(margin=margin, squared=squared), ragged=ragged,
-                         reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(margin=options["margin"], squared=options["squared"])
-        return config

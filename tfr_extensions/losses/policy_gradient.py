@@ -30,16 +30,18 @@ The functions sample with their ``seed`` (None: fresh randomness); the
 classes fold a step counter into theirs
 (:class:`~tfr_extensions.losses.base.StepSeeded`): fresh rankings at every
 call, reproducible for a fixed ``seed``. On Keras's JAX and PyTorch backends
-the classes compute with the ``keras.ops`` twins
-(:mod:`tfr_extensions.keras_ops.losses.policy_gradient`) and draw one seed per
-call from a ``keras.random.SeedGenerator``, inside ``model.fit``'s jitted JAX
-steps too (:mod:`tfr_extensions.keras_ops.random`). A sampled
+the math runs on ``keras.ops`` (:mod:`tfr_extensions.arrays`) and the classes
+draw one seed per call from a ``keras.random.SeedGenerator``, inside
+``model.fit``'s jitted JAX steps too (:mod:`tfr_extensions.keras_ops.random`). A sampled
 ranking of a list shorter than ``topn`` ends with padded documents, which get
 no reward and no log-probability term; an all-padding list, or a list without
 relevant documents, has reward 0, weight 0 and zero gradient.
 """
 from typing import Optional
 
+import numpy as np
+
+from tfr_extensions import arrays
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 from tfr_extensions.losses import base
@@ -48,16 +50,79 @@ from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
 
-_SAMPLING_CHECKS = {
-    "topn": validation.validate_topn,
-    "num_samples": validation.integer(minimum=1),
-    "temperature": validation.validate_positive,
-    "seed": validation.validate_seed,
-}
+def _discounts(rankings, dtype: str):
+    """1 / log2(1 + position) for positions 1..n (a constant when n is static)."""
+    xp = arrays.namespace()
+    size = rankings.shape[-1]
+    if size is not None:
+        return xp.convert_to_tensor(1.0 / np.log2(np.arange(2, size + 2)), dtype)
+    return xp.lists.log2_discount(xp.cast(xp.arange(1, xp.shape(rankings)[-1] + 1), dtype))
 
 
-def expected_utility_loss(labels, scores, *, mask=None, metric="ndcg", topn=10, num_samples=1,
-                          temperature=1.0, baseline=False, seed=None):
+def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
+    r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``.
+
+    :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based
+    position t, divided by the ideal DCG@n of the list (``rank_metrics.ideal_dcg``
+    at cutoff n) when ``normalize`` (then :math:`\sum_t r_t` is the sampled
+    ranking's nDCG@n). ``labels`` must have padded entries 0 (as the screening
+    gives), so positions holding padded documents get 0; so does every position
+    of a list without relevant documents. ``mask``: bool ``[B, L]``, True = valid.
+    """
+    xp = arrays.namespace()
+    # Padded documents have label 0 here, hence gain 0: no mask needed.
+    rewards = (xp.lists.gains(xp.lists.batch_gather(labels, rankings))
+               * _discounts(rankings, xp.dtype_name(labels)))
+    if not normalize:
+        return rewards
+    ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn=xp.shape(rankings)[-1])  # [B]
+    return xp.safe_divide(rewards, ideal[:, None, None])
+
+
+def sampled_metric(metric: str, labels, rankings, mask):
+    """A rank metric at cutoff n of each sampled ranking, ``[B, S]``.
+
+    nDCG uses :func:`sampled_dcg_rewards`; the others place the sampled
+    documents at ranks 1..n and every other document at rank n + 1 (beyond the
+    cutoff) and call the implementation's ``rank_metrics``.
+    """
+    xp = arrays.namespace()
+    metric = vocabulary.canonical_metric(metric)
+    if metric == "ndcg":
+        return xp.sum(sampled_dcg_rewards(labels, rankings, mask), axis=-1)
+    batch, samples, size = xp.shape(rankings)  # (a dimension TensorFlow does not know: a tensor)
+    list_size = xp.shape(labels)[-1]
+    if any(isinstance(d, int) and d == 0 for d in (batch, list_size)):
+        return xp.zeros((batch, samples), xp.dtype_name(labels))  # (as safe_divide gives)
+    shape = (batch, samples, size)
+    batch_idx = xp.broadcast_to(xp.arange(batch, dtype="int32")[:, None, None], shape)
+    sample_idx = xp.broadcast_to(xp.arange(samples, dtype="int32")[None, :, None], shape)
+    indices = xp.reshape(xp.stack([batch_idx, sample_idx, rankings], axis=-1), (-1, 3))
+    positions = xp.broadcast_to(xp.arange(1, size + 1, dtype="int32"), shape)
+    beyond = size + 1  # the rank of the documents a ranking does not place
+    unplaced = (xp.full((batch, samples, list_size), beyond, "int32") if isinstance(beyond, int)
+                else xp.broadcast_to(beyond, (batch, samples, list_size)))
+    ranks = xp.scatter_update(unplaced, indices, xp.reshape(positions, (-1,)))
+
+    def flat(t):  # [B, S, L] (or [B, L], broadcast) -> [B * S, L], spelled out: a reshape
+        # to [-1, L] makes [0, 0] lists [1, 0]
+        return xp.reshape(xp.broadcast_to(t if len(t.shape) == 3 else t[:, None, :],
+                                          (batch, samples, list_size)),
+                          (batch * samples, list_size))
+
+    values = xp.rank_metrics.RANK_METRICS[metric](
+        flat(labels), flat(xp.cast(ranks, xp.dtype_name(labels))), flat(mask), size)
+    return xp.reshape(values, (batch, samples))
+
+
+@base.loss_function(examples=[
+    dict(metric="nerr", topn=3, num_samples=5, temperature=0.7, baseline=True, seed=[3, 4]),
+    dict(metric="nerr", topn=2, num_samples=4, temperature=0.7, baseline=True, seed=5)])
+def expected_utility_loss(labels, scores, *, mask=None,
+                          metric: vocabulary.Metric = "ndcg", topn: validation.TopN = 10,
+                          num_samples: validation.Integer(minimum=1) = 1,
+                          temperature: validation.Positive = 1.0, baseline: validation.Flag = False,
+                          seed: validation.Seed = None):
     r"""ExptUtility: REINFORCE on the expected metric of PL-sampled rankings.
 
     Minimizes :math:`R_{EU} = -\mathbb{E}_{\pi \sim P_\theta}[M(\pi, y^*)]`
@@ -94,13 +159,28 @@ def expected_utility_loss(labels, scores, *, mask=None, metric="ndcg", topn=10, 
     >>> bool(losses[0] > 0), float(weights[0])
     (True, 1.0)
     """
-    return EXPECTED_UTILITY.apply(labels, scores, mask, metric=metric, topn=topn,
-                                  num_samples=num_samples, temperature=temperature,
-                                  baseline=baseline, seed=seed)
+    xp = arrays.namespace()
+    rankings, log_probs = xp.plackett_luce.sample_rankings_with_log_probs(
+        scores, mask, num_samples, seed=seed, temperature=temperature, topn=topn)  # [B, S, n]
+    rewards = xp.stop_gradient(sampled_metric(metric, labels, rankings, mask))  # [B, S]
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), scores.dtype)
+    advantages = rewards
+    if baseline and num_samples > 1:
+        others = xp.sum(rewards, axis=-1, keepdims=True) - rewards
+        advantages = rewards - others / float(num_samples - 1)
+    surrogate = advantages * xp.sum(log_probs, axis=-1)
+    # (the mean as a sum over the samples: Keras's mean computes float64 in float32)
+    return -xp.sum(surrogate, axis=-1) / num_samples, weights, {"sampled_metric": rewards}
 
 
-def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1,
-                 temperature=1.0, normalize=True, seed=None):
+@base.loss_function(examples=[
+    dict(gamma=0.8, topn=3, num_samples=5, temperature=0.7, normalize=False, seed=[3, 4]),
+    dict(gamma=0.8, topn=None, num_samples=2, temperature=0.5, normalize=False, seed=5)])
+def mdprank_loss(labels, scores, *, mask=None,
+                 gamma: validation.Number(0.0, 1.0, open_minimum=True) = 1.0,
+                 topn: validation.TopN = 10, num_samples: validation.Integer(minimum=1) = 1,
+                 temperature: validation.Positive = 1.0, normalize: validation.Flag = True,
+                 seed: validation.Seed = None):
     r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
 
     Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy
@@ -138,56 +218,43 @@ def mdprank_loss(labels, scores, *, mask=None, gamma=1.0, topn=10, num_samples=1
     >>> bool(losses[0] > 0)
     True
     """
-    return MDPRANK.apply(labels, scores, mask, gamma=gamma, topn=topn, num_samples=num_samples,
-                         temperature=temperature, normalize=normalize, seed=seed)
-
-
-EXPECTED_UTILITY = base.LossSpec(expected_utility_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.policy_gradient:expected_utility_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.policy_gradient:expected_utility_loss",
-}, {
-    "metric": vocabulary.canonical_metric, "baseline": validation.validate_bool,
-    **_SAMPLING_CHECKS})
-
-
-MDPRANK = base.LossSpec(mdprank_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.policy_gradient:mdprank_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.policy_gradient:mdprank_loss",
-}, {
-    "gamma": validation.number(0.0, 1.0, open_minimum=True),
-    "normalize": validation.validate_bool, **_SAMPLING_CHECKS})
+    xp = arrays.namespace()
+    rankings, log_probs = xp.plackett_luce.sample_rankings_with_log_probs(
+        scores, mask, num_samples, seed=seed, temperature=temperature, topn=topn)  # [B, S, n]
+    rewards = sampled_dcg_rewards(labels, rankings, mask, normalize)
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), scores.dtype)
+    ndcg = rewards if normalize else sampled_dcg_rewards(labels, rankings, mask)
+    # gamma^t G_t = sum_{i >= t} gamma^i r_i: a reverse cumulative sum.
+    dtype = xp.dtype_name(rewards)
+    discounts = xp.power(xp.constant(gamma, dtype),
+                         xp.cast(xp.arange(xp.shape(rewards)[-1], dtype="int32"), dtype))
+    returns = xp.flip(xp.cumsum(xp.flip(rewards * discounts, axis=-1), axis=-1), axis=-1)
+    surrogate = xp.sum(xp.stop_gradient(returns) * log_probs, axis=-1)
+    return (-xp.sum(surrogate, axis=-1) / num_samples, weights,
+            {"sampled_metric": xp.sum(ndcg, axis=-1)})
 
 
 class _PolicyGradientLoss(base.RankingLoss):
     """The Keras classes' shared part: the logged sampled metric.
 
-    On Keras's TensorFlow backend it is a ``tf.Variable`` that each call
-    assigns. On JAX and PyTorch it is a :class:`_SampledMetricRecord`: a Keras
-    variable that eager calls assign (PyTorch's ``fit`` is eager), and, inside
-    traced JAX code (``model.fit``'s jitted steps, where a loss's variable
-    updates are dropped), an ordered host callback that
-    :class:`SampledRankingMetric` reads back in the same step.
+    Each call records the weighted mean over lists of its per-list mean sampled
+    metric in a record of the running implementation (:data:`_RECORDS`, chosen at
+    construction): on Keras's TensorFlow backend a :class:`_VariableRecord` (a
+    ``tf.Variable`` that each call assigns); on JAX and PyTorch a
+    :class:`_SampledMetricRecord` (a Keras variable that eager calls assign, and
+    inside traced JAX code an ordered host callback that :class:`SampledRankingMetric`
+    reads back in the same step).
     """
 
-    def __init__(self, options, *, ragged=False, reduction=base.DEFAULT_REDUCTION, name=None):
-        super().__init__(options, ragged=ragged, reduction=reduction, name=name)
-        if base.implementation() != base.TENSORFLOW:
-            self._record_store = _SampledMetricRecord()
-            return
-        tf = backend.tensorflow()
-        with tf.init_scope():
-            self._sampled_metric = tf.Variable(
-                0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
-                synchronization=tf.VariableSynchronization.ON_WRITE,
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    def __init__(self, arguments):
+        super().__init__(arguments)
+        self._record_store = _RECORDS[base.implementation()]()
 
     @property
     def sampled_metric(self):
         """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the
         last call, over the lists with a relevant document (a variable)."""
-        if base.implementation() != base.TENSORFLOW:
-            return self._record_store.variable
-        return self._sampled_metric
+        return self._record_store.variable
 
     @property
     def metric_name(self) -> str:
@@ -197,21 +264,43 @@ class _PolicyGradientLoss(base.RankingLoss):
 
     def _record(self, aux, weights):
         """Stores the weighted mean over lists of the per-list mean sampled metric."""
-        if base.implementation() != base.TENSORFLOW:
-            self._record_store.write(aux["sampled_metric"], weights)
-            return
-        tf = backend.tensorflow()
-        from tfr_extensions.ops import numerics  # pylint: disable=import-outside-toplevel
-        per_list = tf.reduce_mean(aux["sampled_metric"], axis=-1)
-        mean = numerics.safe_divide(tf.reduce_sum(per_list * weights), tf.reduce_sum(weights))
-        self._sampled_metric.assign(tf.cast(mean, tf.float32))
+        xp = arrays.namespace()
+        per_list = xp.mean(xp.stop_gradient(aux["sampled_metric"]), axis=-1)
+        weights = xp.stop_gradient(weights)
+        mean = xp.safe_divide(xp.sum(per_list * weights), xp.sum(weights))
+        self._record_store.write(xp.cast(mean, "float32"))
 
     def _last_sampled_metric(self):
         """The last call's sampled metric as a scalar tensor, where a metric's
         ``update_state`` runs (in traced JAX code: read back from the host)."""
-        if base.implementation() != base.TENSORFLOW:
-            return self._record_store.read()
-        return self._sampled_metric
+        return self._record_store.read()
+
+
+class _VariableRecord:
+    """The sampled metric of a policy-gradient loss's last call on TensorFlow: a
+    ``tf.Variable`` (synchronized on write, the first replica's value), which
+    :meth:`write` assigns in graphs, XLA and distribution strategies alike."""
+
+    def __init__(self):
+        tf = backend.tensorflow()
+        with tf.init_scope():
+            self._variable = tf.Variable(
+                0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
+                synchronization=tf.VariableSynchronization.ON_WRITE,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    @property
+    def variable(self):
+        """The ``tf.Variable``."""
+        return self._variable
+
+    def write(self, mean) -> None:
+        """Records ``mean``, a float32 scalar."""
+        self._variable.assign(mean)
+
+    def read(self):
+        """The recorded value, where a metric's ``update_state`` runs."""
+        return self._variable
 
 
 class _SampledMetricRecord:
@@ -255,18 +344,11 @@ class _SampledMetricRecord:
             self._host, self._pending = float(value), True
 
     def _load(self):
-        import numpy as np  # pylint: disable=import-outside-toplevel
         with self._lock:
             return np.asarray(self._host, np.float32)
 
-    def write(self, sampled, weights) -> None:
-        """Records the weighted mean over lists of the per-list mean ``sampled``."""
-        from tfr_extensions.keras_ops import numerics as keras_numerics  # pylint: disable=import-outside-toplevel
-        ops = keras.ops
-        per_list = ops.mean(ops.stop_gradient(sampled), axis=-1)
-        weights = ops.stop_gradient(weights)
-        mean = ops.cast(keras_numerics.safe_divide(ops.sum(per_list * weights), ops.sum(weights)),
-                        "float32")
+    def write(self, mean) -> None:
+        """Records ``mean``, a float32 scalar."""
         if self._host_path(self._variable):
             from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
             io_callback(self._store, None, mean, ordered=True)
@@ -284,6 +366,10 @@ class _SampledMetricRecord:
         return self.variable.value
 
 
+#: implementation -> the record of the sampled metric that its Keras classes keep
+_RECORDS = {base.TENSORFLOW: _VariableRecord, base.KERAS_OPS: _SampledMetricRecord}
+
+
 @register
 class ExpectedUtilityLoss(_PolicyGradientLoss):
     r"""Keras loss of :func:`expected_utility_loss` (ExptUtility, Eq. 4-5).
@@ -298,22 +384,12 @@ class ExpectedUtilityLoss(_PolicyGradientLoss):
     (True, True)
     """
 
-    spec = EXPECTED_UTILITY
+    function = expected_utility_loss
 
     def __init__(self, metric="ndcg", topn=10, num_samples=1, temperature=1.0, baseline=False,
                  seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION,
                  name="expected_utility"):
-        super().__init__(dict(metric=metric, topn=topn, num_samples=num_samples,
-                              temperature=temperature, baseline=baseline, seed=seed),
-                         ragged=ragged, reduction=reduction, name=name)
-
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(metric=options["metric"], topn=options["topn"],
-                      num_samples=options["num_samples"], temperature=options["temperature"],
-                      baseline=options["baseline"], seed=options["seed"])
-        return config
+        super().__init__(locals())
 
 
 @register
@@ -329,21 +405,12 @@ class MDPRankLoss(_PolicyGradientLoss):
     True
     """
 
-    spec = MDPRANK
+    function = mdprank_loss
 
     def __init__(self, gamma=1.0, topn=10, num_samples=1, temperature=1.0, normalize=True,
                  seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION, name="mdprank"):
-        super().__init__(dict(gamma=gamma, topn=topn, num_samples=num_samples,
-                              temperature=temperature, normalize=normalize, seed=seed),
-                         ragged=ragged, reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(gamma=options["gamma"], topn=options["topn"],
-                      num_samples=options["num_samples"], temperature=options["temperature"],
-                      normalize=options["normalize"], seed=options["seed"])
-        return config
 
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")

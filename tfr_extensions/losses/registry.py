@@ -13,9 +13,9 @@ method, is a preset of the key ``lambda`` (TF-Ranking has no such name).
 Registration is this one decorator: a class decorated with :func:`register` is
 known under its key, under its class name and under each preset of its spec (e.g.
 ``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). It is
-also registered as Keras-serializable. The class writes its own constructor and
-``get_config`` (:class:`~tfr_extensions.losses.base.RankingLoss`); the decorator
-refuses one that does not. :func:`get` falls back to ``tfr.keras.losses.get`` for
+also registered as Keras-serializable. The class writes its own constructor
+(:class:`~tfr_extensions.losses.base.RankingLoss`); the decorator refuses one that
+does not. :func:`get` falls back to ``tfr.keras.losses.get`` for
 TF-Ranking's names where TF-Ranking imports (the ``tf215`` stack); without it
 only our names exist.
 """
@@ -30,11 +30,10 @@ _KINDS: Dict[str, str] = {}  # every name -> "key", "class" or "preset"
 
 def register(cls: Type) -> Type:
     """Class decorator: Keras-serializable, and known to :func:`get`."""
-    missing = [method for method in ("__init__", "get_config") if method not in vars(cls)]
-    if missing:
-        raise TypeError(f"{cls.__name__} must define its own {' and '.join(missing)}: an "
-                        "explicit constructor with the loss's options, ragged, reduction and "
-                        "name, and a get_config that returns them (see RankingLoss).")
+    if "__init__" not in vars(cls) or cls.spec is None:
+        raise TypeError(f"{cls.__name__} must name its loss function (`function = my_loss`) "
+                        "and define its own constructor with the loss's options, ragged, "
+                        "reduction and name (see RankingLoss).")
     cls = keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
     key = cls.spec.key
     entries = [(key, {}, "key"), (cls.__name__, {}, "class")]
@@ -45,6 +44,11 @@ def register(cls: Type) -> Type:
         _NAMES[name] = (cls, kwargs)
         _KINDS[name] = kind
     return cls
+
+
+def classes() -> Dict[str, type]:
+    """Registry key -> Keras class, one entry per loss."""
+    return {name: cls for name, (cls, _) in _NAMES.items() if _KINDS[name] == "key"}
 
 
 def tfr_loss_names() -> Tuple[str, ...]:

@@ -7,14 +7,22 @@ Metrics" (``softrank.txt``), Section 3.3-3.4 and 4.7. The rank distributions
 is the paper's Eq. 18-23 (the tests check it against an independent NumPy
 implementation of Eq. 18-23).
 """
+from tfr_extensions import arrays
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 
 
-def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_alpha=1.0,
-                  method="auto", sinkhorn_iterations=0):
+@base.loss_function(examples=[dict(sigma=0.3, topn=5, discount_alpha=-0.2, method="normal",
+                                   sinkhorn_iterations=2),
+                              dict(sigma=0.5, topn=4, discount_alpha=-0.5, method="exact",
+                                   sinkhorn_iterations=3)])
+def softndcg_loss(labels, scores, *, mask=None,
+                  sigma: validation.Positive = 1.0, topn: validation.TopN = None,
+                  discount_alpha: validation.Number(-1.0, 1.0) = 1.0,
+                  method: validation.OneOf(conventions.RANK_DISTRIBUTION_METHODS) = "auto",
+                  sinkhorn_iterations: validation.Integer(minimum=0) = 0):
     r"""Minus SoftNDCG (Eq. 14-15), per list.
 
     .. math:: \ell = -\mathcal{G} = -\frac{1}{G_{max}} \sum_j g_j
@@ -64,20 +72,74 @@ def softndcg_loss(labels, scores, *, mask=None, sigma=1.0, topn=None, discount_a
     >>> round(float(losses[0]), 4)  # minus the exact nDCG
     -0.5869
     """
-    return SOFTNDCG.apply(labels, scores, mask, sigma=sigma, topn=topn,
-                          discount_alpha=discount_alpha, method=method,
-                          sinkhorn_iterations=sinkhorn_iterations)
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
+    if scores.shape[1] == 0:  # lists of no document: no rank (and Keras's TensorFlow
+        # backend fails on ops.arange(0) below)
+        return xp.sum(scores, axis=-1) * 0.0, weights
+    gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
+    if sinkhorn_iterations:  # Sinkhorn needs every document's row
+        columns = None
+        probs = xp.rank_distributions.rank_distributions(
+            scores, mask, sigma=sigma, topn=topn, method=method,
+            sinkhorn_iterations=sinkhorn_iterations)  # [B, L, R]
+    else:  # only relevant documents add to Eq. 15: compute their rows only
+        columns = _relevant_first(gains)
+        probs = xp.rank_distributions.distributions_of(scores, mask, sigma, topn, method,
+                                                       columns)  # [B, K, R]
+    column_gains = gains if columns is None else xp.take_along_axis(gains, columns, axis=-1)
+    num_ranks = xp.shape(probs)[2]
+    count = xp.sum(xp.cast(mask, "int32"), axis=-1)
+    if topn is not None:
+        count = xp.minimum(count, topn)
+    discount = training_discount(num_ranks, count, discount_alpha, dtype)
+    expected_discount = xp.einsum("bjr,br->bj", probs, discount)  # E[D(r_j)]
+    dcg = xp.sum(column_gains * expected_discount, axis=-1)
+    sorted_gains = xp.sorting.sort_descending(gains, mask)[:, :num_ranks]
+    ideal = xp.sum(sorted_gains * discount, axis=-1)
+    soft_ndcg = xp.safe_divide(dcg, ideal)
+    return -soft_ndcg, weights
 
 
-SOFTNDCG = base.LossSpec(softndcg_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.soft_rank:softndcg_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.soft_rank:softndcg_loss"}, {
-    "sigma": validation.validate_positive,
-    "topn": validation.validate_topn,
-    "discount_alpha": validation.number(-1.0, 1.0),
-    "method": validation.choice(conventions.RANK_DISTRIBUTION_METHODS),
-    "sinkhorn_iterations": validation.integer(minimum=0),
-})
+def training_discount(num_ranks, count, alpha: float, dtype):
+    r"""The discounts :math:`D_\alpha(r)`, ``r = 0..num_ranks-1``, ``[B, R]``.
+
+    With :math:`u = r / n` (``n`` = ``count``, the ranks that count in the list:
+    its valid documents, capped at ``topn``):
+
+    * :math:`0 \le \alpha \le 1`: :math:`D_\alpha(r) = \alpha\,\frac{1}{\log_2(2 + r)}
+      + (1 - \alpha)(1 - u)`;
+    * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
+
+    :math:`\alpha = 1` is nDCG's discount, 0 the linear one, -1 the convex
+    (super-linear) :math:`1 - u^2`; all start at :math:`D(0) = 1`, decrease in
+    r and are positive for r < n. Ranks r >= n get 0.
+    """
+    xp = arrays.namespace()
+    ranks = xp.arange(num_ranks, dtype=dtype)[None, :]  # [1, R]
+    count = xp.cast(count, dtype)[:, None]  # [B, 1]
+    u = ranks / xp.maximum(count, 1.0)
+    linear = 1.0 - u
+    if alpha >= 0:
+        log_discount = xp.lists.log2_discount(ranks + 1.0)  # 1/log2(2 + r)
+        discount = alpha * log_discount + (1.0 - alpha) * linear
+    else:
+        discount = linear + (-alpha) * u * linear
+    return xp.where(ranks < count, discount, xp.zeros_like(discount))
+
+
+def _relevant_first(gains):
+    """Indices ``[B, K]`` of each list's documents with a positive gain first,
+    K = the most any list has (at least 1). None (all documents) where shapes must be
+    static (XLA; ``jax.jit`` and ``torch.compile``: the ``keras.ops`` implementation)."""
+    xp = arrays.namespace()
+    if xp.lists.compiling_with_xla():
+        return None
+    relevant = xp.cast(gains > 0, "int32")
+    order = xp.argsort(-relevant, axis=-1)  # (stable: each list's in index order)
+    most = xp.maximum(xp.max(xp.sum(relevant, axis=-1)), 1)
+    return order[:, :most]
 
 
 @register
@@ -92,19 +154,10 @@ class SoftNDCGLoss(base.RankingLoss):
     -0.5869
     """
 
-    spec = SOFTNDCG
+    function = softndcg_loss
 
     def __init__(self, sigma=1.0, topn=None, discount_alpha=1.0, method="auto",
                  sinkhorn_iterations=0, ragged=False, reduction=base.DEFAULT_REDUCTION,
                  name="softndcg"):
-        super().__init__(dict(sigma=sigma, topn=topn, discount_alpha=discount_alpha,
-                              method=method, sinkhorn_iterations=sinkhorn_iterations),
-                         ragged=ragged, reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(sigma=options["sigma"], topn=options["topn"],
-                      discount_alpha=options["discount_alpha"], method=options["method"],
-                      sinkhorn_iterations=options["sinkhorn_iterations"])
-        return config

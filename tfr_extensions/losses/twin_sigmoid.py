@@ -7,6 +7,7 @@ exact metric; its gradient is the paper's type1/2/3 gradient (Section 5).
 """
 import itertools
 
+from tfr_extensions import arrays
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
@@ -14,8 +15,18 @@ from tfr_extensions.ops import vocabulary
 from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 
 
-def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gradient="type1",
-                      alpha_b=1.0, tie_break=True, seed=None):
+@base.loss_function(torch="tfr_extensions.torch_ops.twin_sigmoid:twin_sigmoid_loss", presets={
+    f"twin_{metric}_{gradient}": {"metric": metric, "gradient": gradient}
+    for metric, gradient in itertools.product(vocabulary.PAPER_METRICS, GRADIENT_TYPES)},
+    examples=[dict(metric="ap_min", topn=5, gradient="type2", alpha_b=1.3, tie_break=False,
+                   seed=[3, 4]),
+              # ties broken by a seed: every framework draws the same keys
+              dict(metric="ap_min", topn=3, gradient="type2", alpha_b=1.3, seed=0)])
+def twin_sigmoid_loss(labels, scores, *, mask=None,
+                      metric: vocabulary.Metric = "ndcg", topn: validation.TopN = None,
+                      gradient: validation.OneOf(GRADIENT_TYPES) = "type1",
+                      alpha_b: validation.Positive = 1.0, tie_break: validation.Flag = True,
+                      seed: validation.Seed = None):
     r"""Minus a rank metric computed on twin-sigmoid ranks, per list.
 
     :math:`\ell(\mathbf{s}, \mathbf{y}) = -M(\mathbf{y}, \pi^+(\mathbf{s}))` with
@@ -47,25 +58,11 @@ def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gr
     >>> round(float(losses[0]), 4), float(weights[0])  # minus nDCG
     (-0.5869, 1.0)
     """
-    return TWIN_SIGMOID.apply(labels, scores, mask, metric=metric, topn=topn, gradient=gradient,
-                              alpha_b=alpha_b, tie_break=tie_break, seed=seed)
-
-
-TWIN_SIGMOID = base.LossSpec(twin_sigmoid_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.twin_sigmoid:twin_sigmoid_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.twin_sigmoid:twin_sigmoid_loss",
-    base.TORCH: "tfr_extensions.torch_ops.twin_sigmoid:twin_sigmoid_loss",
-}, {
-    "metric": vocabulary.canonical_metric,
-    "topn": validation.validate_topn,
-    "gradient": validation.choice(GRADIENT_TYPES),
-    "alpha_b": validation.validate_positive,
-    "tie_break": validation.validate_bool,
-    "seed": validation.validate_seed,
-}, presets={
-    f"twin_{metric}_{gradient}": {"metric": metric, "gradient": gradient}
-    for metric, gradient in itertools.product(vocabulary.PAPER_METRICS, GRADIENT_TYPES)
-})
+    xp = arrays.namespace()
+    value = xp.twin_sigmoid_ops.twin_sigmoid_metric(metric, labels, scores, mask, topn, gradient,
+                                                    alpha_b, tie_break,
+                                                    seed if tie_break else None)
+    return -value, xp.cast(xp.screening.has_relevant(labels, mask), scores.dtype)
 
 
 @register
@@ -82,18 +79,9 @@ class TwinSigmoidLoss(base.RankingLoss):
     -0.5869
     """
 
-    spec = TWIN_SIGMOID
+    function = twin_sigmoid_loss
 
     def __init__(self, metric="ndcg", topn=None, gradient="type1", alpha_b=1.0, tie_break=True,
                  seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION, name="twin_sigmoid"):
-        super().__init__(dict(metric=metric, topn=topn, gradient=gradient, alpha_b=alpha_b,
-                              tie_break=tie_break, seed=seed),
-                         ragged=ragged, reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(metric=options["metric"], topn=options["topn"],
-                      gradient=options["gradient"], alpha_b=options["alpha_b"],
-                      tie_break=options["tie_break"], seed=options["seed"])
-        return config

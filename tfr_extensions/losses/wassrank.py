@@ -25,8 +25,10 @@ Loss", NeurIPS 2015): the dual potential :math:`f` is taken as the gradient
 with respect to :math:`a`, which is the exact gradient of the regularized
 objective :math:`\mathrm{OT}_\lambda(a, b) = \langle P_\lambda, C\rangle - \lambda
 H(P_\lambda)` at convergence; through the softmax,
-:math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. It is a
-custom gradient: no [B, L, L] tensor is kept per iteration.
+:math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations run
+on ``stop_gradient(scores)`` and the gradient enters as :math:`\sum_i \bar g_i (s_i -
+\bar s_i)` (bars: no gradient), exactly 0 in value: no [B, L, L] tensor is kept per
+iteration for a backward pass.
 
 Convergence (our addition, ``epsilon_scaling=True``): with the paper's
 :math:`\lambda = 0.1` and costs up to :math:`10^2`, the kernel
@@ -73,6 +75,7 @@ a larger ``regularization`` or a smaller ``gain_base`` there.
 """
 import math
 
+from tfr_extensions import arrays
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import conventions
@@ -100,13 +103,25 @@ def max_label(options) -> float:
     return min(conventions.MAX_LABEL, 64.0 / math.log2(gain_base))
 
 
-def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_iterations=20,
-                  cost_type="eg", target="gain", gain_base=4.0, non_rele_gap=100.0,
-                  var_penalty=math.e, epsilon_scaling=True):
+@base.loss_function(max_label=max_label, examples=[
+    # (cost_type "ddg", "p1" and "p2" break label ties by index, so they are not
+    # permutation-invariant with tied labels: test_wassrank checks them)
+    dict(regularization=0.2, sinkhorn_iterations=7, cost_type="dg", target="softmax",
+         gain_base=2.0, non_rele_gap=5.0, var_penalty=0.1, epsilon_scaling=False),
+    dict(regularization=0.5, sinkhorn_iterations=7, cost_type="ddg", target="softmax",
+         gain_base=2.0, epsilon_scaling=False)])
+def wassrank_loss(labels, scores, *, mask=None,
+                  regularization: validation.Positive = 0.1,
+                  sinkhorn_iterations: validation.Integer(minimum=1) = 20,
+                  cost_type: validation.OneOf(COST_TYPES) = "eg",
+                  target: validation.OneOf(TARGETS) = "gain", gain_base: validation.Positive = 4.0,
+                  non_rele_gap: validation.Number(minimum=0.0) = 100.0,
+                  var_penalty: validation.Positive = math.e,
+                  epsilon_scaling: validation.Flag = True):
     r"""WassRank's Sinkhorn distance between predicted and target distributions.
 
     See the module docstring for the definition, the gradient (the paper's
-    dual potential, a custom gradient), the ground costs and the numerics.
+    dual potential, through a term that is 0 in value), the ground costs and the numerics.
 
     Args:
       labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
@@ -132,24 +147,149 @@ def wassrank_loss(labels, scores, *, mask=None, regularization=0.1, sinkhorn_ite
     >>> bool(good[0] < bad[0])
     True
     """
-    return WASSRANK.apply(labels, scores, mask, regularization=regularization,
-                          sinkhorn_iterations=sinkhorn_iterations, cost_type=cost_type,
-                          target=target, gain_base=gain_base, non_rele_gap=non_rele_gap,
-                          var_penalty=var_penalty, epsilon_scaling=epsilon_scaling)
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
+    if 0 in tuple(scores.shape):  # no list or no document: nothing to transport (and
+        # Keras's ops.max of an empty tensor fails on PyTorch and JAX)
+        return xp.sum(scores, axis=-1) * 0.0, weights
+    cost = cost_matrix(labels, mask, cost_type, gain_base, non_rele_gap, var_penalty)
+    log_b, col_mask = target_log_distribution(labels, mask, target)
+    has_target = xp.any(col_mask, axis=-1, keepdims=True)
+    row_mask = xp.logical_and(mask, has_target)
+
+    fixed = xp.stop_gradient(scores)  # (the iterations keep no tape)
+    log_a = _masked_log_softmax(fixed, row_mask)
+    f, g = sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask, regularization,
+                               sinkhorn_iterations, epsilon_scaling)
+    plan = transport_plan(f, g, cost, row_mask, col_mask, regularization)
+    value = xp.sum(plan * cost, axis=(1, 2))
+    # The paper's gradient a_i (f_i - sum_k a_k f_k), entering through a term that is
+    # exactly 0 in value
+    a = xp.where(row_mask, xp.exp(log_a), xp.zeros_like(log_a))
+    centered = f - xp.sum(a * f, axis=-1, keepdims=True)
+    grad = xp.stop_gradient(xp.where(row_mask, a * centered, xp.zeros_like(a)))
+    return value + xp.sum(grad * (scores - fixed), axis=-1), weights
 
 
-WASSRANK = base.LossSpec(wassrank_loss, {
-    base.TENSORFLOW: "tfr_extensions.ops.losses.wassrank:wassrank_loss",
-    base.KERAS_OPS: "tfr_extensions.keras_ops.losses.wassrank:wassrank_loss"}, {
-    "regularization": validation.validate_positive,
-    "sinkhorn_iterations": validation.integer(minimum=1),
-    "cost_type": validation.choice(COST_TYPES),
-    "target": validation.choice(TARGETS),
-    "gain_base": validation.validate_positive,
-    "non_rele_gap": validation.number(minimum=0.0),
-    "var_penalty": validation.validate_positive,
-    "epsilon_scaling": validation.validate_bool,
-}, max_label=max_label)
+# Stand-in for log(0) in masked log-sum-exp arguments: finite, and so far below
+# any real argument that exp() of it is exactly 0 relative to them.
+_LOG_ZERO = -1e30
+
+# Floor of the log-probabilities of the softmaxes: e^-1000 is 0 in float32 and
+# float64 alike, so the floor changes no probability, but it keeps log a, the
+# potentials f and every (f - C) / lambda finite when scores spread by more
+# than 1000 (up to +-3e38, where s - max s would be -inf).
+_LOG_PROB_FLOOR = -1000.0
+
+
+def cost_matrix(labels, mask, cost_type: str = "eg", gain_base: float = 4.0,
+                non_rele_gap: float = 100.0, var_penalty: float = math.e):
+    """The ground cost ``[B, L, L]`` between the documents of each list
+    (see the module docstring); entries of padded documents are 0."""
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(labels)
+    eye = xp.eye(xp.shape(labels)[1], dtype="bool")[None]
+    pair_valid = xp.logical_and(mask[:, :, None], mask[:, None, :])
+    gains = xp.power(xp.constant(gain_base, dtype), labels) - 1.0
+    if cost_type in ("ddg", "p1", "p2"):  # 1-based ideal positions, ties by index
+        positions = xp.cast(xp.sorting.exact_ranks(labels, mask), dtype)
+    if cost_type == "eg":
+        shifted = xp.where(labels > 0, gains, xp.constant(-non_rele_gap, dtype))
+        cost = xp.abs(shifted[:, :, None] - shifted[:, None, :])
+        same_label = xp.equal(labels[:, :, None], labels[:, None, :])
+        cost = xp.where(same_label, xp.constant(var_penalty, dtype), cost)
+    elif cost_type in ("dg", "ddg"):
+        cost = xp.abs(gains[:, :, None] - gains[:, None, :])
+        if cost_type == "ddg":
+            discount = xp.lists.log2_discount(positions)
+            cost = cost * xp.abs(discount[:, :, None] - discount[:, None, :])
+    else:
+        cost = xp.abs(positions[:, :, None] - positions[:, None, :])
+        if cost_type == "p2":
+            cost = xp.square(cost)
+    cost = xp.where(eye, xp.zeros_like(cost), cost)
+    return xp.where(pair_valid, cost, xp.zeros_like(cost))
+
+
+def _masked_log_softmax(x, mask):
+    r"""log softmax over the entries where ``mask``, floored at
+    ``_LOG_PROB_FLOOR``; 0 elsewhere.
+
+    The entries are shifted by the largest masked one, m, before the
+    log-sum-exp: :math:`\max((x - m) - \log\sum e^{x - m}, -1000)`, which keeps
+    full precision at any magnitude (``x - logsumexp(x)`` loses the
+    :math:`\log n` of n tied scores next to 1e10 in float32, giving each of
+    them probability 1).
+    """
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(x)
+    top = xp.max(xp.where(mask, x, xp.constant(-float("inf"), dtype)), axis=-1, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))  # no valid entry
+    shifted = xp.where(mask, x - top, xp.constant(_LOG_ZERO, dtype))
+    log_probs = shifted - xp.logsumexp(shifted, axis=-1, keepdims=True)
+    return xp.where(mask, xp.maximum(log_probs, _LOG_PROB_FLOOR), xp.zeros_like(x))
+
+
+def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask,
+                        regularization: float, iterations: int,
+                        epsilon_scaling: bool = False):
+    r"""Log-space Sinkhorn: dual potentials ``(f, g)``, each ``[B, L]``.
+
+    Rows (source, ``a``) where ``row_mask`` and columns (target, ``b``) where
+    ``col_mask`` take part; the other potentials are 0. After the last
+    ``f`` update the plan's row sums equal ``a`` exactly. With
+    ``epsilon_scaling`` the regularization of iteration k is
+    :math:`\lambda_k = \max(\lambda, c_{max} q^{k})`, decreasing
+    geometrically from the list's largest cost :math:`c_{max}` to
+    :math:`\lambda` over the first half of the iterations (then constant).
+    """
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(cost)
+    lam = xp.constant(regularization, dtype)
+    pair_mask = xp.logical_and(row_mask[:, :, None], col_mask[:, None, :])
+    log_zero = xp.constant(_LOG_ZERO, dtype)
+    start = xp.full((xp.shape(cost)[0], 1, 1), regularization, dtype)  # [B, 1, 1]
+    ratio = xp.ones_like(start)
+    if epsilon_scaling:
+        max_cost = xp.max(xp.where(pair_mask, cost, xp.zeros_like(cost)), axis=(1, 2))
+        start = xp.maximum(max_cost, lam)[:, None, None]
+        ratio = xp.power(lam / start, xp.constant(1.0 / max(iterations // 2, 1), dtype))
+
+    def body(_, state):
+        f, g, k = state  # (k: the iteration, in the scores' dtype)
+        eps = xp.maximum(start * xp.power(ratio, k), lam)  # [B, 1, 1]
+        arg = xp.where(pair_mask, (f[:, :, None] - cost) / eps, log_zero)
+        g = eps[:, 0] * (log_b - xp.logsumexp(arg, axis=1))
+        g = xp.where(col_mask, g, xp.zeros_like(g))
+        arg = xp.where(pair_mask, (g[:, None, :] - cost) / eps, log_zero)
+        f = eps[:, 0] * (log_a - xp.logsumexp(arg, axis=2))
+        f = xp.where(row_mask, f, xp.zeros_like(f))
+        return f, g, k + 1.0
+
+    zeros = xp.zeros_like(log_a)
+    f, g, _ = xp.fori_loop(0, iterations, body, (zeros, zeros, xp.zeros_like(lam)))
+    return f, g
+
+
+def transport_plan(f, g, cost, row_mask, col_mask, regularization: float):
+    """:math:`P_{ij} = \\exp((f_i + g_j - C_{ij})/\\lambda)` on the valid pairs, ``[B, L, L]``."""
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(cost)
+    pair_mask = xp.logical_and(row_mask[:, :, None], col_mask[:, None, :])
+    arg = (f[:, :, None] + g[:, None, :] - cost) / xp.constant(regularization, dtype)
+    return xp.exp(xp.where(pair_mask, arg, xp.constant(_LOG_ZERO, dtype)))
+
+
+def target_log_distribution(labels, mask, target: str):
+    """``(log_b, col_mask)``: the log target distribution and where it is > 0."""
+    xp = arrays.namespace()
+    if target == "softmax":
+        return _masked_log_softmax(labels, mask), mask
+    gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
+    positive = gains > 0
+    log_gains = xp.log(xp.where(positive, gains, xp.ones_like(gains)))
+    return _masked_log_softmax(log_gains, positive), positive
 
 
 @register
@@ -167,25 +307,11 @@ class WassRankLoss(base.RankingLoss):
     True
     """
 
-    spec = WASSRANK
+    function = wassrank_loss
 
     def __init__(self, regularization=0.1, sinkhorn_iterations=20, cost_type="eg",
                  target="gain", gain_base=4.0, non_rele_gap=100.0, var_penalty=math.e,
                  epsilon_scaling=True, ragged=False, reduction=base.DEFAULT_REDUCTION,
                  name="wassrank"):
-        super().__init__(dict(regularization=regularization,
-                              sinkhorn_iterations=sinkhorn_iterations, cost_type=cost_type,
-                              target=target, gain_base=gain_base, non_rele_gap=non_rele_gap,
-                              var_penalty=var_penalty, epsilon_scaling=epsilon_scaling),
-                         ragged=ragged, reduction=reduction, name=name)
+        super().__init__(locals())
 
-    def get_config(self):
-        config = super().get_config()  # ragged, reduction, name
-        options = self.options
-        config.update(regularization=options["regularization"],
-                      sinkhorn_iterations=options["sinkhorn_iterations"],
-                      cost_type=options["cost_type"], target=options["target"],
-                      gain_base=options["gain_base"], non_rele_gap=options["non_rele_gap"],
-                      var_penalty=options["var_penalty"],
-                      epsilon_scaling=options["epsilon_scaling"])
-        return config

@@ -12,6 +12,8 @@ from typing import Callable, Optional, Union
 import numpy as np
 import tensorflow as tf
 
+from tfr_extensions import arrays
+from tfr_extensions.arrays import tie_keys
 from tfr_extensions.ops import lists
 
 
@@ -232,22 +234,11 @@ def sort_descending(values: tf.Tensor, mask: tf.Tensor,
     return tf.math.top_k(values, k=tf.minimum(topn, tf.shape(values)[1]), sorted=True).values
 
 
-def _bit_length(value) -> tf.Tensor:
-    """The number of bits of a non-negative int32 (0 for 0), as an int32 tensor."""
-    value = tf.convert_to_tensor(value, tf.int32)
-    return tf.reduce_sum(tf.cast(tf.bitwise.right_shift(value, tf.range(31)) > 0, tf.int32))
-
-
 def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
-    """Stateless random int32 keys in ``[0, 2^31)``, distinct within each list:
-    a random permutation per list once used as the secondary sort key (Section
-    4.2 of the twin-sigmoid paper).
-
-    With ``k`` the bit length of ``L - 1``, key ``i`` is a random draw's top
-    ``31 - k`` bits over the low ``k`` bits ``L - 1 - i``: distinct by
-    construction, so sorting or counting needs no index comparison; two keys
-    share their random bits with probability ``2^(k - 31)`` (< 1e-6 for lists
-    of up to 1024 documents), and only then does the lower index go first.
+    """Int32 keys in ``[0, 2^31)``, distinct within each list: a random permutation
+    per list used as the secondary sort key (Section 4.2 of the twin-sigmoid paper),
+    the keys of :mod:`tfr_extensions.arrays.tie_keys` (the same on every framework for
+    one seed).
 
     >>> keys = random_tie_keys([2, 5], tf.constant([1, 2])).numpy()
     >>> [len(set(row)) for row in keys.tolist()], int(keys.min()) >= 0
@@ -256,15 +247,9 @@ def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
     static = tf.get_static_value(shape) if tf.is_tensor(shape) else shape
     if static is not None and all(isinstance(n, (int, np.integer)) for n in static):
         shape = [int(n) for n in static]  # known sizes: the index bits need no graph ops
-    draws = tf.random.stateless_uniform(shape, seed=seed, minval=0, maxval=2**31 - 1,
-                                        dtype=tf.int32, alg=lists.RNG_ALG)
-    size = shape[-1]
-    index_bits = ((int(size) - 1).bit_length() if isinstance(size, int)
-                  else _bit_length(tf.maximum(size - 1, 0)))
-    reversed_index = size - 1 - tf.range(size)
-    return tf.bitwise.bitwise_or(
-        tf.bitwise.left_shift(tf.bitwise.right_shift(draws, index_bits), index_bits),
-        reversed_index)
+    else:
+        shape = [shape[0], shape[1]]
+    return tie_keys.tie_keys(shape, seed, xp=arrays.load(arrays.backend.TENSORFLOW))
 
 
 def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:

@@ -11,6 +11,7 @@ mixin draws from a Keras ``SeedGenerator``, :mod:`tfr_extensions.keras_ops.rando
 import tensorflow as tf
 
 from tfr_extensions import backend
+from tfr_extensions.arrays import tie_keys
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
 
@@ -36,11 +37,18 @@ def step_counter(layer=None):
 
 
 def seed_at_step(seed, salt: int, counter) -> tf.Tensor:
-    """The stateless seed ``int32 [2]`` of this call: ``fold_in(seed + salt, step)``
-    with ``step`` the counter before this call (which it then advances); under a
-    strategy of several replicas each replica folds in its replica id too."""
+    """The stateless seed ``int32 [2]`` of this call: ``[stream_seed(seed, salt), step]``
+    with ``step`` the counter before this call (which it then advances), as a Keras
+    ``SeedGenerator`` seeded with ``stream_seed(seed, salt)`` gives it on JAX and
+    PyTorch (:func:`tfr_extensions.arrays.tie_keys.stream_seed`), so one seed draws
+    the same tie keys at every step on every framework; a seed tensor folds the step
+    in. Under a strategy of several replicas each replica folds in its replica id too."""
     step = counter.assign_add(1) - 1
-    folded = lists.fold_in(lists.seed_tensor(seed, salt), step)
+    if tf.is_tensor(seed):
+        folded = lists.fold_in(lists.seed_tensor(seed, salt), step)
+    else:
+        folded = tf.stack([tf.constant(tie_keys.stream_seed(seed, salt), tf.int32),
+                           tf.cast(tf.math.floormod(step, tie_keys.SEED_MODULUS), tf.int32)])
     replica = tf.distribute.get_replica_context()
     if replica is not None and replica.num_replicas_in_sync > 1:
         folded = lists.fold_in(folded, replica.replica_id_in_sync_group)

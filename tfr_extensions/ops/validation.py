@@ -25,11 +25,18 @@ True
 Traceback (most recent call last):
 ...
 ValueError: `batch_size` must be an int >= 1; got 2.0.
+
+**Options as annotations.** A loss's option carries its check in its annotation,
+``Annotated[<type>, Check(...)]``, so that the signature alone declares the option
+(:func:`check_of` reads it back): :data:`Positive`, :data:`Flag`, :data:`TopN`,
+:data:`Seed`, :func:`OneOf`, :func:`Number`, :func:`Integer`.
+
+>>> check_of(Positive)(2, "sigma")
+2.0
 """
 import math
-from typing import Optional, Sequence
-
 import sys
+from typing import Annotated, Any, Callable, Optional, Sequence, get_args, get_origin
 
 import numpy as np
 
@@ -181,3 +188,60 @@ def number(minimum: Optional[float] = None, maximum: Optional[float] = None,
            open_minimum: bool = False):
     """A check ``(value, arg) -> float`` for :func:`validate_number` with these bounds."""
     return lambda value, arg: validate_number(value, arg, minimum, maximum, open_minimum)
+
+
+# --- checks as annotations: ``option: Annotated[type, Check(...)] = default`` --------
+
+class Check:
+    """An option's check, ``check(value, arg) -> value``, as an annotation's metadata;
+    its ``repr`` says what it accepts (shown by ``help`` and the API reference), and
+    :attr:`rejects` is a value it refuses (the suites over every loss try it)."""
+
+    def __init__(self, check: Callable[[Any, str], Any], accepts: str, rejects: Any):
+        self._check, self._accepts, self.rejects = check, accepts, rejects
+
+    def __call__(self, value, arg: str):
+        return self._check(value, arg)
+
+    def __repr__(self) -> str:
+        return self._accepts
+
+
+def check_of(annotation) -> Optional[Check]:
+    """The :class:`Check` of an ``Annotated`` annotation, or None."""
+    if get_origin(annotation) is Annotated:
+        for item in get_args(annotation)[1:]:
+            if isinstance(item, Check):
+                return item
+    return None
+
+
+def OneOf(choices: Sequence[str]):  # pylint: disable=invalid-name
+    """An option that is one of ``choices``."""
+    return Annotated[str, Check(choice(choices), f"one of {list(choices)}", "no_such_choice")]
+
+
+def Number(minimum: Optional[float] = None, maximum: Optional[float] = None,  # pylint: disable=invalid-name
+           open_minimum: bool = False):
+    """A finite number within the bounds."""
+    return Annotated[float, Check(number(minimum, maximum, open_minimum),
+                                  f"a number in {_interval(minimum, maximum, open_minimum)}",
+                                  float("nan"))]
+
+
+def Integer(minimum: Optional[int] = None, maximum: Optional[int] = None,  # pylint: disable=invalid-name
+            allow_none: bool = False):
+    """An int within the bounds (or None with ``allow_none``)."""
+    accepts = _int_kind(minimum, maximum) + (" or None" if allow_none else "")
+    return Annotated[Optional[int] if allow_none else int,
+                     Check(integer(minimum, maximum, allow_none), accepts, 1.5)]
+
+
+#: a positive finite number
+Positive = Annotated[float, Check(validate_positive, "a positive number", 0.0)]
+#: a bool
+Flag = Annotated[bool, Check(validate_bool, "a bool", "yes")]
+#: a cutoff: None (the whole list) or an int >= 1
+TopN = Annotated[Optional[int], Check(validate_topn, "None or an int >= 1", 0)]
+#: None, an int, a pair of ints or a seed tensor
+Seed = Annotated[Any, Check(validate_seed, "None, an int or a pair of ints", "seed")]

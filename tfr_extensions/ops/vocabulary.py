@@ -33,7 +33,9 @@ Traceback (most recent call last):
 ValueError: `metric` must be one of ['ndcg', 'ap', 'map', 'average_precision', 'ap_min', 'map_min', 'precision', 'p', 'nerr']; got 'mrr'.
 """
 import dataclasses
-from typing import Dict, Tuple
+from typing import Annotated, Dict, Tuple
+
+from tfr_extensions.ops.validation import Check
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,3 +102,7 @@ def column_prefix(name: str) -> str:
 def definition(name: str) -> str:
     """The one-line definition of a metric, normalization included."""
     return _BY_NAME[canonical_metric(name)].definition
+
+
+#: a loss option naming a metric (any name of the table, canonicalized)
+Metric = Annotated[str, Check(canonical_metric, f"one of {list(METRIC_NAMES)}", "mrr")]

@@ -30,9 +30,12 @@ with :math:`x = \alpha_b (s_j - s_k)`: exact for every spread (no cancellation n
 """
 import torch
 
+from tfr_extensions import arrays
+from tfr_extensions import backend
+from tfr_extensions.arrays import tie_keys as shared_tie_keys
+
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import rank_metrics
-from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.keras_ops.twin_sigmoid import exact_forward_ranks
 from tfr_extensions.ops import vocabulary
 from tfr_extensions.torch_ops import pairs
@@ -147,50 +150,24 @@ def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     return alpha_b * _pair_sums(delta, x, labels, weights, gradient)
 
 
-_MASK32 = 0xFFFFFFFF
-
-
-def _fmix32(h):
-    """MurmurHash3's 32-bit finalizer on int64 tensors holding uint32 values."""
-    h = h ^ (h >> 16)
-    h = (h * 0x85EBCA6B) & _MASK32
-    h = h ^ (h >> 13)
-    h = (h * 0xC2B2AE35) & _MASK32
-    return h ^ (h >> 16)
-
-
 def tie_keys(shape, seed, device):
     """Int64 keys in ``[0, 2^31)``, distinct within each list, that break ties in
-    score: random top bits over the reversed index in the low bits, as
-    :func:`tfr_extensions.keras_ops.sorting.random_tie_keys` builds them. The random
-    bits are a hash of ``seed`` and each entry's index (MurmurHash3's finalizer),
-    traced by ``torch.compile`` without a generator (a Keras ``SeedGenerator`` on
-    PyTorch is compiled out of the graph), so the stream differs from the
-    ``keras.ops`` body's; ``seed=None`` draws ``torch.randint``. ``seed``: None, an
-    int, a pair of ints or an integer tensor ``[2]``.
+    score: the keys of :mod:`tfr_extensions.arrays.tie_keys`, the same on every
+    framework for a seed (an int, a pair of ints or an integer tensor ``[2]``);
+    ``seed=None`` hashes a fresh pair from ``torch.randint``.
 
     >>> keys = tie_keys((2, 5), 7, "cpu")
     >>> [len(set(row)) for row in keys.tolist()], bool((keys < 2**31).all())
     ([5, 5], True)
     """
-    batch, size = shape
-    index_bits = (size - 1).bit_length() if size else 0
     if seed is None:
-        draws = torch.randint(0, 2**31 - 1, (batch, size), dtype=torch.int64, device=device)
-    else:
-        if isinstance(seed, torch.Tensor) and seed.is_meta:  # Keras's shape inference
-            base = 0
-        elif isinstance(seed, torch.Tensor):
-            seed = seed.to(device=device, dtype=torch.int64)
-            base = (seed[0] * 1_000_003 + seed[1]) & _MASK32
-        else:
-            base = keras_random.as_int(seed)
-        index = torch.arange(batch * size, dtype=torch.int64, device=device).reshape(batch, size)
-        # (index ^ base, not index * constant + base: inductor folds an affine
-        # expression of the index into Triton index arithmetic, which is int32)
-        draws = _fmix32((_fmix32((index ^ base) & _MASK32) + 0x7F4A7C15) & _MASK32) >> 1
-    reversed_index = torch.arange(size - 1, -1, -1, dtype=torch.int64, device=device)
-    return ((draws >> index_bits) << index_bits) | reversed_index
+        seed = torch.randint(0, 2**31 - 1, (2,), dtype=torch.int32, device=device)
+    elif isinstance(seed, torch.Tensor) and seed.is_meta:  # Keras's shape inference
+        seed = 0
+    elif isinstance(seed, torch.Tensor):
+        seed = seed.to(device=device)
+    keys = shared_tie_keys.tie_keys(tuple(shape), seed, xp=arrays.load(backend.KERAS_OPS))
+    return keys.to(device=device, dtype=torch.int64)
 
 
 def forward_ranks(scores, valid, tie_break: bool, seed):
@@ -247,8 +224,8 @@ class _TwinSigmoidGradient(torch.autograd.Function):  # pylint: disable=abstract
 def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gradient="type1",
                       alpha_b=1.0, tie_break=True, seed=None):
     r"""Minus a rank metric at twin-sigmoid ranks, per list: the PyTorch-native body
-    of :func:`tfr_extensions.losses.twin_sigmoid_loss` (the same contract as
-    :func:`tfr_extensions.keras_ops.losses.twin_sigmoid.twin_sigmoid_loss`).
+    of :func:`tfr_extensions.losses.twin_sigmoid_loss` (the same contract as its
+    math, which runs on ``keras.ops`` elsewhere).
 
     >>> losses, weights = twin_sigmoid_loss(torch.tensor([[0., 1., 2.]]),
     ...                                     torch.tensor([[3., 2., 1.]]), gradient="type3")

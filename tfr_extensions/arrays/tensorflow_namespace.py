@@ -1,0 +1,306 @@
+"""The TensorFlow filling of the array namespace: ``keras.ops``'s names and meaning in
+TensorFlow's own ops (Keras 2, TF-Ranking, Keras 3's TensorFlow backend).
+
+Each function takes what its ``keras.ops`` namesake takes, with Python numbers taking
+the dtype of the tensor beside them (as ``keras.ops`` does), and builds the ops a
+hand-written TensorFlow body would: no conversion layer, so graphs, XLA programs and
+``tf.custom_gradient`` see TensorFlow alone. Only the names the bodies use are here;
+the helper modules of the TensorFlow implementation stand under the names their
+``keras.ops`` twins have (:mod:`tfr_extensions.arrays.keras_namespace`).
+
+>>> import tensorflow as tf
+>>> where(tf.constant([True, False]), tf.constant([1.0, 2.0], tf.float64), 0.0).numpy().tolist()
+[1.0, 0.0]
+"""
+import importlib
+
+import tensorflow as tf
+
+# pylint: disable=redefined-builtin,unused-import
+from tfr_extensions.ops import approx_ranks, list_metrics, lists, numerics  # noqa: F401
+from tfr_extensions.ops import plackett_luce, rank_metrics  # noqa: F401
+from tfr_extensions.ops import screening, sinkhorn, sorting  # noqa: F401
+from tfr_extensions.ops.numerics import log1mexp, safe_divide  # noqa: F401
+# (modules whose package exports a function of the same name)
+rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
+twin_sigmoid_ops = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
+
+#: which filling this is
+IMPLEMENTATION = "tensorflow"
+
+
+def dtype_name(x) -> str:
+    """The dtype's name, ``"float32"``, ``"bool"``, ..."""
+    return tf.as_dtype(x.dtype).name
+
+
+def convert_to_tensor(x, dtype=None):
+    return tf.convert_to_tensor(x, dtype=dtype)
+
+
+def _pair(x, y):
+    """``x`` and ``y`` as tensors, a Python number taking the other's dtype."""
+    if isinstance(x, (int, float, bool)) and tf.is_tensor(y):
+        return tf.constant(x, y.dtype), y
+    x = tf.convert_to_tensor(x)
+    if isinstance(y, (int, float, bool)):
+        return x, tf.constant(y, x.dtype)
+    return x, tf.convert_to_tensor(y)
+
+
+def constant(value, dtype):
+    """A Python number as a 0-d tensor of ``dtype``."""
+    return tf.constant(value, tf.as_dtype(dtype))
+
+
+def full(shape, value, dtype=None):
+    return tf.fill(shape, tf.constant(value, tf.as_dtype(dtype or "float32")))
+
+
+def full_like(x, value, dtype=None):
+    x = tf.convert_to_tensor(x)
+    return tf.fill(tf.shape(x), tf.constant(value, tf.as_dtype(dtype or x.dtype)))
+
+
+def where(condition, x, y):
+    x, y = _pair(x, y)
+    return tf.where(condition, x, y)
+
+
+def maximum(x, y):
+    return tf.maximum(*_pair(x, y))
+
+
+def minimum(x, y):
+    return tf.minimum(*_pair(x, y))
+
+
+def subtract(x, y):
+    return tf.subtract(*_pair(x, y))
+
+
+def greater(x, y):
+    return tf.greater(*_pair(x, y))
+
+
+def power(x, y):
+    return tf.pow(*_pair(x, y))
+
+
+def cast(x, dtype):
+    return tf.cast(x, tf.as_dtype(dtype))
+
+
+def _axis(axis):
+    return list(axis) if isinstance(axis, tuple) else axis
+
+
+def sum(x, axis=None, keepdims=False):
+    return tf.reduce_sum(x, axis=_axis(axis), keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    return tf.reduce_max(x, axis=_axis(axis), keepdims=keepdims)
+
+
+amax = max
+
+
+def min(x, axis=None, keepdims=False):
+    return tf.reduce_min(x, axis=_axis(axis), keepdims=keepdims)
+
+
+def all(x, axis=None, keepdims=False):
+    return tf.reduce_all(tf.cast(x, tf.bool), axis=_axis(axis), keepdims=keepdims)
+
+
+def any(x, axis=None, keepdims=False):
+    return tf.reduce_any(tf.cast(x, tf.bool), axis=_axis(axis), keepdims=keepdims)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    return tf.reduce_logsumexp(x, axis=_axis(axis), keepdims=keepdims)
+
+
+def cumsum(x, axis=None):
+    return tf.cumsum(x, axis=0 if axis is None else axis)
+
+
+def softmax(x, axis=-1):
+    return tf.nn.softmax(x, axis=axis)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    if stop is None:
+        start, stop = 0, start
+    return tf.range(start, stop, step, dtype=tf.as_dtype(dtype or "int32"))
+
+
+def zeros(shape, dtype=None):
+    return tf.zeros(shape, tf.as_dtype(dtype or "float32"))
+
+
+def ones(shape, dtype=None):
+    return tf.ones(shape, tf.as_dtype(dtype or "float32"))
+
+
+def shape(x):
+    """The static dimensions, each unknown one a scalar tensor (as ``keras.ops.shape``)."""
+    static = x.shape.as_list()
+    if None not in static:
+        return tuple(static)
+    dynamic = tf.shape(x)
+    return tuple(dynamic[i] if d is None else d for i, d in enumerate(static))
+
+
+def flip(x, axis=None):
+    axes = list(range(len(x.shape))) if axis is None else [axis] if isinstance(axis, int) else axis
+    return tf.reverse(x, axes)
+
+
+def pad(x, pad_width, mode="constant", constant_values=None):
+    if mode != "constant":
+        raise ValueError(f"Only constant padding is supported; got mode={mode!r}.")
+    x = tf.convert_to_tensor(x)
+    value = 0 if constant_values is None else constant_values
+    return tf.pad(x, pad_width, constant_values=tf.cast(value, x.dtype))
+
+
+def sort(x, axis=-1):
+    return tf.sort(x, axis=axis)
+
+
+def triu(x, k=0):
+    x = tf.convert_to_tensor(x)
+    rows = tf.range(tf.shape(x)[-2])[:, None]
+    columns = tf.range(tf.shape(x)[-1])[None, :]
+    return tf.where(columns - rows >= k, x, tf.zeros_like(x))
+
+
+def clip(x, x_min, x_max):
+    x = tf.convert_to_tensor(x)
+    return tf.clip_by_value(x, tf.cast(x_min, x.dtype), tf.cast(x_max, x.dtype))
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """``body_fun(i, value)`` for i in ``[lower, upper)`` (``tf.while_loop``)."""
+    _, value = tf.while_loop(lambda i, _: i < upper, lambda i, v: (i + 1, body_fun(i, v)),
+                             (tf.constant(lower, tf.int32), init_val))
+    return value
+
+
+def scatter_update(inputs, indices, updates):
+    return tf.tensor_scatter_nd_update(inputs, indices, updates)
+
+
+def relu(x):
+    return tf.nn.relu(x)
+
+
+def softplus(x):
+    return tf.math.softplus(x)
+
+
+def isfinite(x):
+    return tf.math.is_finite(x)
+
+
+def logical_and(x, y):
+    return tf.logical_and(x, y)
+
+
+def logical_or(x, y):
+    return tf.logical_or(x, y)
+
+
+def logical_not(x):
+    return tf.logical_not(x)
+
+
+def stack(xs, axis=0):
+    return tf.stack(xs, axis=axis)
+
+
+def concatenate(xs, axis=0):
+    return tf.concat(xs, axis=axis)
+
+
+def reshape(x, newshape):
+    return tf.reshape(x, newshape)
+
+
+def broadcast_to(x, shape):  # pylint: disable=redefined-outer-name
+    return tf.broadcast_to(x, shape)
+
+
+def take_along_axis(x, indices, axis=None):
+    if axis not in (-1, len(x.shape) - 1):
+        raise ValueError(f"take_along_axis takes the last axis here; got axis={axis}.")
+    return tf.gather(x, indices, batch_dims=len(x.shape) - 1)
+
+
+def einsum(subscripts, *operands):
+    return tf.einsum(subscripts, *operands)
+
+
+def stop_gradient(x):
+    return tf.stop_gradient(x)
+
+
+abs = tf.abs
+exp = tf.exp
+log = tf.math.log
+log1p = tf.math.log1p
+expm1 = tf.math.expm1
+sqrt = tf.sqrt
+square = tf.square
+sign = tf.sign
+tanh = tf.tanh
+sigmoid = tf.sigmoid
+zeros_like = tf.zeros_like
+ones_like = tf.ones_like
+equal = tf.equal
+not_equal = tf.not_equal
+transpose = tf.transpose
+
+def mean(x, axis=None, keepdims=False):
+    return tf.reduce_mean(x, axis=_axis(axis), keepdims=keepdims)
+
+
+def argsort(x, axis=-1):
+    """Indices sorting ``x`` ascending along ``axis``, ties in index order (stable)."""
+    return tf.argsort(x, axis=axis, direction="ASCENDING", stable=True)
+
+
+def eye(N, M=None, k=0, dtype=None):  # pylint: disable=invalid-name
+    if k:
+        raise ValueError(f"eye takes the main diagonal here; got k={k}.")
+    return tf.eye(N, M, dtype=tf.as_dtype(dtype or "float32"))
+
+
+# -- integer bit operations (the tie-break keys, tfr_extensions.arrays.tie_keys) ----------
+
+def _integers(x, y):
+    x = tf.convert_to_tensor(x)
+    return x, tf.cast(y, x.dtype)
+
+
+def bitwise_and(x, y):
+    return tf.bitwise.bitwise_and(*_integers(x, y))
+
+
+def bitwise_or(x, y):
+    return tf.bitwise.bitwise_or(*_integers(x, y))
+
+
+def bitwise_xor(x, y):
+    return tf.bitwise.bitwise_xor(*_integers(x, y))
+
+
+def left_shift(x, y):
+    return tf.bitwise.left_shift(*_integers(x, y))
+
+
+def right_shift(x, y):
+    """Arithmetic on signed integers, as ``keras.ops.right_shift``."""
+    return tf.bitwise.right_shift(*_integers(x, y))

@@ -1,0 +1,118 @@
+r"""The keys that break ties in score, written once for every framework: a
+counter-based hash of ``(seed, list, position)``.
+
+Section 4.2 of the twin-sigmoid paper breaks ties by a random permutation per list.
+The keys here are that permutation: with a seed, TensorFlow, JAX and PyTorch draw the
+same keys, so a seeded loss gives the same values and gradients on every backend.
+
+For the seed pair :math:`(a, b)` (:func:`seed_pair`), list :math:`n` and position
+:math:`i`, with :math:`f` MurmurHash3's 32-bit finalizer and :math:`\oplus` exclusive or,
+
+.. math::
+    s = f(f(a \oplus \varphi) + b), \quad h_{ni} = f(f(n \oplus s) \oplus f(i + \varphi)),
+
+:math:`\varphi` = 0x9E3779B9, every operation on 32 bits (int32 that wrap, the shifts
+logical); the key is the top :math:`31 - k` bits of :math:`h_{ni}` over the low
+:math:`k` bits :math:`L - 1 - i`, :math:`k` the bit length of :math:`L - 1`: distinct
+within a list by construction, a uniform random order of its documents otherwise. A
+list's keys depend on its index and the positions alone, not on the list length, so
+padding a list (XLA's buckets) keeps the keys of its documents.
+
+>>> [int(k) for k in tie_keys((1, 4), 0)[0]]
+[491818039, 1676105798, 1004936121, 1315547496]
+"""
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from tfr_extensions import arrays
+
+#: the modulus of the seeds (TensorFlow's stateless seeds are int32 in ``[0, 2^31 - 1)``)
+SEED_MODULUS = 2**31 - 1
+_GOLDEN = 0x9E3779B9
+_MIX = (0x85EBCA6B, 0xC2B2AE35)
+
+
+def _int32(value: int) -> int:
+    """A 32-bit pattern as the int32 that holds it."""
+    return value - 2**32 if value >= 2**31 else value
+
+
+def seed_pair(seed) -> Tuple[int, int]:
+    """A Python seed as its pair ``(a, b)`` in ``[0, 2^31 - 1)``: an int ``s`` is
+    ``(s mod m, 0)``, a pair ``(x, y)`` is ``(x mod m, y mod m)``, ``m`` =
+    :data:`SEED_MODULUS` (TensorFlow's ``seed_tensor`` of the same seed)."""
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        first, second = (int(s) for s in seed)
+        return first % SEED_MODULUS, second % SEED_MODULUS
+    return int(seed) % SEED_MODULUS, 0
+
+
+def stream_seed(seed, salt: int = 0) -> int:
+    """The first entry of a seeded stream's seeds, whose call ``k`` draws with the seed
+    pair ``(stream_seed(seed, salt), k)`` on every framework (a Keras
+    ``SeedGenerator``'s state, TensorFlow's step counter): an int, or a pair folded
+    into one, plus ``7919 * salt``, modulo :data:`SEED_MODULUS`.
+
+    >>> stream_seed(5), stream_seed([1, 2], salt=1)
+    (5, 1007924)
+    """
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        first, second = (int(s) for s in seed)
+        seed = first * 1_000_003 + second
+    return (int(seed) + 7919 * salt) % SEED_MODULUS
+
+
+def _shift(xp, shift, h, bits):
+    """``shift(h, bits)`` with ``bits`` a tensor, never a Python number that the
+    framework would copy from host memory (on PyTorch, a wait for the GPU)."""
+    return shift(h, xp.constant(bits, "int32") if isinstance(bits, int) else bits)
+
+
+def _shift_right(xp, h, bits: int):
+    """Logical right shift of int32 bit patterns."""
+    return _shift(xp, xp.right_shift, h, bits) & ((1 << (32 - bits)) - 1)
+
+
+def _fmix32(xp, h):
+    """MurmurHash3's 32-bit finalizer, on int32 that wrap."""
+    h = h ^ _shift_right(xp, h, 16)
+    h = h * _int32(_MIX[0])
+    h = h ^ _shift_right(xp, h, 13)
+    h = h * _int32(_MIX[1])
+    return h ^ _shift_right(xp, h, 16)
+
+
+def _bit_length(xp, value):
+    """The bit length of a non-negative int32 (an int, or a scalar tensor)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value).bit_length()
+    return xp.sum(xp.cast(xp.right_shift(value, xp.arange(31, dtype="int32")) > 0, "int32"))
+
+
+def tie_keys(shape: Sequence, seed, xp=None):
+    """Int32 keys ``[B, L]`` in ``[0, 2^31)``, distinct within each list (module
+    docstring).
+
+    Args:
+      shape: ``(B, L)``; on TensorFlow either may be a scalar tensor.
+      seed: a Python int or pair (:func:`seed_pair`), or an integer tensor ``[2]``
+        (a stateless seed, a ``SeedGenerator``'s seed).
+      xp: the array namespace (default :func:`tfr_extensions.arrays.namespace`).
+    """
+    xp = xp or arrays.namespace()
+    batch, size = shape
+    if isinstance(seed, (int, np.integer, list, tuple)):
+        first, second = (xp.constant(_int32(v), "int32") for v in seed_pair(seed))
+    else:
+        seed = xp.cast(seed, "int32")
+        first, second = seed[0], seed[1]
+    stream = _fmix32(xp, _fmix32(xp, first ^ _int32(_GOLDEN)) + second)
+    lists = xp.arange(batch, dtype="int32")[:, None]
+    positions = xp.arange(size, dtype="int32")[None, :]
+    rows = _fmix32(xp, lists ^ stream)
+    draws = _shift_right(xp, _fmix32(xp, rows ^ _fmix32(xp, positions + _int32(_GOLDEN))), 1)
+    index_bits = _bit_length(xp, xp.maximum(size - 1, 0) if not isinstance(size, int)
+                             else max(size - 1, 0))
+    top = _shift(xp, xp.left_shift, _shift(xp, xp.right_shift, draws, index_bits), index_bits)
+    return top | ((size - 1) - positions)

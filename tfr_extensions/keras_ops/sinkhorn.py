@@ -1,0 +1,42 @@
+"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in ``keras.ops`` (JAX,
+PyTorch): the primitive that :func:`tfr_extensions.losses.neural_ndcg.neural_ndcg_loss`
+calls as ``xp.sinkhorn.sinkhorn_scaling``.
+
+The loop always runs its ``iterations`` (``ops.fori_loop``; JAX cannot differentiate a
+loop whose trip count depends on the data), each list's matrix frozen once it has
+converged, as the TensorFlow form does (unrolled there).
+"""
+from keras import ops
+
+from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import numerics
+
+
+def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
+    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
+    columns): columns then rows divided by their sums, per iteration; a list's matrix is
+    frozen after the first iteration at which all its valid row and column sums are within
+    ``tolerance`` of 1. Runs ``iterations`` iterations (``ops.fori_loop``: static for
+    ``jax.jit``, differentiable; on PyTorch ``torch.compile`` unrolls it into one graph);
+    TensorFlow's form is :func:`tfr_extensions.ops.sinkhorn.sinkhorn_scaling`."""
+    tolerance = numerics.constant(tolerance, lists.dtype_name(matrix))
+
+    def scale(m):
+        m = numerics.safe_divide(m, ops.sum(m, axis=1, keepdims=True))  # columns
+        return numerics.safe_divide(m, ops.sum(m, axis=2, keepdims=True))  # rows
+
+    def converged(m):  # [B]
+        rows_ok = ops.abs(ops.sum(m, axis=2) - 1.0) < tolerance
+        columns_ok = ops.abs(ops.sum(m, axis=1) - 1.0) < tolerance
+        return ops.logical_and(
+            ops.all(ops.logical_or(rows_ok, ops.logical_not(row_mask)), axis=-1),
+            ops.all(ops.logical_or(columns_ok, ops.logical_not(column_mask)), axis=-1))
+
+    def body(_, state):
+        m, done = state
+        m = ops.where(done[:, None, None], m, scale(m))
+        return m, ops.logical_or(done, converged(m))
+
+    done = ops.zeros((matrix.shape[0],), dtype="bool")
+    matrix, _ = ops.fori_loop(0, iterations, body, (matrix, done))
+    return matrix

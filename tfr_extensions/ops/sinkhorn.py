@@ -1,0 +1,74 @@
+"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices, in TensorFlow: the
+primitive that :func:`tfr_extensions.losses.neural_ndcg.neural_ndcg_loss` calls as
+``xp.sinkhorn.sinkhorn_scaling`` (its ``keras.ops`` form is
+:mod:`tfr_extensions.keras_ops.sinkhorn`)."""
+import tensorflow as tf
+
+from tfr_extensions.ops import numerics
+
+
+def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
+    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
+    columns): each iteration divides every column by its sum, then every row by its
+    sum. A list stops (its matrix frozen) after the first iteration at which all its
+    valid row and column sums are within ``tolerance`` of 1. Runs ``iterations``
+    iterations, unrolled, with a hand-written backward (:func:`_step_gradient`, one
+    iteration at a time, last first): fewer ops than differentiating the unrolled
+    loop. Kept per framework by ``python -m benchmarks.loss_throughput --cases
+    neural_ndcg`` (``docs/speed.md``, NeuralNDCG): a ``tf.while_loop`` compiles far
+    sooner under XLA but runs slower there on a CPU; JAX and PyTorch run
+    :func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`, a ``fori_loop`` that
+    ``jax.jit`` keeps static and JAX can differentiate.
+    """
+    if not iterations:
+        return matrix
+    tolerance = tf.constant(tolerance, matrix.dtype)
+
+    def step(m, done):
+        """One iteration of the lists not yet stopped, and the new stopped flags [B]."""
+        by_columns = numerics.safe_divide(m, tf.reduce_sum(m, axis=1, keepdims=True))
+        by_rows = numerics.safe_divide(by_columns,
+                                       tf.reduce_sum(by_columns, axis=2, keepdims=True))
+        m = tf.where(done[:, None, None], m, by_rows)
+        rows_ok = tf.abs(tf.reduce_sum(m, axis=2) - 1.0) < tolerance
+        columns_ok = tf.abs(tf.reduce_sum(m, axis=1) - 1.0) < tolerance
+        converged = tf.logical_and(
+            tf.reduce_all(tf.logical_or(rows_ok, tf.logical_not(row_mask)), axis=-1),
+            tf.reduce_all(tf.logical_or(columns_ok, tf.logical_not(column_mask)), axis=-1))
+        return m, tf.logical_or(done, converged)
+
+    @tf.custom_gradient
+    def scaled(m):
+        inputs, flags = [], []
+        done = tf.zeros(tf.shape(m)[:1], tf.bool)
+        for _ in range(iterations):
+            inputs.append(m)
+            flags.append(done)
+            m, done = step(m, done)
+
+        def grad(upstream):  # each iteration's vector-Jacobian product, last first
+            for m_in, done_in in zip(reversed(inputs), reversed(flags)):
+                upstream = _step_gradient(m_in, done_in, upstream)
+            return upstream
+
+        return m, grad
+
+    return scaled(matrix)
+
+
+def _step_gradient(m, done, gradient):
+    r"""The gradient with respect to ``m`` of one Sinkhorn iteration, given the
+    gradient with respect to its output. With column sums :math:`c_j`, :math:`a =
+    m / c` and row sums :math:`q_i` of :math:`a`, the iteration gives :math:`b = a / q`,
+    so :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and :math:`\bar m
+    = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0, as the
+    forward's division is); a stopped list passes the gradient through."""
+    columns = tf.reduce_sum(m, axis=1, keepdims=True)
+    a = numerics.safe_divide(m, columns)
+    rows = tf.reduce_sum(a, axis=2, keepdims=True)
+    b = numerics.safe_divide(a, rows)
+    gradient_a = numerics.safe_divide(
+        gradient - tf.reduce_sum(gradient * b, axis=2, keepdims=True), rows)
+    gradient_m = numerics.safe_divide(
+        gradient_a - tf.reduce_sum(gradient_a * a, axis=1, keepdims=True), columns)
+    return tf.where(done[:, None, None], gradient, gradient_m)

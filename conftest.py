@@ -30,11 +30,10 @@ NEEDS_KERAS_3 = ("tfr_extensions/keras_ops", "tfr_extensions/arrays/keras_namesp
 #: TF-Ranking, IRGAN, the TensorFlow checkpoint and strategies of the jobs)
 NEEDS_TENSORFLOW = (
     "tfr_extensions/ops/lists.py", "tfr_extensions/ops/numerics.py",
-    "tfr_extensions/ops/approx_ranks.py", "tfr_extensions/ops/plackett_luce.py",
-    "tfr_extensions/ops/rank_distributions.py", "tfr_extensions/ops/rank_metrics.py",
+    "tfr_extensions/ops/rank_binomial.py",
     "tfr_extensions/ops/sorting.py", "tfr_extensions/ops/twin_sigmoid.py",
-    "tfr_extensions/ops/screening.py", "tfr_extensions/ops/step_seeds.py",
-    "tfr_extensions/ops/list_metrics.py", "tfr_extensions/ops/sinkhorn.py",
+    "tfr_extensions/ops/ragged.py", "tfr_extensions/ops/step_seeds.py",
+    "tfr_extensions/ops/sinkhorn.py",
     "tfr_extensions/arrays/tensorflow_namespace.py",
     "tfr_extensions/data/dataset.py", "tfr_extensions/data/elwc.py",
     "tfr_extensions/data/normalization.py", "tfr_extensions/evaluation_state.py",

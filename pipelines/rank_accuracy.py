@@ -81,8 +81,8 @@ def l1_rank_error(ranks: np.ndarray, scores: np.ndarray) -> float:
 def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.ndarray:
     """pi^- of Qin et al. as TF-Ranking's ``approx_ranks`` computes it (sigmoids of the
     differences of alpha times the scores;
-    :func:`tfr_extensions.ops.approx_ranks.approx_ranks` on TensorFlow, its twin
-    :func:`tfr_extensions.keras_ops.approx_ranks.approx_ranks` elsewhere), in
+    :func:`tfr_extensions.ops.approx_ranks.approx_ranks`, TensorFlow's ops or
+    ``keras.ops`` by backend), in
     chunks of lists to bound memory."""
     if backend.uses_tensorflow_ops():
         tf = backend.tensorflow()
@@ -92,7 +92,7 @@ def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.nd
             return approx_ranks(tf.constant(part) * alpha).numpy()
     else:
         from keras import ops  # pylint: disable=import-outside-toplevel
-        from tfr_extensions.keras_ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
+        from tfr_extensions.ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
 
         def ranks(part):
             return ops.convert_to_numpy(approx_ranks(ops.convert_to_tensor(part) * alpha))

@@ -21,14 +21,15 @@ which lists those are, so an evaluation can exclude them or count them as 1
 
 The functions and :class:`RankingMetric` are one code for every backend; they
 compute with the implementation that :func:`tfr_extensions.backend.implementation`
-picks (:mod:`tfr_extensions.ops.list_metrics`, TensorFlow, or its ``keras.ops``
-twin :mod:`tfr_extensions.keras_ops.list_metrics`; :data:`IMPLEMENTATIONS` names
-each function that runs) and return that backend's tensors (:func:`to_numpy`
+picks (:mod:`tfr_extensions.ops.list_metrics`, written once against
+:mod:`tfr_extensions.arrays`: TensorFlow's ops or ``keras.ops``; :data:`IMPLEMENTATIONS`
+names each function that runs) and return that backend's tensors (:func:`to_numpy`
 gives NumPy). This module imports no TensorFlow.
 
 >>> round(float(ndcg([[0., 1., 2.]], [[3., 2., 1.]])[0]), 4)  # (1/log2(3) + 3/2) / (3 + 1/log2(3))
 0.5869
 """
+import functools
 from typing import Callable, Dict, NamedTuple, Optional
 
 import numpy as np
@@ -49,28 +50,36 @@ class ListMetrics(NamedTuple):
     to_numpy: Callable
 
 
-def _tensorflow() -> ListMetrics:
+def _list_metrics(which: str) -> ListMetrics:
+    """The functions of :mod:`tfr_extensions.ops.list_metrics` (written once against
+    :mod:`tfr_extensions.arrays`), run with implementation ``which``'s namespace: as they
+    are for the package's rule (which ``arrays.use`` can override), else inside
+    ``arrays.use(which)``."""
+    from tfr_extensions import arrays  # pylint: disable=import-outside-toplevel
     from tfr_extensions.ops import list_metrics  # pylint: disable=import-outside-toplevel
-    return ListMetrics(exact_metric=list_metrics.exact_metric,
-                       has_relevant=list_metrics.has_relevant,
-                       per_list_weights=list_metrics.per_list_weights,
-                       metric_values_and_weights=list_metrics.metric_values_and_weights,
-                       to_numpy=list_metrics.to_numpy)
+
+    def run_with(function: Callable) -> Callable:
+        if which == backend.implementation():
+            return function
+
+        @functools.wraps(function)
+        def forced(*args, **kwargs):
+            with arrays.use(which):
+                return function(*args, **kwargs)
+        return forced
+
+    return ListMetrics(exact_metric=run_with(list_metrics.exact_metric),
+                       has_relevant=run_with(list_metrics.has_relevant),
+                       per_list_weights=run_with(list_metrics.per_list_weights),
+                       metric_values_and_weights=run_with(list_metrics.metric_values_and_weights),
+                       to_numpy=run_with(list_metrics.to_numpy))
 
 
-def _keras_ops() -> ListMetrics:
-    from tfr_extensions.keras_ops import list_metrics  # pylint: disable=import-outside-toplevel
-    return ListMetrics(exact_metric=list_metrics.exact_metric,
-                       has_relevant=list_metrics.has_relevant,
-                       per_list_weights=list_metrics.per_list_weights,
-                       metric_values_and_weights=list_metrics.metric_values_and_weights,
-                       to_numpy=list_metrics.to_numpy)
-
-
-#: implementation -> its :class:`ListMetrics`, imported on first use (the TensorFlow
-#: functions import TensorFlow; the ``keras.ops`` ones need Keras 3)
+#: implementation -> its :class:`ListMetrics`, made on first use (TensorFlow's namespace
+#: imports TensorFlow; the ``keras.ops`` one needs Keras 3)
 IMPLEMENTATIONS: Dict[str, Callable[[], ListMetrics]] = {
-    backend.TENSORFLOW: _tensorflow, backend.KERAS_OPS: _keras_ops}
+    backend.TENSORFLOW: functools.partial(_list_metrics, backend.TENSORFLOW),
+    backend.KERAS_OPS: functools.partial(_list_metrics, backend.KERAS_OPS)}
 _LOADED: Dict[str, ListMetrics] = {}
 
 

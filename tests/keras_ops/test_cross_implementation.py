@@ -24,19 +24,20 @@ from keras import ops  # noqa: E402
 import harness  # noqa: E402
 from support.loss_options import EXAMPLES  # noqa: E402
 import tfr_extensions as tfrx  # noqa: E402
-from tfr_extensions.keras_ops import list_metrics as k_list_metrics  # noqa: E402
-from tfr_extensions.keras_ops import plackett_luce as k_pl  # noqa: E402
-from tfr_extensions.keras_ops import rank_metrics as k_rank_metrics  # noqa: E402
+from tfr_extensions import arrays  # noqa: E402
+from tfr_extensions import arrays  # noqa: E402
 from tfr_extensions.keras_ops import sorting as k_sorting  # noqa: E402
 from tfr_extensions.keras_ops import twin_sigmoid as k_twin  # noqa: E402
-from tfr_extensions.ops import list_metrics as tf_list_metrics  # noqa: E402
-from tfr_extensions.ops import plackett_luce as tf_pl  # noqa: E402
-from tfr_extensions.ops import rank_metrics as tf_rank_metrics  # noqa: E402
+from tfr_extensions.ops import list_metrics  # noqa: E402
+from tfr_extensions.ops import plackett_luce as pl  # noqa: E402
+from tfr_extensions.ops import rank_metrics  # noqa: E402
 from tfr_extensions.ops import sorting as tf_sorting  # noqa: E402
 
 # (modules whose package exports a function of the same name)
-k_rd = importlib.import_module("tfr_extensions.keras_ops.rank_distributions")
-tf_rd = importlib.import_module("tfr_extensions.ops.rank_distributions")
+# (Plackett-Luce and the rank distributions are one module each, written against
+# tfr_extensions.arrays: the two fillings compare under arrays.use)
+rd = importlib.import_module("tfr_extensions.ops.rank_distributions")
+tf_rb = importlib.import_module("tfr_extensions.ops.rank_binomial")
 tf_twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
 
 KEYS = tfrx.losses.names(classes=False, presets=False, tf_ranking=False)
@@ -61,7 +62,9 @@ def test_every_registered_loss_declares_two_option_sets():
 def tf_value_and_grad(fn, *args, argnum=1):
     """``(fn(*args), d sum(fn(*args)) / d args[argnum])`` for a TensorFlow function."""
     tensors = [tf.convert_to_tensor(a) if isinstance(a, np.ndarray) else a for a in args]
-    with tf.GradientTape() as tape:
+    # (the TensorFlow ops compute with TensorFlow's array namespace on any Keras backend:
+    # what they share, the bad-input screening, asks for the namespace when it runs)
+    with tf.GradientTape() as tape, arrays.use("tensorflow"):
         tape.watch(tensors[argnum])
         out = fn(*tensors)
         total = tf.reduce_sum(out)
@@ -80,17 +83,22 @@ def _feed_keras_ops_rankings(monkeypatch, options, labels, scores):
     body samples with ``options["seed"]`` (the two implementations draw from different
     streams): the same sampler call, on the screened scores the body sees."""
     screened, valid = _screened_scores(labels, scores)
-    rankings = harness.to_numpy(k_pl.sample_rankings(
-        screened, valid, options["num_samples"], seed=options["seed"],
-        temperature=options["temperature"], topn=options["topn"]))
+    with arrays.use("keras_ops"):
+        rankings = harness.to_numpy(pl.sample_rankings(
+            screened, valid, options["num_samples"], seed=options["seed"],
+            temperature=options["temperature"], topn=options["topn"]))
+    keras_ops_sampler = pl.sample_rankings_with_log_probs
 
     def sampler(scores, mask, num_samples, seed, temperature, topn):
+        if arrays.current() != "tensorflow":  # the keras.ops body: its own draws
+            return keras_ops_sampler(scores, mask, num_samples, seed=seed,
+                                     temperature=temperature, topn=topn)
         del num_samples, seed, topn  # (the keras.ops rankings)
         fixed = tf.constant(rankings)
-        return fixed, tf_pl.plackett_luce_position_log_probs(scores, fixed, mask,
-                                                            temperature=temperature)
+        return fixed, pl.plackett_luce_position_log_probs(scores, fixed, mask,
+                                                         temperature=temperature)
 
-    monkeypatch.setattr(tf_pl, "sample_rankings_with_log_probs", sampler)
+    monkeypatch.setattr(pl, "sample_rankings_with_log_probs", sampler)
 
 
 def _compare_loss(key, kwargs, labels, scores, monkeypatch, rtol, atol):
@@ -122,12 +130,9 @@ def test_every_loss_agrees_on_the_shared_cases(key, which, monkeypatch):
 
 
 #: float64 comparisons that fail for a known reason in the keras.ops implementation
-FLOAT64_KNOWN_FAILURES = {
-    ("torch", "mdprank"): "keras.ops.cumsum computes float64 in float32 on Keras 3.15's "
-                          "PyTorch backend: MDPRank's returns (keras_ops/losses/"
-                          "policy_gradient.py) lose float64 precision (rank_metrics."
-                          "_cumulative works around it with torch.cumsum)",
-}
+#: (none: keras.ops.cumsum's float64 on Keras 3.15's PyTorch backend, which cost MDPRank's
+#: returns their precision, is torch.cumsum in the namespace, arrays/keras_namespace.py)
+FLOAT64_KNOWN_FAILURES = {}
 
 
 @pytest.mark.parametrize("key", [
@@ -164,12 +169,30 @@ def _merged_inputs():
     return labels, np.nan_to_num(scores, nan=0.0, posinf=np.inf)  # NaN: no order in either
 
 
+def _keras_ops(function):
+    """``function`` run with the ``keras.ops`` filling of the namespace."""
+    def run(*args, **kwargs):
+        with arrays.use("keras_ops"):
+            return function(*args, **kwargs)
+    return run
+
+
+def _tensorflow(function):
+    """``function`` run with the TensorFlow filling of the namespace."""
+    def run(*args, **kwargs):
+        with arrays.use("tensorflow"):
+            return function(*args, **kwargs)
+    return run
+
+
 def test_exact_metrics_agree():
+    """``rank_metrics.exact_metric_function`` and ``list_metrics.exact_metric`` (one
+    function), with each filling of the namespace."""
     labels, scores = _merged_inputs()
     for alias in ("ndcg", "map", "ap_min", "precision", "nerr"):
         for topn in (None, 3):
-            got = k_rank_metrics.exact_metric_function(alias)(labels, scores, topn)
-            want = tf_list_metrics.exact_metric(alias, labels, scores, topn)
+            got = _keras_ops(rank_metrics.exact_metric_function(alias))(labels, scores, topn)
+            want = _tensorflow(list_metrics.exact_metric)(alias, labels, scores, topn)
             harness.assert_close(harness.to_numpy(got), want.numpy(), what=f"{alias}@{topn}")
 
 
@@ -182,17 +205,16 @@ def test_metrics_of_ranks_and_their_rank_gradients_agree():
     for metric in METRICS:
         for topn in (None, 3):
             what = f"{metric}@{topn}"
+            function = rank_metrics.rank_metric_function(metric)
             value, grad = harness.value_and_grad(
-                lambda y, r, m: k_rank_metrics.rank_metric_function(metric)(y, r, m, topn),
-                labels, ranks, mask)
+                _keras_ops(lambda y, r, m: function(y, r, m, topn)), labels, ranks, mask)
             want, want_grad = tf_value_and_grad(
-                lambda y, r, m: tf_rank_metrics.rank_metric_function(metric)(y, r, m, topn),
-                labels, ranks, mask)
+                _tensorflow(lambda y, r, m: function(y, r, m, topn)), labels, ranks, mask)
             harness.assert_close(value, want, what=what)
             harness.assert_close(grad, want_grad, what=what)
-            value, rank_grad = k_rank_metrics.value_and_rank_gradient(
+            value, rank_grad = _keras_ops(rank_metrics.value_and_rank_gradient)(
                 metric, labels, ranks, mask, topn, positions)
-            want, want_grad = tf_rank_metrics.value_and_rank_gradient(
+            want, want_grad = _tensorflow(rank_metrics.value_and_rank_gradient)(
                 metric, tf.constant(labels), tf.constant(ranks), tf.constant(mask), topn,
                 tf.constant(positions))
             harness.assert_close(harness.to_numpy(value), want.numpy(), what=what)
@@ -218,10 +240,10 @@ def test_ranking_metric_values_and_weights_agree():
             sample_weight = _sample_weights(weights, labels)
             for metric, topn in (("ndcg", 3), ("map", None), ("ap_min", 3), ("p", 3),
                                  ("nerr", None)):
-                got = k_list_metrics.metric_values_and_weights(metric, labels, scores, topn,
-                                                               rule, sample_weight)
-                want = tf_list_metrics.metric_values_and_weights(metric, labels, scores, topn,
-                                                                 rule, sample_weight)
+                got = _keras_ops(list_metrics.metric_values_and_weights)(
+                    metric, labels, scores, topn, rule, sample_weight)
+                want = _tensorflow(list_metrics.metric_values_and_weights)(
+                    metric, labels, scores, topn, rule, sample_weight)
                 for part, a, b in zip(("values", "weights"), got, want):
                     harness.assert_close(harness.to_numpy(a), b.numpy(),
                                          what=f"{metric}@{topn} {rule} {weights} {part}")
@@ -280,19 +302,21 @@ def test_twin_sigmoid_ops_agree(gradient):
 def test_rank_distributions_agree(method, topn, sinkhorn, monkeypatch):
     # the TF op as graph ops, not per-level XLA programs (the same values, as
     # tests/ops/test_rank_distributions.py checks; XLA compiles cost seconds)
-    monkeypatch.setattr(tf_rd, "COMPILED_LEVELS_MIN_LIST_SIZE", 1 << 30)
+    monkeypatch.setattr(tf_rb, "COMPILED_LEVELS_MIN_LIST_SIZE", 1 << 30)
     rng = np.random.default_rng(1)
     scores = rng.normal(size=(3, 11)).astype(np.float32)
     mask = rng.random((3, 11)) > 0.25
     mask[:, 0] = True
     weights = rng.normal(size=(3, 11, 11 if topn is None else topn)).astype(np.float32)
     options = dict(sigma=0.7, topn=topn, method=method, sinkhorn_iterations=sinkhorn)
-    value, grad = harness.jit_value_and_grad(
-        lambda m, s: ops.sum(k_rd.rank_distributions(s, m, **options)
-                             * ops.convert_to_tensor(weights), axis=(1, 2)), mask, scores)
-    want, want_grad = tf_value_and_grad(
-        lambda m, s: tf.reduce_sum(tf_rd.rank_distributions(s, m, **options) * weights,
-                                   axis=(1, 2)), mask, scores)
+    with arrays.use("keras_ops"):
+        value, grad = harness.jit_value_and_grad(
+            lambda m, s: ops.sum(rd.rank_distributions(s, m, **options)
+                                 * ops.convert_to_tensor(weights), axis=(1, 2)), mask, scores)
+    with arrays.use("tensorflow"):
+        want, want_grad = tf_value_and_grad(
+            lambda m, s: tf.reduce_sum(rd.rank_distributions(s, m, **options) * weights,
+                                       axis=(1, 2)), mask, scores)
     harness.assert_close(value, want)
     harness.assert_close(grad, want_grad)
 
@@ -300,20 +324,24 @@ def test_rank_distributions_agree(method, topn, sinkhorn, monkeypatch):
 def test_plackett_luce_log_probabilities_agree():
     labels, scores = harness.merged_cases(harness.SHORT_CASES)
     scores, valid = _screened_scores(labels, scores)
-    rankings = harness.to_numpy(k_pl.sample_rankings(scores, valid, num_samples=3, seed=1))
+    with arrays.use("keras_ops"):
+        rankings = harness.to_numpy(pl.sample_rankings(scores, valid, num_samples=3, seed=1))
 
-    def log_probs(module, concat, reshape, r, s):
-        return concat([reshape(module.plackett_luce_log_prob(s, r, valid), (-1,)),
-                       0.7 * reshape(module.plackett_luce_log_prob(
+    def log_probs(concat, reshape, r, s):
+        return concat([reshape(pl.plackett_luce_log_prob(s, r, valid), (-1,)),
+                       0.7 * reshape(pl.plackett_luce_log_prob(
                            s, r, valid, topn=3, temperature=2.0), (-1,)),
-                       1.3 * reshape(module.plackett_luce_position_log_probs(
+                       1.3 * reshape(pl.plackett_luce_position_log_probs(
                            s, r[:, 0, :], valid, temperature=0.5), (-1,))], axis=0)
 
-    value, grad = harness.jit_value_and_grad(
-        lambda r, s: log_probs(k_pl, ops.concatenate, ops.reshape, r, s), rankings, scores)
-    want, want_grad = tf_value_and_grad(
-        lambda r, s: log_probs(tf_pl, tf.concat, tf.reshape, r, s), rankings, scores)
+    with arrays.use("keras_ops"):
+        value, grad = harness.jit_value_and_grad(
+            lambda r, s: log_probs(ops.concatenate, ops.reshape, r, s), rankings, scores)
+        keras_ops_mask = harness.to_numpy(pl.ranking_mask(rankings, valid))
+    with arrays.use("tensorflow"):
+        want, want_grad = tf_value_and_grad(
+            lambda r, s: log_probs(tf.concat, tf.reshape, r, s), rankings, scores)
+        tensorflow_mask = pl.ranking_mask(rankings, valid).numpy()
     harness.assert_close(value, want)
     harness.assert_close(grad, want_grad)
-    np.testing.assert_array_equal(harness.to_numpy(k_pl.ranking_mask(rankings, valid)),
-                                  tf_pl.ranking_mask(rankings, valid).numpy())
+    np.testing.assert_array_equal(keras_ops_mask, tensorflow_mask)

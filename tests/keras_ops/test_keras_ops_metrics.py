@@ -1,4 +1,4 @@
-"""``keras_ops.sorting``, ``keras_ops.rank_metrics`` and ``tfrx.metrics.RankingMetric``
+"""``keras_ops.sorting``, ``ops.rank_metrics`` and ``tfrx.metrics.RankingMetric``
 on every Keras 3 backend against the float64 NumPy oracles: the metrics of ranks and
 their rank derivatives (:mod:`support.oracles_rank_metrics`, Eq. 13-16 and 29-33 of
 the twin-sigmoid paper), the exact metrics (:mod:`support.oracles`), and sorts,
@@ -12,7 +12,7 @@ from keras import ops
 import harness
 from support import oracles, oracles_rank_metrics
 import tfr_extensions as tfrx
-from tfr_extensions.keras_ops import rank_metrics as k_rank_metrics
+from tfr_extensions.ops import rank_metrics
 from tfr_extensions.keras_ops import sorting as k_sorting
 
 METRICS = ("ndcg", "ap", "ap_min", "precision", "nerr")
@@ -73,7 +73,7 @@ def test_the_oracle_of_ranks_at_exact_ranks_is_the_exact_metric_and_eq_29_33():
 @pytest.mark.parametrize("metric", METRICS)
 def test_metrics_of_ranks_value_and_autodiff_gradient_equal_the_oracle(metric, topn):
     labels, ranks, mask, positions = ranks_of(*harness.merged_cases(), jitter=0.4)
-    ours = k_rank_metrics.rank_metric_function(metric)
+    ours = rank_metrics.rank_metric_function(metric)
     value, grad = harness.value_and_grad(
         lambda y, r, m: ours(y, r, m, topn), labels, ranks, mask)
     want, want_grad = oracle_of_ranks(metric, labels, ranks, mask, positions, topn)
@@ -86,7 +86,7 @@ def test_value_and_rank_gradient_equal_the_oracle():
     labels, ranks, mask, positions = ranks_of(*harness.merged_cases(), jitter=0.3)
     for metric in METRICS:
         for topn in TOPNS:
-            value, rank_grad = k_rank_metrics.value_and_rank_gradient(
+            value, rank_grad = rank_metrics.value_and_rank_gradient(
                 metric, labels, ranks, mask, topn, positions)
             want, want_grad = oracle_of_ranks(metric, labels, ranks, mask, positions, topn)
             what = f"{metric}@{topn}"
@@ -110,9 +110,9 @@ def test_every_case_in_its_own_shape(name, metric, topn):
     gains = np.where(mask, np.abs(finite), 0.0).astype(np.float32)
 
     def ours(prepared, ranks, mask, positions, labels, scores, finite, keys, gains):
-        return (*k_rank_metrics.value_and_rank_gradient(metric, prepared, ranks, mask, topn,
+        return (*rank_metrics.value_and_rank_gradient(metric, prepared, ranks, mask, topn,
                                                         positions),
-                k_rank_metrics.exact_metric_function(metric)(labels, scores, topn),
+                rank_metrics.exact_metric_function(metric)(labels, scores, topn),
                 k_sorting.exact_ranks(finite, mask), k_sorting.exact_ranks(finite, mask, keys),
                 k_sorting.midranks(finite, mask), k_sorting.sort_descending(gains, mask, topn))
 
@@ -128,9 +128,9 @@ def test_every_case_in_its_own_shape(name, metric, topn):
 def test_the_papers_example_values():
     labels = np.array([[0.0, 1.0]], np.float32)
     ranks = np.array([[1.0, 2.0]], np.float32)
-    value, grad = k_rank_metrics.value_and_rank_gradient("precision", labels, ranks, labels >= 0)
+    value, grad = rank_metrics.value_and_rank_gradient("precision", labels, ranks, labels >= 0)
     assert float(harness.to_numpy(value)[0]) == 0.5 and harness.to_numpy(grad)[0, 1] == -0.25
-    ideal = k_rank_metrics.ideal_dcg(np.array([[0.0, 1.0, 2.0]], np.float32),
+    ideal = rank_metrics.ideal_dcg(np.array([[0.0, 1.0, 2.0]], np.float32),
                                      np.array([[True] * 3]))
     harness.assert_close(harness.to_numpy(ideal), [3.0 + 1.0 / np.log2(3.0)])
 
@@ -140,18 +140,18 @@ def test_exact_metrics_of_scores_equal_the_oracles():
     scores = np.nan_to_num(scores, nan=0.0, posinf=np.inf)  # NaN: no order
     for alias in ("ndcg", "map", "ap_min", "precision", "nerr"):
         for topn in TOPNS:
-            got = k_rank_metrics.exact_metric_function(alias)(labels, scores, topn)
+            got = rank_metrics.exact_metric_function(alias)(labels, scores, topn)
             harness.assert_close(harness.to_numpy(got), exact_oracle(alias, labels, scores, topn),
                                  what=f"{alias}@{topn}")
 
 
 def test_names_and_bad_arguments():
-    assert k_rank_metrics.rank_metric_function("map") is k_rank_metrics.average_precision
-    assert set(k_rank_metrics.RANK_METRICS) == set(tfrx.ops.vocabulary.CANONICAL_METRICS)
+    assert rank_metrics.rank_metric_function("map") is rank_metrics.average_precision
+    assert set(rank_metrics.RANK_METRICS) == set(tfrx.ops.vocabulary.CANONICAL_METRICS)
     with pytest.raises(ValueError, match="metric"):
-        k_rank_metrics.rank_metric_function("mrr")
+        rank_metrics.rank_metric_function("mrr")
     with pytest.raises(ValueError, match="topn"):
-        k_rank_metrics.exact_metric("ndcg", [[1.0]], [[1.0]], topn=0)
+        rank_metrics.exact_metric("ndcg", [[1.0]], [[1.0]], topn=0)
 
 
 # -- sorting ------------------------------------------------------------------------------

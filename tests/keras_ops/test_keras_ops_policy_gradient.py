@@ -18,7 +18,7 @@ import harness
 from support import oracles_policy_gradient as oracle
 from support.oracles_pl import expected_ndcg_gradient, pl_log_prob, softmax
 import tfr_extensions as tfrx
-from tfr_extensions.keras_ops import plackett_luce as kpl
+from tfr_extensions.ops import plackett_luce as kpl
 from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.losses import policy_gradient as kpg
 

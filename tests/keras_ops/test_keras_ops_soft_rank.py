@@ -19,7 +19,7 @@ from tfr_extensions import arrays
 from support import oracles_soft_ndcg
 from support.oracles_softrank import rank_binomial
 
-krd = importlib.import_module("tfr_extensions.keras_ops.rank_distributions")
+krd = importlib.import_module("tfr_extensions.ops.rank_distributions")
 k_soft_rank = importlib.import_module("tfr_extensions.losses.soft_rank")
 KEY = "softndcg"
 SPEC = tfrx.losses.softndcg_loss.spec

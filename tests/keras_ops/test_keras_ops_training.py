@@ -75,7 +75,7 @@ sys.modules["tensorflow"] = None  # `import tensorflow` fails, as where it is no
 import numpy as np
 import keras
 import tfr_extensions as tfrx
-from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.ops import rank_metrics
 data = tfrx.data.synthetic(num_queries=12, num_features=4, seed=1)
 features, labels = tfrx.data.to_dense(data)
 scores = np.asarray(features[..., 0], np.float32)

@@ -47,9 +47,9 @@ def test_every_loss_class_is_registered():
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_loss_constructor_and_get_config_are_written_in_the_class(key):
+def test_loss_constructor_is_written_in_the_class_and_get_config_derived(key):
     cls = CLASSES[key]
-    assert "__init__" in vars(cls) and "get_config" in vars(cls)
+    assert "__init__" in vars(cls) and "get_config" not in vars(cls)
     assert not hasattr(cls.__init__, "__signature__")  # no generated signature
     assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
 
@@ -67,14 +67,14 @@ def test_loss_signature_is_the_options_then_ragged_reduction_name(key):
 @pytest.mark.parametrize("key", KEYS)
 @pytest.mark.parametrize("call", ["positional", "keyword"])
 def test_loss_constructor_hands_each_argument_to_its_option(key, call, monkeypatch):
-    """The constructor's ``dict(...)`` maps each argument to the option of its name."""
+    """The constructor hands each argument on under its name (its ``locals()``)."""
     cls = CLASSES[key]
     names = [p.name for p in _constructor(cls)]
     arguments = {name: _Sentinel(name) for name in names}
     received = {}
 
-    def record(self, options, *, ragged, reduction, name):
-        received.update(options, ragged=ragged, reduction=reduction, name=name)
+    def record(self, arguments):
+        received.update({k: v for k, v in arguments.items() if k not in ("self", "__class__")})
 
     monkeypatch.setattr(base.RankingLoss, "__init__", record)
     if call == "positional":
@@ -121,25 +121,28 @@ def test_loss_checks_its_options_at_construction(key):
         cls(**{first: object()})
 
 
-def test_register_refuses_a_class_without_its_own_constructor_and_config():
-    spec = tfrx.losses.RankNetLoss.spec
-
+def test_register_refuses_a_class_without_its_function_or_its_own_constructor():
     class Inherited(base.RankingLoss):  # pylint: disable=abstract-method
-        pass
+        function = tfrx.losses.ranknet_loss
 
-    Inherited.spec = spec
-    with pytest.raises(TypeError, match="must define its own __init__ and get_config"):
+    with pytest.raises(TypeError, match="define its own constructor"):
         registry.register(Inherited)
 
-    class Incomplete(base.RankingLoss):  # pylint: disable=abstract-method
-        def __init__(self, ragged=False, reduction=base.DEFAULT_REDUCTION, name="incomplete"):
-            super().__init__({}, ragged=ragged, reduction=reduction, name=name)
+    class Nameless(base.RankingLoss):  # pylint: disable=abstract-method
+        def __init__(self, ragged=False, reduction=base.DEFAULT_REDUCTION, name="nameless"):
+            super().__init__(locals())
 
-    Incomplete.spec = spec
-    with pytest.raises(TypeError, match="must define its own get_config"):
-        registry.register(Incomplete)
+    with pytest.raises(TypeError, match="must name its loss function"):
+        registry.register(Nameless)
+
+    class Incomplete(base.RankingLoss):  # pylint: disable=abstract-method
+        function = tfrx.losses.ranknet_loss
+
+        def __init__(self, ragged=False, reduction=base.DEFAULT_REDUCTION, name="incomplete"):
+            super().__init__(locals())
+
     assert "Inherited" not in tfrx.losses.names() and "Incomplete" not in tfrx.losses.names()
-    with pytest.raises(TypeError, match=r"must pass every option of ranknet_loss, \['sigma'\]"):
+    with pytest.raises(TypeError, match=r"must take every option of ranknet_loss, \['sigma'\]"):
         Incomplete()
 
 

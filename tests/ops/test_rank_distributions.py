@@ -10,6 +10,8 @@ from support.oracles_softrank import (monte_carlo_ranks, rank_binomial,
 import importlib
 
 rd = importlib.import_module("tfr_extensions.ops.rank_distributions")
+#: the TensorFlow half of the exact recursion (its product tree, its loop over chunks)
+rb = importlib.import_module("tfr_extensions.ops.rank_binomial")
 rank_distributions = tfrx.ops.rank_distributions
 
 
@@ -104,7 +106,7 @@ def test_chunked_loop_equals_tree_and_dynamic_shapes():
 def test_chunked_loop_with_static_shapes(monkeypatch, topn):
     """Static lists longer than MAX_TREE_LIST_SIZE take the loop over chunks."""
     scores, mask = _lists(2, 70, seed=11)
-    monkeypatch.setattr(rd, "MAX_TREE_LIST_SIZE", 32)
+    monkeypatch.setattr(rb, "MAX_TREE_LIST_SIZE", 32)
     probs = tf.function(lambda s: rank_distributions(s, mask, sigma=0.9, topn=topn))(scores)
     oracle = np.stack([rank_binomial(s, 0.9, m) for s, m in zip(scores, mask)])
     np.testing.assert_allclose(probs.numpy(), oracle[:, :, :topn], atol=1e-12)
@@ -245,7 +247,7 @@ def test_extreme_scores_and_padding_stay_finite_with_zero_gradient():
 def test_xla_takes_the_chunked_loop_past_its_tree_size():
     """Under XLA, lists longer than XLA_MAX_TREE_LIST_SIZE take the loop over
     chunks of XLA_CHUNK_SIZE; values and gradients equal graph mode's tree."""
-    scores, mask = _lists(2, rd.XLA_MAX_TREE_LIST_SIZE + 6, seed=17)
+    scores, mask = _lists(2, rb.XLA_MAX_TREE_LIST_SIZE + 6, seed=17)
     weights = tf.constant(np.arange(1.0, 11.0))
 
     def value_and_grad(s):
@@ -268,7 +270,7 @@ def test_xla_takes_the_chunked_loop_past_its_tree_size():
 def test_tree_levels_compiled_by_xla_equal_the_oracle_and_graph_ops(monkeypatch, topn):
     # 140 documents make a tree of 256 leaves, past COMPILED_LEVELS_MIN_LIST_SIZE:
     # each level is an XLA program (outside XLA); below it, graph ops.
-    assert rd.COMPILED_LEVELS_MIN_LIST_SIZE <= 256
+    assert rb.COMPILED_LEVELS_MIN_LIST_SIZE <= 256
     scores, mask = _lists(3, 140, seed=4)
     ranks = 140 if topn is None else topn
     weights = tf.constant(np.random.default_rng(5).normal(size=(3, 140, ranks)))
@@ -284,7 +286,7 @@ def test_tree_levels_compiled_by_xla_equal_the_oracle_and_graph_ops(monkeypatch,
     compiled = probs_and_grad()
     want = np.stack([rank_binomial(s, 0.7, m) for s, m in zip(scores, mask)])[..., :ranks]
     np.testing.assert_allclose(compiled[0], want, atol=1e-12)
-    monkeypatch.setattr(rd, "COMPILED_LEVELS_MIN_LIST_SIZE", 10**9)
+    monkeypatch.setattr(rb, "COMPILED_LEVELS_MIN_LIST_SIZE", 10**9)
     graph_ops = probs_and_grad()
     np.testing.assert_allclose(compiled[0], graph_ops[0], atol=1e-13)
     np.testing.assert_allclose(compiled[1], graph_ops[1], rtol=1e-10, atol=1e-12)
@@ -326,7 +328,7 @@ def test_float64_scores_at_1e200_with_padding_are_finite_and_exact(monkeypatch, 
                                                                    loop, columns):
     monkeypatch.setattr(tf.math, "erf", _erf_nan_past_sqrt_float64_max)
     if loop:  # the while loop over chunks instead of the product tree
-        monkeypatch.setattr(rd, "MAX_TREE_LIST_SIZE", 2)
+        monkeypatch.setattr(rb, "MAX_TREE_LIST_SIZE", 2)
     scores = tf.constant(HUGE_SCORES)
     mask = tf.constant(HUGE_MASK)
     picked = np.array([[3, 0, 4], [1, 0, 2]])

@@ -2,7 +2,7 @@
 differences of scores, and their squares, finite.
 
 >>> xp = arrays.namespace()
->>> dtype_max(xp.zeros((1,), "float64")) == float(np.finfo(np.float64).max)
+>>> dtype_max(xp.zeros((1,), "float32")) == float(np.finfo(np.float32).max)
 True
 """
 import numpy as np

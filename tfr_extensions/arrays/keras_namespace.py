@@ -10,19 +10,116 @@ Every public name of ``keras.ops``, then the names that differ from it:
 * the helper modules of the ``keras.ops`` implementation, under the names their
   TensorFlow twins have in :mod:`tfr_extensions.arrays.tensorflow_namespace`.
 """
+import importlib
+
+import keras as _keras
 from keras import ops as _ops
 
 globals().update({name: getattr(_ops, name) for name in dir(_ops) if not name.startswith("_")})
 
+
+def max(x, axis=None, keepdims=False):  # pylint: disable=redefined-builtin
+    """``keras.ops.amax``: ``keras.ops.max`` breaks ``torch.compile``'s graph (an
+    ``isinstance`` on its result)."""
+    return _ops.amax(x, axis=axis, keepdims=keepdims)
+
+
+def min(x, axis=None, keepdims=False):  # pylint: disable=redefined-builtin
+    """``keras.ops.amin`` (see :func:`max`)."""
+    return _ops.amin(x, axis=axis, keepdims=keepdims)
+
+
 # pylint: disable=wrong-import-position,unused-import
-from tfr_extensions.keras_ops import (approx_ranks, list_metrics, lists, numerics,  # noqa: E402
-                                      plackett_luce, rank_distributions, rank_metrics, screening,
-                                      sorting)
+from tfr_extensions.keras_ops import lists, numerics, sorting  # noqa: E402
+from tfr_extensions.ops import screening  # noqa: E402,F401
+from tfr_extensions.keras_ops import rank_binomial  # noqa: E402,F401
 from tfr_extensions.keras_ops import random, sinkhorn  # noqa: E402
 from tfr_extensions.keras_ops import twin_sigmoid as twin_sigmoid_ops  # noqa: E402
 from tfr_extensions.keras_ops.lists import dtype_name  # noqa: E402,F401
 from tfr_extensions.keras_ops.numerics import (constant, full, full_like, log1mexp,  # noqa: E402,F401
                                                maximum, minimum, safe_divide)
+from tfr_extensions.keras_ops.pairs import row_sums  # noqa: E402,F401
+from tfr_extensions.ops import list_metrics, rank_metrics  # noqa: E402,F401
+# (a module whose package may export a function of the same name)
+approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")
+plackett_luce = importlib.import_module("tfr_extensions.ops.plackett_luce")
+rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
 
 #: which filling this is
 IMPLEMENTATION = "keras_ops"
+
+
+def _on_torch_in_its_dtype(x) -> bool:
+    """Whether ``x`` is a floating torch tensor on Keras's PyTorch backend, whose
+    ``keras.ops.cumsum`` and ``cumprod`` (Keras 3.15) compute in
+    ``keras.backend.result_type``, which maps float64 to float32: torch's own keep it."""
+    if _keras.backend.backend() != "torch":
+        return False
+    import torch  # pylint: disable=import-outside-toplevel
+    return torch.is_tensor(x) and x.is_floating_point()
+
+
+def cumsum(x, axis=None, dtype=None, reverse=False):
+    """``keras.ops.cumsum`` in ``x``'s dtype (float64 stays float64 on PyTorch);
+    ``reverse``: the sums from the end (TensorFlow's ``tf.cumsum(reverse=True)``)."""
+    if reverse:
+        return _ops.flip(cumsum(_ops.flip(x, axis=axis), axis=axis, dtype=dtype), axis=axis)
+    if dtype is None and axis is not None and _on_torch_in_its_dtype(x):
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.cumsum(x, dim=axis)
+    return _ops.cumsum(x, axis=axis, dtype=dtype)
+
+
+def cumprod(x, axis=None, dtype=None, exclusive=False):
+    """``keras.ops.cumprod`` in ``x``'s dtype (see :func:`cumsum`); ``exclusive``: the
+    products of the preceding entries, 1 first (``tf.math.cumprod(exclusive=True)``;
+    along the last axis)."""
+    if exclusive:
+        if axis not in (-1, len(x.shape) - 1):
+            raise ValueError(f"An exclusive cumprod runs along the last axis; got axis={axis}.")
+        x = _ops.concatenate([_ops.ones_like(x[..., :1]), x[..., :-1]], axis=-1)
+    if dtype is None and axis is not None and _on_torch_in_its_dtype(x):
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.cumprod(x, dim=axis)
+    return _ops.cumprod(x, axis=axis, dtype=dtype)
+
+
+# -- plackett_luce, rank_distributions ----------------------------------------------------
+
+def uniform_noise(shape, seed, dtype="float32"):
+    """Uniform noise in the open interval (0, 1) (the Plackett-Luce sampler's Gumbel
+    noise, :func:`tfr_extensions.ops.plackett_luce.uniform_noise`): integers ``b`` of
+    :func:`tfr_extensions.keras_ops.random.random_bits` (``seed``: None, an int, a pair
+    of ints or a seed tensor ``[2]``), float32 from 24 bits, ``u = (b + 1/2) / 2^24``,
+    float64 from 30, ``u = (b + 1/2) / 2^30``. Per framework because the streams are
+    each framework's own (TensorFlow's filling draws the uint32 bits of a stateless op):
+    a seed keeps giving the rankings it gave."""
+    bits = 30 if dtype == "float64" else 24
+    draws = random.random_bits(shape, seed, bits)
+    return (_ops.cast(draws, dtype) + 0.5) * (2.0 ** -bits)
+
+
+def cumulative_logsumexp(x, axis=-1, reverse=False):
+    r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: over
+    :math:`i \ge j`): ``keras.ops.associative_scan`` of ``logaddexp`` (``keras.ops`` has
+    no cumulative log-sum-exp; TensorFlow's filling runs ``tf.math.cumulative_logsumexp``)."""
+    axis = axis % len(x.shape)  # (JAX's associative_scan takes no negative axis)
+    return _ops.associative_scan(_ops.logaddexp, x, reverse=reverse, axis=axis)
+
+
+def ensure_shape(x, shape):  # pylint: disable=unused-argument,redefined-outer-name
+    """``x``: ``keras.ops`` shapes are static (TensorFlow's filling sets the static
+    shape its graphs cannot infer, ``tf.ensure_shape``)."""
+    return x
+
+
+# -- the bad-input screening (tfr_extensions.ops.screening) --------------------------------
+
+#: ragged tensors exist on TensorFlow only (its filling pads them, tfr_extensions.ops.ragged)
+ragged = None
+
+
+def name_scope(name: str):  # pylint: disable=unused-argument
+    """No name scope: JAX and PyTorch programs have none to give."""
+    import contextlib  # pylint: disable=import-outside-toplevel
+    return contextlib.nullcontext()

@@ -14,14 +14,16 @@ the helper modules of the TensorFlow implementation stand under the names their
 """
 import importlib
 
+import numpy as np
 import tensorflow as tf
 
 # pylint: disable=redefined-builtin,unused-import
-from tfr_extensions.ops import approx_ranks, list_metrics, lists, numerics  # noqa: F401
+from tfr_extensions.ops import list_metrics, lists, numerics  # noqa: F401
 from tfr_extensions.ops import plackett_luce, rank_metrics  # noqa: F401
 from tfr_extensions.ops import screening, sinkhorn, sorting  # noqa: F401
 from tfr_extensions.ops.numerics import log1mexp, safe_divide  # noqa: F401
 # (modules whose package exports a function of the same name)
+approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
 twin_sigmoid_ops = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
 
@@ -122,8 +124,9 @@ def logsumexp(x, axis=None, keepdims=False):
     return tf.reduce_logsumexp(x, axis=_axis(axis), keepdims=keepdims)
 
 
-def cumsum(x, axis=None):
-    return tf.cumsum(x, axis=0 if axis is None else axis)
+def cumsum(x, axis=None, reverse=False):
+    """``keras.ops.cumsum``; ``reverse``: the sums from the end (``tf.cumsum``'s)."""
+    return tf.cumsum(x, axis=0 if axis is None else axis, reverse=reverse)
 
 
 def softmax(x, axis=-1):
@@ -189,7 +192,12 @@ def fori_loop(lower, upper, body_fun, init_val):
     return value
 
 
-def scatter_update(inputs, indices, updates):
+def scatter_update(inputs, indices, updates, reduction=None):
+    """``keras.ops.scatter_update``; ``reduction="add"`` sums the updates into ``inputs``."""
+    if reduction == "add":
+        return tf.tensor_scatter_nd_add(inputs, indices, updates)
+    if reduction is not None:
+        raise ValueError(f"Unsupported reduction {reduction!r}.")
     return tf.tensor_scatter_nd_update(inputs, indices, updates)
 
 
@@ -304,3 +312,99 @@ def left_shift(x, y):
 def right_shift(x, y):
     """Arithmetic on signed integers, as ``keras.ops.right_shift``."""
     return tf.bitwise.right_shift(*_integers(x, y))
+
+
+# -- rank_metrics, list_metrics, approx_ranks ---------------------------------------------
+
+def cumprod(x, axis=None, exclusive=False):
+    """``keras.ops.cumprod``; ``exclusive``: the products of the preceding entries
+    (``tf.math.cumprod``'s, 1 first)."""
+    return tf.math.cumprod(x, axis=0 if axis is None else axis, exclusive=exclusive)
+
+
+def row_sums(terms, columns, fills):  # pylint: disable=unused-argument
+    r""":math:`\sum_j` ``terms(*columns)[b, i, j]``, ``[B, L]``: the pairs formed at once
+    (the ``keras.ops`` filling's :func:`tfr_extensions.keras_ops.pairs.row_sums` visits
+    them in blocks on XLA:CPU, padding the last with ``fills``)."""
+    return tf.reduce_sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
+
+
+def convert_to_numpy(x):
+    """A tensor's values as NumPy."""
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+
+
+# -- plackett_luce, rank_distributions ----------------------------------------------------
+# (the TensorFlow half of the exact Rank-Binomial recursion and of the pairwise win
+# probabilities: a module whose name no function of tfr_extensions.ops takes)
+rank_binomial = importlib.import_module("tfr_extensions.ops.rank_binomial")
+
+
+def top_k(x, k, sorted=True):
+    """``(values, indices)`` of the ``k`` largest entries of the last axis."""
+    return tf.math.top_k(x, k=k, sorted=sorted)
+
+
+def one_hot(x, num_classes, axis=-1, dtype=None):
+    dtype = tf.as_dtype(dtype or "float32")
+    if dtype == tf.bool:
+        return tf.one_hot(x, num_classes, on_value=True, off_value=False, axis=axis,
+                          dtype=tf.bool)
+    return tf.one_hot(x, num_classes, axis=axis, dtype=dtype)
+
+
+def erf(x):
+    return tf.math.erf(x)
+
+
+def erfc(x):
+    return tf.math.erfc(x)
+
+
+def cond(pred, true_fn, false_fn):
+    return tf.cond(pred, true_fn, false_fn)
+
+
+def ensure_shape(x, shape):  # pylint: disable=redefined-outer-name
+    """``x`` with the static ``shape`` (None: unknown) TensorFlow cannot infer
+    (the ``keras.ops`` filling's shapes are static: it returns ``x``)."""
+    return tf.ensure_shape(x, shape)
+
+
+def cumulative_logsumexp(x, axis=-1, reverse=False):
+    r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: over
+    :math:`i \ge j`): ``tf.math.cumulative_logsumexp``, one op (``keras.ops`` has
+    none: the ``keras.ops`` filling scans ``logaddexp``). The long Plackett-Luce
+    rankings' denominators (:mod:`tfr_extensions.ops.plackett_luce`)."""
+    return tf.math.cumulative_logsumexp(x, axis=axis, reverse=reverse)
+
+
+def uniform_noise(shape, seed, dtype="float32"):
+    """Uniform noise in the open interval (0, 1) (the Plackett-Luce sampler's Gumbel
+    noise, :func:`tfr_extensions.ops.plackett_luce.uniform_noise`), identical in graph
+    mode and XLA: uint32 bits of a stateless op seeded by ``seed`` (None: a fresh seed;
+    an int, a pair of ints or an int32 ``[2]`` seed tensor), as TF's own float
+    conversion differs between graph mode and XLA and the bits do not. float32 keeps
+    the top 24 bits, ``u = (b + 1/2) / 2^24``; float64 all 32, ``u = (b + 1/2) / 2^32``.
+    Per framework because the streams are each framework's own (the ``keras.ops``
+    filling draws :func:`tfr_extensions.keras_ops.random.random_bits`): a seed keeps
+    giving the rankings it gave."""
+    seed = lists.fresh_seed() if seed is None else lists.seed_tensor(seed)
+    bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
+                                       dtype=tf.uint32, alg=lists.RNG_ALG)
+    if tf.as_dtype(dtype) == tf.float64:
+        return (tf.cast(bits, tf.float64) + 0.5) * (2.0 ** -32)
+    top = tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32))
+    return tf.cast((tf.cast(top, tf.float32) + 0.5) * (2.0 ** -24), tf.as_dtype(dtype))
+
+
+# -- the bad-input screening (tfr_extensions.ops.screening) --------------------------------
+
+#: ragged inputs, padded as TF-Ranking pads them (the ``keras.ops`` filling has none: None)
+ragged = importlib.import_module("tfr_extensions.ops.ragged")
+
+
+def name_scope(name: str):
+    """``tf.name_scope(name)`` (TensorFlow's graphs and profiles show it); none for ``""``."""
+    import contextlib  # pylint: disable=import-outside-toplevel
+    return tf.name_scope(name) if name else contextlib.nullcontext()

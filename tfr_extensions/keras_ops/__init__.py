@@ -3,7 +3,9 @@ Keras 3 on JAX and PyTorch (and on TensorFlow, for comparison).
 
 :mod:`tfr_extensions.ops` (TensorFlow) and this package are two implementations
 of the same functions, with the same module and function names:
-``tfrx.ops.rank_metrics.ndcg`` and ``tfrx.keras_ops.rank_metrics.ndcg``. Only the
+``tfrx.ops.sorting.exact_ranks`` and ``tfrx.keras_ops.sorting.exact_ranks``
+(``rank_metrics``, ``list_metrics`` and ``approx_ranks`` are one module each in
+:mod:`tfr_extensions.ops`, written against :mod:`tfr_extensions.arrays`). Only the
 array math of the ops is written twice (a loss's math is written once, against
 :mod:`tfr_extensions.arrays`): the options and their checks
 (:mod:`tfr_extensions.ops.validation`), the metric names

@@ -7,7 +7,7 @@ are ``2^y - 1`` and discounts ``1 / log2(1 + rank)``; computation runs in
 float64 for float64 scores and in float32 otherwise (on JAX, float64 needs
 ``jax_enable_x64``). The inputs (shapes, compute dtype, padding and validity,
 keras-rs dicts, lists without a relevant document) are prepared by
-:mod:`tfr_extensions.keras_ops.screening`, which writes the bad-input policy once;
+:mod:`tfr_extensions.ops.screening`, which writes the bad-input policy once;
 their old names here are the same functions.
 
 >>> from keras import ops
@@ -19,7 +19,7 @@ from keras import ops
 from tfr_extensions.keras_ops import numerics
 from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
 # the input conventions moved to screening; these names stay for their callers
-from tfr_extensions.keras_ops.screening import (  # noqa: F401
+from tfr_extensions.ops.screening import (  # noqa: F401
     check_list_shapes, compute_dtype, has_relevant, labels_with_mask, prepare_lists,
     prepare_scores)
 

@@ -37,8 +37,8 @@ from keras import ops
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
 from tfr_extensions.keras_ops import pairs
-from tfr_extensions.keras_ops import rank_metrics
 from tfr_extensions.keras_ops import sorting
+from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops import validation
 from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 

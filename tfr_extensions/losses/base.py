@@ -47,10 +47,10 @@ Conventions shared by all losses (written once here, not in each loss):
   per-instance call counter into it (:class:`StepSeeded`), so each training
   step sees fresh samples and two runs with one seed are identical.
 
-Bad input (the policy of every loss, written once per implementation, in
-:mod:`tfr_extensions.ops.screening` and its twin
-:mod:`tfr_extensions.keras_ops.screening`, which also prepare the metrics'
-inputs; a loss runs under it by :func:`~tfr_extensions.ops.screening.screened_loss`,
+Bad input (the policy of every loss, written once against the array namespace in
+:mod:`tfr_extensions.ops.screening`, which also prepares the metrics' inputs, and in
+torch operations around the PyTorch-native bodies, :mod:`tfr_extensions.torch_ops.screening`;
+a loss runs under it by :func:`~tfr_extensions.ops.screening.screened_loss`,
 so that the functions and the classes behave identically):
 
 * **Padding** (label < 0, or NaN, or ``mask`` False): ignored whatever its
@@ -111,30 +111,25 @@ class Screening(NamedTuple):
     name_scope: Callable
 
 
-def _tensorflow_screening() -> Screening:
-    from tfr_extensions.ops import screening as tf_screening  # pylint: disable=import-outside-toplevel
-    return Screening(screened_loss=tf_screening.screened_loss,
-                     loss_inputs=tf_screening.loss_inputs, name_scope=tf_screening.name_scope)
-
-
-def _keras_ops_screening() -> Screening:
-    from tfr_extensions.keras_ops import screening as keras_screening  # pylint: disable=import-outside-toplevel
-    return Screening(screened_loss=keras_screening.screened_loss,
-                     loss_inputs=keras_screening.loss_inputs,
-                     name_scope=keras_screening.name_scope)
+def _array_screening() -> Screening:
+    """The one screening of both fillings of the array namespace."""
+    from tfr_extensions.ops import screening as array_screening  # pylint: disable=import-outside-toplevel
+    return Screening(screened_loss=array_screening.screened_loss,
+                     loss_inputs=array_screening.loss_inputs,
+                     name_scope=array_screening.name_scope)
 
 
 def _torch_screening() -> Screening:
     from tfr_extensions.torch_ops import screening as torch_screening  # pylint: disable=import-outside-toplevel
-    keras_screening = _keras_ops_screening()
-    return keras_screening._replace(screened_loss=torch_screening.screened_loss)
+    return _array_screening()._replace(screened_loss=torch_screening.screened_loss)
 
 
-#: implementation -> its bad-input policy (:mod:`tfr_extensions.ops.screening`,
-#: :mod:`tfr_extensions.keras_ops.screening`, and for the PyTorch-native bodies
-#: :mod:`tfr_extensions.torch_ops.screening` around them), imported on first use
+#: implementation -> its bad-input policy: :mod:`tfr_extensions.ops.screening` for both
+#: fillings of the array namespace (each function asks for the namespace when it runs),
+#: and for the PyTorch-native bodies :mod:`tfr_extensions.torch_ops.screening` around
+#: them; imported on first use
 SCREENING: Dict[str, Callable[[], Screening]] = {
-    TENSORFLOW: _tensorflow_screening, KERAS_OPS: _keras_ops_screening,
+    TENSORFLOW: _array_screening, KERAS_OPS: _array_screening,
     TORCH: _torch_screening}
 _LOADED_SCREENING: Dict[str, Screening] = {}
 
@@ -224,6 +219,7 @@ class LossSpec:
         if implementation() != TENSORFLOW:  # imported now, not where torch.compile traces
             self.body()                     # (an import breaks its graph); Keras 3 modules
             screening(self.implementation_of())
+            arrays.namespace()
 
     @property
     def key(self) -> str:

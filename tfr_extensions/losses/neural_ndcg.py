@@ -164,7 +164,7 @@ def neural_sort(scores, mask, temperature: float):
     logits = xp.where(valid, logits, xp.full_like(logits, -dtype_max(x)))
     # the row softmax, shifted by the row's largest logit (written out: keras.ops's softmax
     # warns on an axis of size 1, a list of one document)
-    exps = xp.exp(logits - xp.stop_gradient(xp.max(logits, axis=-1, keepdims=True)))
+    exps = xp.exp(logits - xp.stop_gradient(xp.amax(logits, axis=-1, keepdims=True)))
     probs = exps / xp.sum(exps, axis=-1, keepdims=True)  # (the sum is >= 1)
     return xp.where(valid, probs, xp.zeros_like(probs)), valid_positions
 

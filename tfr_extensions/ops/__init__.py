@@ -11,13 +11,17 @@ both; without TensorFlow installed, they are all this package holds.
 """
 from tfr_extensions.backend import HAS_TENSORFLOW
 from tfr_extensions.ops import conventions, validation, vocabulary
+from tfr_extensions.ops import rank_metrics  # (written once, on every framework)
+from tfr_extensions.ops.plackett_luce import (  # (written once, on every framework)
+    plackett_luce_log_prob,
+    sample_rankings,
+)
+from tfr_extensions.ops.rank_distributions import rank_distributions  # (the same)
 
 if HAS_TENSORFLOW:
-    from tfr_extensions.ops import lists, numerics, rank_metrics, sorting
+    from tfr_extensions.ops import lists, numerics, sorting
     from tfr_extensions.ops.twin_sigmoid import (
         twin_sigmoid,
         twin_sigmoid_derivative,
         twin_sigmoid_ranks,
     )
-    from tfr_extensions.ops.plackett_luce import plackett_luce_log_prob, sample_rankings
-    from tfr_extensions.ops.rank_distributions import rank_distributions

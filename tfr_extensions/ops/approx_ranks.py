@@ -1,17 +1,18 @@
 r"""Qin et al.'s smooth ranks, the ranks that ApproxNDCG differentiates.
 
 Equation numbers refer to ``approxndcg-revisited.txt`` (Bruch et al., Eq. 5-6).
-The one TensorFlow definition: our ApproxNDCG
-(:func:`tfr_extensions.losses.approx_ndcg_loss`), the rank-accuracy experiment
-(``pipelines/rank_accuracy.py``, Table 2 of the twin-sigmoid paper) and the ported
-ApproxNDCG peer of the benchmarks (``benchmarks/peers.py``) use it;
+The one definition, written against :func:`tfr_extensions.arrays.namespace`: our
+ApproxNDCG (:func:`tfr_extensions.losses.approx_ndcg_loss`), the rank-accuracy
+experiment (``pipelines/rank_accuracy.py``, Table 2 of the twin-sigmoid paper) and the
+ported ApproxNDCG peer of the benchmarks (``benchmarks/peers.py``) use it;
 ``tests/test_compat.py`` checks it against TF-Ranking's ``losses_impl.approx_ranks``.
-Its ``keras.ops`` twin is :func:`tfr_extensions.keras_ops.approx_ranks.approx_ranks`.
+The pairs are summed by the namespace's ``row_sums`` (formed at once, or in blocks of
+columns on JAX's CPU, :func:`tfr_extensions.keras_ops.pairs.row_sums`).
 """
-import tensorflow as tf
+from tfr_extensions import arrays
 
 
-def approx_ranks(scores, mask=None, temperature: float = 1.0) -> tf.Tensor:
+def approx_ranks(scores, mask=None, temperature: float = 1.0):
     r"""Smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
     \sigma\big((s_j - s_i)/T\big)` over the valid documents j (:math:`\alpha = 1/T`
     in Eq. 6).
@@ -30,17 +31,23 @@ def approx_ranks(scores, mask=None, temperature: float = 1.0) -> tf.Tensor:
     Returns:
       float ``[batch, list_size]``.
 
-    >>> approx_ranks(tf.constant([[0.0, 0.0, 100.0]])).numpy().tolist()
+    >>> [[float(r) for r in row] for row in approx_ranks([[0.0, 0.0, 100.0]])]
     [[2.5, 2.5, 1.0]]
-    >>> approx_ranks(tf.constant([[0.0, 0.0, 100.0]]),
-    ...              tf.constant([[True, False, True]])).numpy().tolist()
+    >>> [[float(r) for r in row] for row in approx_ranks([[0.0, 0.0, 100.0]],
+    ...                                                  [[True, False, True]])]
     [[2.0, 0.5, 1.0]]
     """
-    scores = tf.convert_to_tensor(scores)
-    diffs = (scores[:, None, :] - scores[:, :, None]) / temperature  # [B, i, j]: (s_j - s_i)/T
-    beats = tf.sigmoid(diffs)
-    if mask is not None:
-        mask = tf.convert_to_tensor(mask)
-        pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])
-        beats = tf.where(pair_mask, beats, tf.zeros_like(beats))
-    return tf.reduce_sum(beats, axis=-1) + 0.5  # sigma(0) = 1/2 on the diagonal: + 1/2
+    xp = arrays.namespace()
+    scores = xp.convert_to_tensor(scores)
+    rows = scores[:, :, None]
+
+    def beats(columns, *column_mask):  # [B, i, j]: sigma((s_j - s_i)/T)
+        terms = xp.sigmoid((columns - rows) / temperature)
+        return terms if not column_mask else xp.where(column_mask[0], terms,
+                                                       xp.zeros_like(terms))
+
+    if mask is None:  # (block padding: s_j = -inf, sigma = 0)
+        return xp.row_sums(beats, [scores], [float("-inf")]) + 0.5  # sigma(0) = 1/2: + 1/2
+    mask = xp.convert_to_tensor(mask)
+    sums = xp.row_sums(beats, [scores, mask], [0.0, False])  # over valid j
+    return xp.where(mask, sums + 0.5, xp.full_like(sums, 0.5))

@@ -29,28 +29,35 @@ A list without relevant documents (label > 0) scores 0 with zero gradient.
 Relevance for Precision and AP is binary: label > 0. :data:`RANK_METRICS` is keyed
 by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function
 that takes a metric name also takes its aliases (``"map"`` for ``"ap"``).
+
+The math is written once, against :func:`tfr_extensions.arrays.namespace` (TensorFlow's
+ops on Keras 2 and Keras 3's TensorFlow backend, ``keras.ops`` on JAX and PyTorch); the
+sorts and gathers come from that namespace's ``sorting`` and ``lists``.
 """
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional
 
-import tensorflow as tf
-
-from tfr_extensions.ops import lists
-from tfr_extensions.ops import numerics
-from tfr_extensions.ops import sorting
+from tfr_extensions import arrays
+from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
 
 class RankTransform(NamedTuple):
     """The function ``f`` of the ranks that a metric sums, and its derivative."""
 
-    value: Callable[[tf.Tensor], tf.Tensor]
-    derivative: Callable[[tf.Tensor], tf.Tensor]
+    value: Callable
+    derivative: Callable
 
 
-def _log_discount_derivative(ranks: tf.Tensor) -> tf.Tensor:
+def _log_discount(ranks):
+    """1 / log2(1 + r)."""
+    return arrays.namespace().lists.log2_discount(ranks)
+
+
+def _log_discount_derivative(ranks):
     """d/dr 1/log2(1 + r) = -(1/log2(1 + r))^2 / (ln 2 (1 + r))."""
-    ln2 = tf.math.log(tf.constant(2.0, ranks.dtype))
-    return -tf.square(lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
+    xp = arrays.namespace()
+    ln2 = xp.log(xp.constant(2.0, xp.dtype_name(ranks)))
+    return -xp.square(xp.lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
 
 
 def _reciprocal(ranks):
@@ -60,14 +67,14 @@ def _reciprocal(ranks):
 
 def _reciprocal_derivative(ranks):
     """d/dr 1 / r = -1 / r^2."""
-    return -1.0 / tf.square(ranks)
+    return -1.0 / arrays.namespace().square(ranks)
 
 
 #: f(r) = 1 / r: Precision, AP and ERR (named functions: AutoGraph cannot read the
 #: source of two lambdas on one line, and warned at every trace).
 RECIPROCAL = RankTransform(_reciprocal, _reciprocal_derivative)
 #: f(r) = 1 / log2(1 + r): DCG.
-LOG_DISCOUNT = RankTransform(lists.log2_discount, _log_discount_derivative)
+LOG_DISCOUNT = RankTransform(_log_discount, _log_discount_derivative)
 
 
 def _positions(ranks, mask, positions=None):
@@ -77,55 +84,68 @@ def _positions(ranks, mask, positions=None):
     twin-sigmoid forward pass and the exact metrics do), which saves a sort.
     """
     if positions is None:
-        positions = sorting.exact_ranks(-tf.stop_gradient(ranks), mask)
+        xp = arrays.namespace()
+        positions = xp.sorting.exact_ranks(-xp.stop_gradient(xp.convert_to_tensor(ranks)), mask)
     return positions
 
 
-def _cutoff(positions: tf.Tensor, mask: tf.Tensor, topn: Optional[int]) -> tf.Tensor:
+def _cutoff(positions, mask, topn: Optional[int]):
     """Bool [B, L]: valid and within the first ``topn`` positions."""
     if topn is None:
         return mask
-    return tf.logical_and(mask, positions <= topn)
+    return arrays.namespace().logical_and(mask, positions <= topn)
 
 
-def _safe_ranks(ranks: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+def _safe_ranks(ranks, mask):
     """Ranks with padded entries set to 1, so 1/r and log(1+r) stay finite there."""
-    return tf.where(mask, ranks, tf.constant(1, ranks.dtype))
+    xp = arrays.namespace()
+    return xp.where(mask, ranks, xp.ones_like(ranks))
 
 
 def _where(condition, values):
-    return tf.where(condition, values, tf.constant(0, values.dtype))
+    xp = arrays.namespace()
+    return xp.where(condition, values, xp.zeros_like(values))
 
 
-def _position_ranks(values: tf.Tensor) -> tf.Tensor:
+def _position_ranks(values):
     """1, 2, ..., K along the last axis, in the dtype and shape of ``values``."""
-    return tf.cumsum(tf.ones_like(values), axis=-1)
+    xp = arrays.namespace()
+    return xp.cumsum(xp.ones_like(values), axis=-1)
+
+
+def _sums_by_position(values, positions, later: bool):
+    """The namespace's fused sums over positions (``sorting.sums_by_position``: TensorFlow
+    under XLA, short lists), or None where it has none (the caller sorts, sums
+    cumulatively and gathers back)."""
+    sums = getattr(arrays.namespace().sorting, "sums_by_position", None)
+    return None if sums is None else sums(values, positions, later=later)
 
 
 def _precision_form(labels, ranks, mask, topn, positions):
     """Eq. 13: w_d = b_d p_d, normalized by k."""
+    xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
-    relevant = tf.logical_and(_cutoff(positions, mask, topn), labels > 0)
-    num_valid = tf.reduce_sum(tf.cast(mask, ranks.dtype), axis=-1)
-    k = num_valid if topn is None else tf.minimum(num_valid, float(topn))
-    return _where(relevant, tf.cast(positions, ranks.dtype)), k, RECIPROCAL
+    relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)
+    num_valid = xp.sum(xp.cast(mask, ranks.dtype), axis=-1)
+    k = num_valid if topn is None else xp.minimum(num_valid, float(topn))
+    return _where(relevant, xp.cast(positions, ranks.dtype)), k, RECIPROCAL
 
 
 def _average_precision_weights(labels, ranks, mask, topn, positions):
     """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), and the
     number R of relevant documents of each list."""
+    xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
-    relevant = tf.logical_and(_cutoff(positions, mask, topn), labels > 0)
-    pos = tf.cast(positions, ranks.dtype)
+    relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)
+    pos = xp.cast(positions, ranks.dtype)
     contrib = _where(relevant, 1.0 / pos)  # b_e / p_e
     # S_d = sum_{e: p_e >= p_d} b_e / p_e
-    suffix_per_doc = sorting.sums_by_position(contrib, positions, later=True)
+    suffix_per_doc = _sums_by_position(contrib, positions, later=True)
     if suffix_per_doc is None:  # suffix sums in position order, gathered back
-        order = sorting.order_from_positions(positions)
-        suffix = tf.cumsum(tf.gather(contrib, order, batch_dims=1), axis=-1, reverse=True)
-        suffix_per_doc = tf.gather(suffix, positions - 1, batch_dims=1)
-    num_relevant = tf.reduce_sum(
-        tf.cast(tf.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
+        order = xp.sorting.order_from_positions(positions)
+        suffix = xp.cumsum(xp.take_along_axis(contrib, order, axis=-1), axis=-1, reverse=True)
+        suffix_per_doc = xp.take_along_axis(suffix, positions - 1, axis=-1)
+    num_relevant = xp.sum(xp.cast(xp.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
     return _where(relevant, pos * suffix_per_doc), num_relevant
 
 
@@ -138,7 +158,8 @@ def _average_precision_form(labels, ranks, mask, topn, positions):
 def _average_precision_min_form(labels, ranks, mask, topn, positions):
     """Eq. 30, normalized by min(k, R) (LightGBM's map@k)."""
     weights, num_relevant = _average_precision_weights(labels, ranks, mask, topn, positions)
-    norm = num_relevant if topn is None else tf.minimum(num_relevant, float(topn))
+    norm = (num_relevant if topn is None
+            else arrays.namespace().minimum(num_relevant, float(topn)))
     return weights, norm, RECIPROCAL
 
 
@@ -151,22 +172,24 @@ def _dcg_weights(gains, ranks, mask, topn, positions):
 
 def _ndcg_form(labels, ranks, mask, topn, positions):
     """Eq. 15: w_d = 2^y_d - 1 within the cutoff, normalized by DCG*@k."""
-    gains = lists.gains(labels)
+    gains = arrays.namespace().lists.gains(labels)
     weights = _dcg_weights(gains, ranks, mask, topn, positions)
     return weights, _ideal_dcg_of_gains(gains, mask, topn), LOG_DISCOUNT
 
 
 def _err_weights(stop_prob, ranks, mask, topn, positions):
     """w_d = R_d prod_{e: p_e < p_d} (1 - R_e) for documents within the cutoff."""
+    xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
     # prod_{e: p_e < p_d} (1 - R_e) = exp(sum_{e: p_e < p_d} log(1 - R_e))
-    log_reach = sorting.sums_by_position(tf.math.log1p(-stop_prob), positions, later=False)
+    log_reach = _sums_by_position(xp.log1p(-stop_prob), positions, later=False)
     if log_reach is not None:
-        weights = stop_prob * tf.exp(log_reach)
+        weights = stop_prob * xp.exp(log_reach)
     else:
-        order = sorting.order_from_positions(positions)
-        weights = tf.gather(_err_by_position(tf.gather(stop_prob, order, batch_dims=1)),
-                            positions - 1, batch_dims=1)
+        order = xp.sorting.order_from_positions(positions)
+        weights = xp.take_along_axis(
+            _err_by_position(xp.take_along_axis(stop_prob, order, axis=-1)), positions - 1,
+            axis=-1)
     return _where(_cutoff(positions, mask, topn), weights)
 
 
@@ -177,14 +200,15 @@ def _nerr_form(labels, ranks, mask, topn, positions):
     return weights, _ideal_err_of(stop_prob, mask, topn), RECIPROCAL
 
 
-def _evaluate(form, ranks, mask) -> tf.Tensor:
+def _evaluate(form, ranks, mask):
     """sum_d w_d f(r_d) / norm for a form ``(w, norm, f)`` (0 where norm is 0)."""
+    xp = arrays.namespace()
     weights, norm, transform = form
-    value = tf.reduce_sum(weights * transform.value(_safe_ranks(ranks, mask)), axis=-1)
-    return numerics.safe_divide(value, norm)
+    value = xp.sum(weights * transform.value(_safe_ranks(ranks, mask)), axis=-1)
+    return xp.safe_divide(value, norm)
 
 
-def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
+def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d`.
 
     ``b_d = [label_d > 0]``; ``k = min(topn, #valid)`` as in TF-Ranking's
@@ -193,8 +217,7 @@ def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None) -
     return _evaluate(_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
-def average_precision(labels, ranks, mask, topn: Optional[int] = None,
-                      positions=None) -> tf.Tensor:
+def average_precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""AP@k, Eq. 14 in the form of Eq. 30:
     :math:`\frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
     \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
@@ -205,8 +228,7 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None,
     return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
-def average_precision_min(labels, ranks, mask, topn: Optional[int] = None,
-                          positions=None) -> tf.Tensor:
+def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""AP@k normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
     (LightGBM's ``map@k``): :math:`\frac{1}{\min(k, |Y^+|)}\sum_{d: p_d\le k}
     b_d \frac{p_d}{r_d} \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
@@ -218,25 +240,26 @@ def average_precision_min(labels, ranks, mask, topn: Optional[int] = None,
                      ranks, mask)
 
 
-def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]) -> tf.Tensor:
+def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]):
     """DCG@k of the gains sorted descending (the labels' order: one ``pow``).
 
-    Where positions come from counting (short lists under XLA), the sum runs
-    over the documents at their ideal positions: no gather."""
-    positions = sorting.counting_positions(gains, mask)
+    Where positions come from counting (short lists under XLA, JAX on a CPU), the
+    sum runs over the documents at their ideal positions: no gather."""
+    xp = arrays.namespace()
+    positions = xp.sorting.counting_positions(gains, mask)
     if positions is not None:
-        discounts = lists.log2_discount(tf.cast(positions, gains.dtype))
-        return tf.reduce_sum(_where(_cutoff(positions, mask, topn), gains * discounts), axis=-1)
-    ideal = sorting.sort_descending(gains, mask, topn)
-    return tf.reduce_sum(ideal * lists.log2_discount(_position_ranks(ideal)), axis=-1)
+        discounts = xp.lists.log2_discount(xp.cast(positions, gains.dtype))
+        return xp.sum(_where(_cutoff(positions, mask, topn), gains * discounts), axis=-1)
+    ideal = xp.sorting.sort_descending(gains, mask, topn)
+    return xp.sum(ideal * xp.lists.log2_discount(_position_ranks(ideal)), axis=-1)
 
 
-def ideal_dcg(labels, mask, topn: Optional[int] = None) -> tf.Tensor:
+def ideal_dcg(labels, mask, topn: Optional[int] = None):
     """DCG@k of the ideal ranking (labels sorted descending), ``[B]``."""
-    return _ideal_dcg_of_gains(lists.gains(labels), mask, topn)
+    return _ideal_dcg_of_gains(arrays.namespace().lists.gains(labels), mask, topn)
 
 
-def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
+def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""nDCG@k, Eq. 15: :math:`\frac{1}{DCG^*@k}\sum_{d: p_d\le k}
     \frac{2^{y_d}-1}{\log_2(r_d+1)}`. Gradient: Eq. 32."""
     return _evaluate(_ndcg_form(labels, ranks, mask, topn, positions), ranks, mask)
@@ -244,24 +267,25 @@ def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.
 
 def _stop_probabilities(labels, mask):
     """R = (2^y - 1) / 2^{max y}, with the list's maximum label (Eq. 16)."""
-    max_label = tf.reduce_max(tf.where(mask, labels, tf.constant(0, labels.dtype)),
-                              axis=-1, keepdims=True)
-    stop_prob = lists.gains(labels) / tf.pow(tf.constant(2.0, labels.dtype), max_label)
-    return _where(mask, stop_prob)
+    xp = arrays.namespace()
+    max_label = xp.max(_where(mask, labels), axis=-1, keepdims=True)
+    two = xp.constant(2.0, xp.dtype_name(labels))
+    return _where(mask, xp.lists.gains(labels) / xp.power(two, max_label))
 
 
 def _err_by_position(stop_prob_by_position):
     """R_p * prod_{q < p} (1 - R_q) for a list in position order."""
-    reach = tf.math.cumprod(1.0 - stop_prob_by_position, axis=-1, exclusive=True)
+    reach = arrays.namespace().cumprod(1.0 - stop_prob_by_position, axis=-1, exclusive=True)
     return reach * stop_prob_by_position
 
 
-def _ideal_err_of(stop_prob, mask, topn: Optional[int]) -> tf.Tensor:
-    ideal = sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
-    return tf.reduce_sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
+def _ideal_err_of(stop_prob, mask, topn: Optional[int]):
+    xp = arrays.namespace()
+    ideal = xp.sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
+    return xp.sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
 
 
-def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None) -> tf.Tensor:
+def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""nERR@k, Eq. 16: ERR@k over the ideal ranking's ERR@k. Gradient: Eq. 33."""
     return _evaluate(_nerr_form(labels, ranks, mask, topn, positions), ranks, mask)
 
@@ -291,7 +315,7 @@ def rank_metric_function(name: str):
 
 
 def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,
-                            positions=None) -> Tuple[tf.Tensor, tf.Tensor]:
+                            positions=None):
     r"""A metric (any name of :mod:`~tfr_extensions.ops.vocabulary`) and its
     derivative with respect to the ranks.
 
@@ -301,14 +325,46 @@ def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int
     and 33 (nERR), with positions held constant. No gradient flows through
     either output: they are the values a hand-written backward pass needs.
 
-    >>> labels, ranks = tf.constant([[0., 1.]]), tf.constant([[1., 2.]])
+    >>> xp = arrays.namespace()
+    >>> labels, ranks = xp.convert_to_tensor([[0., 1.]]), xp.convert_to_tensor([[1., 2.]])
     >>> value, grad = value_and_rank_gradient("precision", labels, ranks, labels >= 0)
     >>> float(value[0]), float(grad[0, 1])  # (1/2) 2/r and -(1/2) 2/r^2 at r = 2
     (0.5, -0.25)
     """
-    ranks = tf.stop_gradient(ranks)
+    xp = arrays.namespace()
+    ranks = xp.stop_gradient(xp.convert_to_tensor(ranks))
     form = _FORMS[vocabulary.canonical_metric(metric)](labels, ranks, mask, topn, positions)
     weights, norm, transform = form
-    rank_gradient = numerics.safe_divide(
+    rank_gradient = xp.safe_divide(
         weights * transform.derivative(_safe_ranks(ranks, mask)), norm[:, None])
     return _evaluate(form, ranks, mask), rank_gradient
+
+
+def exact_metric(metric: str, labels, scores, topn: Optional[int] = None, mask=None):
+    """The exact per-list metric ``[B]`` of ``scores`` (any name of the vocabulary):
+    the metric of this module at the ranks of a sort (ties to the lower index,
+    padded documents last). ``labels`` < 0 mark padding; ``mask`` narrows validity.
+
+    >>> round(float(exact_metric("ndcg", [[0., 1., 2.]], [[3., 2., 1.]])[0]), 4)
+    0.5869
+    """
+    xp = arrays.namespace()
+    function = rank_metric_function(metric)
+    topn = validation.validate_topn(topn)
+    labels, scores, valid = xp.screening.prepare_lists(labels, scores, mask)
+    positions = xp.sorting.exact_ranks(scores, valid)
+    return function(labels, xp.cast(positions, scores.dtype), valid, topn, positions)
+
+
+def exact_metric_function(name: str) -> Callable:
+    """The exact per-list metric of scores, ``f(labels, scores, topn=None,
+    mask=None) -> [B]``, for any name of the vocabulary (:func:`exact_metric`; what
+    :class:`tfr_extensions.metrics.RankingMetric` computes). ``ValueError`` for an
+    unknown name."""
+    metric = vocabulary.canonical_metric(name)
+
+    def exact(labels, scores, topn: Optional[int] = None, mask=None):
+        return exact_metric(metric, labels, scores, topn, mask)
+
+    exact.__name__ = f"exact_{metric}"
+    return exact

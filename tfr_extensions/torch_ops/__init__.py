@@ -8,6 +8,6 @@ with a hand-written backward: the fewest ``[B, L, L]`` intermediates, no
 data-dependent Python branch (``torch.compile`` makes one graph), and the same
 values and gradients as the ``keras.ops`` bodies (tested against the NumPy oracles
 and the other implementations). The bad-input policy is the ``keras.ops`` one
-(:mod:`tfr_extensions.keras_ops.screening`) written in torch operations,
+(:mod:`tfr_extensions.ops.screening`) written in torch operations,
 :mod:`tfr_extensions.torch_ops.screening`.
 """

@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.ops import rank_metrics
 from tfr_extensions.torch_ops import screening
 from tfr_extensions.torch_ops import pairs
 

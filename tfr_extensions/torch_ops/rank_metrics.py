@@ -1,6 +1,6 @@
 r"""nDCG of ranks and its rank derivative in PyTorch: the forward metric of the
 PyTorch twin-sigmoid body, in a handful of torch operations instead of the
-``keras.ops`` form of :func:`tfr_extensions.keras_ops.rank_metrics.value_and_rank_gradient`
+``keras.ops`` form of :func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient`
 (which it equals; other metrics go through that function).
 
 Yu, "Optimize What You Evaluate With", Eq. 15 and 32:

@@ -1,6 +1,6 @@
 r"""The bad-input policy around the PyTorch-native bodies, in PyTorch operations.
 
-The same policy as :func:`tfr_extensions.keras_ops.screening.screened_loss` (and
+The same policy as :func:`tfr_extensions.ops.screening.screened_loss` (and
 :mod:`tfr_extensions.losses.base`): labels < 0 (NaN included) or ``mask`` False are
 padding; a list with a valid document whose score is not finite or whose label exceeds
 ``max_label`` is broken: NaN loss, no gradient; labels are 0 at padding and capped at
@@ -23,12 +23,12 @@ from typing import Any, Callable, Mapping
 import torch
 from keras import ops
 
-from tfr_extensions.keras_ops.screening import check_list_shapes
+from tfr_extensions.ops.screening import check_list_shapes
 
 
 def screen_lists(labels, scores, max_label: float, mask=None):
     """``(labels, scores, valid, broken)`` as
-    :func:`tfr_extensions.keras_ops.screening.screen_lists` returns them (``labels`` and
+    :func:`tfr_extensions.ops.screening.screen_lists` returns them (``labels`` and
     ``scores`` in one float dtype, ``[batch, list_size]``)."""
     check_list_shapes(labels, scores)
     valid = labels >= 0  # False for NaN labels
@@ -43,7 +43,7 @@ def screen_lists(labels, scores, max_label: float, mask=None):
 def screened_loss(body: Callable, labels, scores, mask, max_label: float,
                   options: Mapping[str, Any]):
     """A PyTorch-native body under the bad-input policy: ``(losses, weights, aux)``,
-    as :func:`tfr_extensions.keras_ops.screening.screened_loss` (float64 scores compute
+    as :func:`tfr_extensions.ops.screening.screened_loss` (float64 scores compute
     in float64, every other dtype in float32)."""
     scores = ops.convert_to_tensor(scores)
     dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
@@ -58,5 +58,5 @@ def screened_loss(body: Callable, labels, scores, mask, max_label: float,
 
 def has_relevant(labels, mask):
     """Bool ``[batch]``: the list has a valid document with label > 0 (a list without
-    one gets weight 0), as :func:`tfr_extensions.keras_ops.screening.has_relevant`."""
+    one gets weight 0), as :func:`tfr_extensions.ops.screening.has_relevant`."""
     return (mask & (labels > 0)).any(dim=-1)

@@ -4,7 +4,7 @@ backward as one ``torch.autograd.Function``.
 Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``).
 The value is the exact metric at the exact ranks (Eq. 12), computed by
 :func:`tfr_extensions.keras_ops.twin_sigmoid.exact_forward_ranks` and
-:func:`tfr_extensions.keras_ops.rank_metrics.value_and_rank_gradient` (a sort,
+:func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient` (a sort,
 O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`); the gradient chains the metric's rank derivative
 :math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
 
@@ -35,7 +35,7 @@ from tfr_extensions import backend
 from tfr_extensions.arrays import tie_keys as shared_tie_keys
 
 from tfr_extensions.keras_ops import lists
-from tfr_extensions.keras_ops import rank_metrics
+from tfr_extensions.ops import rank_metrics
 from tfr_extensions.keras_ops.twin_sigmoid import exact_forward_ranks
 from tfr_extensions.ops import vocabulary
 from tfr_extensions.torch_ops import pairs
@@ -150,6 +150,10 @@ def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     return alpha_b * _pair_sums(delta, x, labels, weights, gradient)
 
 
+#: the keras.ops namespace, loaded now (an import where torch.compile traces breaks its graph)
+_KERAS_OPS = arrays.load(backend.KERAS_OPS)
+
+
 def tie_keys(shape, seed, device):
     """Int64 keys in ``[0, 2^31)``, distinct within each list, that break ties in
     score: the keys of :mod:`tfr_extensions.arrays.tie_keys`, the same on every
@@ -166,7 +170,7 @@ def tie_keys(shape, seed, device):
         seed = 0
     elif isinstance(seed, torch.Tensor):
         seed = seed.to(device=device)
-    keys = shared_tie_keys.tie_keys(tuple(shape), seed, xp=arrays.load(backend.KERAS_OPS))
+    keys = shared_tie_keys.tie_keys(tuple(shape), seed, xp=_KERAS_OPS)
     return keys.to(device=device, dtype=torch.int64)
 
 

@@ -1,0 +1,61 @@
+r"""The ``keras.ops`` half of SoftRank's rank distributions
+(:mod:`tfr_extensions.ops.rank_distributions`): the pairwise win probabilities
+(autodiff of ``erf``) and the exact Rank-Binomial recursion (Eq. 11-12) one document
+at a time. Reached as ``xp.rank_binomial`` in the ``keras.ops`` filling of the array
+namespace (:mod:`tfr_extensions.arrays.keras_namespace`); TensorFlow's filling runs
+:mod:`tfr_extensions.ops.rank_binomial` (a hand-written gradient, a product tree).
+
+Why per framework: speed. The recursion of Eq. 12 itself, one step per document i over
+the ``[R, B, K]`` coefficients of all documents j at once, runs in a ``keras.ops.scan``
+under JAX (``lax.scan``: one compiled step whatever L) and a Python loop elsewhere: TF's
+balanced product tree written in ``keras.ops`` compiled 3-4x slower under ``jax.jit`` and
+ran slower on a CPU (``docs/notes/keras_ops_backends.md``, "SoftRank"; TensorFlow's side:
+``python -m benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``,
+``docs/speed.md``). The factors commute, so the result is the TF op's up to rounding.
+Cost :math:`O(B L K R)` time, and as much memory for autodiff (one state per step).
+"""
+import keras
+from keras import ops
+
+from tfr_extensions.keras_ops import lists
+from tfr_extensions.keras_ops import numerics
+
+
+def win_probabilities(scaled, losers, columns, neutral_z: float):
+    r""":math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, ``[L_i, B, K]``, with
+    :math:`z_{ij}` = ``scaled[b, i] - losers[b, k]`` (``losers``: the scaled scores of the
+    documents ``columns``, int ``[B, K]``, or all of them when None), and ``neutral_z``
+    for the pairs i == j. (The TF op writes the gradient by hand to keep no
+    ``[L, B, K]`` tensor; here the backend's autodiff of ``erf`` gives the same
+    :math:`e^{-z^2}/\sqrt\pi`.)"""
+    dtype = lists.dtype_name(scaled)
+    documents = ops.arange(scaled.shape[1], dtype="int32")  # (not NumPy: torch.compile traces this)
+    if columns is None:
+        same = ops.equal(documents[:, None, None], documents[None, None, :])  # [L, 1, L]
+    else:
+        same = ops.equal(documents[:, None, None], ops.cast(columns, "int32")[None, :, :])
+    z = ops.where(same, numerics.constant(neutral_z, dtype),
+                  ops.transpose(scaled)[:, :, None] - losers[None, :, :])
+    return 0.5 + 0.5 * ops.erf(z)
+
+
+def exact(win, num_ranks: int, static_ranks=None):  # pylint: disable=unused-argument
+    """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, K]``, R = ``num_ranks`` (static
+    here, as every ``keras.ops`` shape): one step per beating document i (along the
+    leading axis of ``win``), ``p <- p (1 - w_i) + shift(p) w_i`` truncated to R
+    coefficients. Padded documents and the pairs i == j have w = 0 and leave p unchanged."""
+    delta = ops.pad(ops.ones_like(win[:1]), [[0, num_ranks - 1], [0, 0], [0, 0]])  # Eq. 11
+
+    def step(state, w):  # Eq. 12
+        shifted = ops.concatenate([ops.zeros_like(state[:1]), state[:-1]], axis=0)
+        return state * (1.0 - w) + shifted * w
+
+    if keras.backend.backend() == "jax":  # lax.scan: one compiled step whatever L
+        probs, _ = ops.scan(lambda state, w: (step(state, w), None), delta, win)
+        return probs
+    # PyTorch, TensorFlow: a Python loop (Keras's scan there stacks an output of
+    # the state's size per step, where JAX's takes None)
+    probs = delta
+    for w in ops.unstack(win, axis=0):
+        probs = step(probs, w)
+    return probs

@@ -1,0 +1,86 @@
+"""Ragged inputs, TensorFlow's by nature: ``tf.RaggedTensor`` ``[batch, (list_size)]``
+labels, scores, masks and weights padded as TF-Ranking pads them, for
+:mod:`tfr_extensions.ops.screening` (which imports this module on TensorFlow only,
+through :mod:`tfr_extensions.arrays.tensorflow_namespace`'s ``ragged``).
+
+>>> labels = tf.ragged.constant([[1.0, 0.0], [2.0]])
+>>> dense, scores, _, mask = ragged_to_dense(labels, tf.ragged.constant([[0.5, 0.25], [0.75]]))
+>>> dense.numpy().tolist(), scores.numpy().tolist(), mask.numpy().tolist()
+([[1.0, 0.0], [2.0, -1.0]], [[0.5, 0.25], [0.75, -1000000.0]], [[True, True], [True, False]])
+"""
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+from tfr_extensions.ops.conventions import PADDING_LABEL
+from tfr_extensions.ops.screening import PADDING_PREDICTION, PADDING_WEIGHT
+
+
+def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
+                    weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
+    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking does.
+
+    ``tensorflow_ranking.python.utils.ragged_to_dense``: labels are padded with
+    ``PADDING_LABEL`` (-1, which marks padding for every loss and metric),
+    predictions with ``PADDING_PREDICTION`` (-1e6), ragged per-item weights
+    with ``PADDING_WEIGHT`` (0); dense weights (per list, ``[batch, 1]``) and
+    None pass through.
+
+    Args:
+      labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
+      predictions: ``tf.RaggedTensor`` of the same row lengths, or None.
+      weights: None, a ``tf.RaggedTensor`` like ``labels``, or a dense tensor.
+
+    Returns:
+      ``(labels, predictions, weights, mask)``, dense ``[batch, list_size]``,
+      ``mask`` bool, True for the entries that were present.
+    """
+    if not isinstance(labels, tf.RaggedTensor):
+        raise TypeError(f"`labels` must be a tf.RaggedTensor; got {type(labels).__name__}.")
+    if predictions is not None and not isinstance(predictions, tf.RaggedTensor):
+        raise TypeError("`predictions` must be a tf.RaggedTensor like `labels`; got "
+                        f"{type(predictions).__name__}.")
+    mask = tf.cast(tf.ones_like(labels).to_tensor(0.0), tf.bool)
+    labels = labels.to_tensor(PADDING_LABEL)
+    if predictions is not None:
+        predictions = predictions.to_tensor(PADDING_PREDICTION)
+    if isinstance(weights, tf.RaggedTensor):
+        weights = weights.to_tensor(PADDING_WEIGHT)
+    return labels, predictions, weights, mask
+
+
+def dense_labels_and_mask(labels, mask):
+    """keras-rs's ``labels`` and ``mask`` with ragged ones padded (label -1, mask False)."""
+    if isinstance(labels, tf.RaggedTensor):
+        labels = labels.to_tensor(PADDING_LABEL)
+    if isinstance(mask, tf.RaggedTensor):
+        mask = mask.to_tensor(False)
+    return labels, mask
+
+
+def dense_lists(labels, scores, mask):
+    """A loss function's inputs: ragged ones padded as TF-Ranking does; dense ones pass
+    through."""
+    if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
+        labels, scores, _, _ = ragged_to_dense(labels, scores)
+        if isinstance(mask, tf.RaggedTensor):
+            mask = mask.to_tensor(False)
+    return labels, scores, mask
+
+
+def dense_loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
+    """A Keras loss class's inputs: with ``ragged`` (or ragged labels) padded as
+    TF-Ranking does (:func:`ragged_to_dense`, ragged per-item weights included)."""
+    if ragged or isinstance(y_true, tf.RaggedTensor):
+        y_true, y_pred, sample_weight, _ = ragged_to_dense(y_true, y_pred, sample_weight)
+    return y_true, y_pred, sample_weight
+
+
+def dense_metric_inputs(y_true, y_pred):
+    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0
+    (their documents are padding)."""
+    if isinstance(y_true, tf.RaggedTensor):
+        y_true = y_true.to_tensor(PADDING_LABEL)
+    if isinstance(y_pred, tf.RaggedTensor):
+        y_pred = y_pred.to_tensor(0.0)
+    return y_true, y_pred

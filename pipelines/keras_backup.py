@@ -1,6 +1,6 @@
 """The checkpoint of a training run on Keras 3's JAX and PyTorch backends: :class:`KerasBackup`.
 
-The twin of :class:`pipelines.resume.TrainingBackup` (TensorFlow) for a run without
+The counterpart of :class:`pipelines.resume.TrainingBackup` (TensorFlow) for a run without
 TensorFlow: after every epoch it writes, atomically, one NumPy archive
 (``<backup_dir>/checkpoint.npz``) holding everything a resumed run needs to end
 with the results of an uninterrupted one:

@@ -13,10 +13,10 @@ Keras 3), :data:`IS_KERAS_3` says which, and :data:`KERAS_VERSION` its version.
 
 On Keras 3 the backend is ``KERAS_BACKEND`` (``tensorflow`` by default). The
 losses, metrics, scorers, evaluation and the training jobs run on every backend.
-The array math has two implementations and :func:`implementation` is the one
-rule that picks between them: the TensorFlow ops (:mod:`tfr_extensions.ops`) on
-Keras 2 and on Keras 3's TensorFlow backend, their ``keras.ops`` twins
-(:mod:`tfr_extensions.keras_ops`) on JAX and PyTorch. The parts that are
+The array math is written once against an array namespace with two fillings
+(:mod:`tfr_extensions.arrays`), and :func:`implementation` is the one rule that picks
+between them: TensorFlow's ops on Keras 2 and on Keras 3's TensorFlow backend,
+``keras.ops`` on JAX and PyTorch. The parts that are
 TensorFlow programs by nature (IRGAN, SavedModel export, tf.data, TF-Ranking)
 call :func:`require_tensorflow_backend`, which raises
 :class:`UnsupportedBackendError` naming the backend, at construction rather

@@ -195,7 +195,7 @@ class RankingMetric(keras.metrics.Mean):
 
     Runs on every Keras backend with the implementation of
     :func:`tfr_extensions.backend.implementation`'s rule (the TensorFlow ops on
-    Keras 2 and Keras 3's TensorFlow backend, their ``keras.ops`` twins on JAX and
+    Keras 2 and Keras 3's TensorFlow backend, their ``keras.ops`` counterparts on JAX and
     PyTorch): the same rules and the same values.
 
     Against keras-rs (``keras_rs.metrics``, 0.4), ``"ndcg"`` equals ``NDCG(k)``,

@@ -18,6 +18,7 @@ import harness
 from support import oracles_policy_gradient as oracle
 from support.oracles_pl import expected_ndcg_gradient, pl_log_prob, softmax
 import tfr_extensions as tfrx
+from tfr_extensions import arrays
 from tfr_extensions.ops import plackett_luce as kpl
 from tfr_extensions.keras_ops import random as keras_random
 from tfr_extensions.losses import policy_gradient as kpg
@@ -253,9 +254,10 @@ def _body_outputs(function, option_sets, labels, scores):
     ``options["seed"]`` (on JAX, all from one compiled program)."""
     _, screened, valid = _screened(labels, scores)
 
-    def sample(s, v, options):
-        return kpl.sample_rankings(s, v, options["num_samples"], seed=options["seed"],
-                                   temperature=options["temperature"], topn=options["topn"])
+    def sample(s, v, options):  # (the keras.ops filling's stream, as the body draws it)
+        with arrays.use(harness.KERAS_OPS):
+            return kpl.sample_rankings(s, v, options["num_samples"], seed=options["seed"],
+                                       temperature=options["temperature"], topn=options["topn"])
 
     def outputs(y, s, options):
         return harness.per_list_loss(function.spec, options)(y, s)

@@ -8,7 +8,7 @@ Every public name of ``keras.ops``, then the names that differ from it:
   ``maximum``/``minimum`` keep float64;
 * ``safe_divide``, ``log1mexp``, ``dtype_name``;
 * the helper modules of the ``keras.ops`` implementation, under the names their
-  TensorFlow twins have in :mod:`tfr_extensions.arrays.tensorflow_namespace`.
+  TensorFlow counterparts have in :mod:`tfr_extensions.arrays.tensorflow_namespace`.
 """
 import importlib
 

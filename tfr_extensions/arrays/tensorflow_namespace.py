@@ -6,7 +6,7 @@ the dtype of the tensor beside them (as ``keras.ops`` does), and builds the ops 
 hand-written TensorFlow body would: no conversion layer, so graphs, XLA programs and
 ``tf.custom_gradient`` see TensorFlow alone. Only the names the bodies use are here;
 the helper modules of the TensorFlow implementation stand under the names their
-``keras.ops`` twins have (:mod:`tfr_extensions.arrays.keras_namespace`).
+``keras.ops`` counterparts have (:mod:`tfr_extensions.arrays.keras_namespace`).
 
 >>> import tensorflow as tf
 >>> where(tf.constant([True, False]), tf.constant([1.0, 2.0], tf.float64), 0.0).numpy().tolist()
@@ -149,7 +149,7 @@ def ones(shape, dtype=None):
 
 def shape(x):
     """The static dimensions, each unknown one a scalar tensor (as ``keras.ops.shape``)."""
-    static = x.shape.as_list()
+    static = list(x.shape.as_list() if hasattr(x.shape, "as_list") else x.shape)
     if None not in static:
         return tuple(static)
     dynamic = tf.shape(x)
@@ -187,8 +187,12 @@ def clip(x, x_min, x_max):
 
 def fori_loop(lower, upper, body_fun, init_val):
     """``body_fun(i, value)`` for i in ``[lower, upper)`` (``tf.while_loop``)."""
+    # (a static trip count: XLA differentiates the loop only with its maximum known)
+    static = isinstance(lower, int) and isinstance(upper, int)
     _, value = tf.while_loop(lambda i, _: i < upper, lambda i, v: (i + 1, body_fun(i, v)),
-                             (tf.constant(lower, tf.int32), init_val))
+                             (tf.constant(lower, tf.int32), init_val),
+                             maximum_iterations=(upper - lower if upper > lower else 0) if static
+                             else None)
     return value
 
 

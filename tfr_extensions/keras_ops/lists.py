@@ -1,4 +1,4 @@
-"""Lists: the ``keras.ops`` twin of :mod:`tfr_extensions.ops.lists` (the same
+"""Lists: the ``keras.ops`` form of :mod:`tfr_extensions.ops.lists` (the same
 conventions, the same names): gathers, gains and discounts.
 
 ``labels`` and ``scores`` are ``[batch, list_size]``; a label < 0 (or NaN)
@@ -54,7 +54,7 @@ def log2_discount(ranks):
 
 
 def compiling_with_xla() -> bool:
-    """True: the twin of :func:`tfr_extensions.ops.lists.compiling_with_xla`. Keras 3's
+    """True: the counterpart of :func:`tfr_extensions.ops.lists.compiling_with_xla`. Keras 3's
     JAX and PyTorch programs (``jax.jit``, ``torch.compile``) need static shapes, so the
     ``keras.ops`` implementation always takes the static-shape path."""
     return True

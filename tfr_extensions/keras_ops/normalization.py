@@ -1,4 +1,4 @@
-r"""Per-query feature normalization: the ``keras.ops`` twin of
+r"""Per-query feature normalization: the ``keras.ops`` form of
 :mod:`tfr_extensions.data.normalization` (the same function, the same contract),
 for the scorers' :class:`~tfr_extensions.models.QueryZScore` on Keras 3 (TensorFlow,
 JAX and PyTorch alike).

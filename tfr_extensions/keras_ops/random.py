@@ -1,5 +1,5 @@
 """Seeds and draws of the randomized ops on Keras 3's backends: the ``keras.ops``
-twin of the seed helpers of :mod:`tfr_extensions.ops.lists`.
+counterpart of the seed helpers of :mod:`tfr_extensions.ops.lists`.
 
 A seed is None (fresh draws), an int, a pair of ints, or a seed tensor ``[2]`` as
 :func:`next_seed` returns it. A loss class built with a seed holds a

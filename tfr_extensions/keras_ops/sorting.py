@@ -1,4 +1,4 @@
-"""Exact ranks by sorting or counting: the ``keras.ops`` twin of
+"""Exact ranks by sorting or counting: the ``keras.ops`` form of
 :mod:`tfr_extensions.ops.sorting` (the same functions, the same orders).
 
 Every order is descending score, then descending tie key (when given), then

@@ -1,5 +1,5 @@
 r"""The twin-sigmoid and the exact, differentiable ranks built on it: the
-``keras.ops`` twin of :mod:`tfr_extensions.ops.twin_sigmoid` (the same
+``keras.ops`` form of :mod:`tfr_extensions.ops.twin_sigmoid` (the same
 functions, names and contracts).
 
 Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``),

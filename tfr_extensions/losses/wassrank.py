@@ -160,8 +160,9 @@ def wassrank_loss(labels, scores, *, mask=None,
 
     fixed = xp.stop_gradient(scores)  # (the iterations keep no tape)
     log_a = _masked_log_softmax(fixed, row_mask)
-    f, g = sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask, regularization,
-                               sinkhorn_iterations, epsilon_scaling)
+    f, g = (xp.stop_gradient(potential) for potential in sinkhorn_potentials(
+        log_a, log_b, cost, row_mask, col_mask, regularization, sinkhorn_iterations,
+        epsilon_scaling))  # (constants of the backward pass: no gradient through the loop)
     plan = transport_plan(f, g, cost, row_mask, col_mask, regularization)
     value = xp.sum(plan * cost, axis=(1, 2))
     # The paper's gradient a_i (f_i - sum_k a_k f_k), entering through a term that is

@@ -1,13 +1,16 @@
-"""Differentiable building blocks: pure TensorFlow functions of tensors.
+"""Differentiable building blocks: pure functions of tensors, on every framework.
 
-Beside them: :mod:`~tfr_extensions.ops.lists` (list and mask conventions),
-:mod:`~tfr_extensions.ops.validation` (argument checks),
-:mod:`~tfr_extensions.ops.numerics` (``safe_divide``, ``log1mexp``) and
-:mod:`~tfr_extensions.ops.vocabulary` (the metric names). Their ``keras.ops``
-twins, for Keras 3 on JAX and PyTorch, are :mod:`tfr_extensions.keras_ops` (the
-same module and function names). The vocabulary, the checks and the constants
-(:mod:`~tfr_extensions.ops.conventions`) import no framework and are shared by
-both; without TensorFlow installed, they are all this package holds.
+The ranking ops are written once against the array namespace
+(:func:`tfr_extensions.arrays.namespace`: TensorFlow's ops on Keras 2 and on Keras 3's
+TensorFlow backend, ``keras.ops`` on JAX and PyTorch): :mod:`~tfr_extensions.ops.rank_metrics`,
+:mod:`~tfr_extensions.ops.list_metrics`, :mod:`~tfr_extensions.ops.approx_ranks`,
+:mod:`~tfr_extensions.ops.screening` (the bad-input policy),
+:mod:`~tfr_extensions.ops.plackett_luce` and :mod:`~tfr_extensions.ops.rank_distributions`.
+The modules that are TensorFlow's own (the twin-sigmoid ranks, the sorts, the seeds,
+:mod:`~tfr_extensions.ops.rank_binomial`, :mod:`~tfr_extensions.ops.sinkhorn`,
+:mod:`~tfr_extensions.ops.ragged`) have their ``keras.ops`` counterparts in
+:mod:`tfr_extensions.keras_ops`, under the same names. The vocabulary, the checks and the
+constants (:mod:`~tfr_extensions.ops.conventions`) import no framework.
 """
 from tfr_extensions.backend import HAS_TENSORFLOW
 from tfr_extensions.ops import conventions, validation, vocabulary

@@ -80,7 +80,7 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     r"""ApproxNDCG, per list: minus nDCG at the smooth ranks of Eq. 5-6 (module
-    docstring); the PyTorch-native twin of
+    docstring); the PyTorch-native form of
     :func:`tfr_extensions.keras_ops.losses.listwise.approx_ndcg_loss`.
 
     Returns ``(losses, weights)`` ``[batch]``: minus approxNDCG, and 1 for lists with
@@ -101,7 +101,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     r"""ListNet, per list: the cross entropy :math:`-\sum_i \frac{y_i}{\sum_k y_k}
     \log \mathrm{softmax}(s/T)_i` over the valid documents, weight :math:`\sum_k
-    y_k`; the PyTorch-native twin of
+    y_k`; the PyTorch-native form of
     :func:`tfr_extensions.keras_ops.losses.listwise.listnet_loss` (the same
     clipping and the same shift by the largest valid logit).
 

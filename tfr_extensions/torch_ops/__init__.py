@@ -1,7 +1,7 @@
 """PyTorch-native bodies of the losses whose time goes to all pairs of a list.
 
 On Keras 3's PyTorch backend a loss that names a body here
-(:attr:`tfr_extensions.losses.base.LossSpec.bodies`, key ``"torch"``) runs it in
+(:attr:`tfr_extensions.losses.base.LossSpec.torch`, ``@loss_function(torch=...)``) runs it in
 place of its ``keras.ops`` body: twin-sigmoid (every metric and gradient type),
 ApproxNDCG, ListNet and RankNet. Each pair pass is a ``torch.autograd.Function``
 with a hand-written backward: the fewest ``[B, L, L]`` intermediates, no

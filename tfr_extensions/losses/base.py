@@ -403,7 +403,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         if cls.__dict__.get("function") is not None:
             cls.spec = cls.function.spec
 
-    def __init__(self, arguments: Mapping[str, Any]):
+    def __init__(self, arguments: Mapping[str, Any], **keywords):
         """Construction from a subclass's constructor.
 
         Args:
@@ -411,7 +411,11 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
             loss's function (:attr:`LossSpec.defaults`), checked here, and
             ``ragged`` (the inputs may be ``tf.RaggedTensor``, TensorFlow only),
             ``reduction`` (Keras's reduction of the per-list losses) and ``name``.
+          **keywords: ``ragged``, ``reduction`` and ``name`` given apart from the
+            options (the earlier form, ``super().__init__(options, ragged=...,
+            reduction=..., name=...)``, which keeps working).
         """
+        arguments = {**arguments, **keywords}
         options = {k: v for k, v in arguments.items()
                    if k not in ("self", "__class__", "ragged", "reduction", "name")}
         if set(options) != set(self.spec.defaults):

@@ -25,7 +25,6 @@ import harness  # noqa: E402
 from support.loss_options import EXAMPLES  # noqa: E402
 import tfr_extensions as tfrx  # noqa: E402
 from tfr_extensions import arrays  # noqa: E402
-from tfr_extensions import arrays  # noqa: E402
 from tfr_extensions.keras_ops import sorting as k_sorting  # noqa: E402
 from tfr_extensions.keras_ops import twin_sigmoid as k_twin  # noqa: E402
 from tfr_extensions.ops import list_metrics  # noqa: E402

@@ -290,23 +290,12 @@ def eye(N, M=None, k=0, dtype=None):  # pylint: disable=invalid-name
     return tf.eye(N, M, dtype=tf.as_dtype(dtype or "float32"))
 
 
-# -- integer bit operations (the tie-break keys, tfr_extensions.arrays.tie_keys) ----------
+# -- integer shifts (the tie-break keys, tfr_extensions.arrays.tie_keys; &, | and ^ are
+#    TensorFlow's tensor operators) ----------------------------------------------------
 
 def _integers(x, y):
     x = tf.convert_to_tensor(x)
     return x, tf.cast(y, x.dtype)
-
-
-def bitwise_and(x, y):
-    return tf.bitwise.bitwise_and(*_integers(x, y))
-
-
-def bitwise_or(x, y):
-    return tf.bitwise.bitwise_or(*_integers(x, y))
-
-
-def bitwise_xor(x, y):
-    return tf.bitwise.bitwise_xor(*_integers(x, y))
 
 
 def left_shift(x, y):

@@ -31,7 +31,7 @@ NEEDS_KERAS_3 = ("tfr_extensions/keras_ops", "tfr_extensions/arrays/keras_namesp
 NEEDS_TENSORFLOW = (
     "tfr_extensions/ops/lists.py", "tfr_extensions/ops/numerics.py",
     "tfr_extensions/ops/rank_binomial.py",
-    "tfr_extensions/ops/sorting.py", "tfr_extensions/ops/twin_sigmoid.py",
+    "tfr_extensions/ops/sorting.py", "tfr_extensions/ops/list_programs.py",
     "tfr_extensions/ops/ragged.py", "tfr_extensions/ops/step_seeds.py",
     "tfr_extensions/ops/sinkhorn.py",
     "tfr_extensions/arrays/tensorflow_namespace.py",

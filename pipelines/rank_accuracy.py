@@ -27,7 +27,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import flags
-from tfr_extensions import backend
 from tfr_extensions.ops import validation
 
 ALPHAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
@@ -84,31 +83,22 @@ def qin_approx_ranks(scores: np.ndarray, alpha: float, chunk: int = 10) -> np.nd
     :func:`tfr_extensions.ops.approx_ranks.approx_ranks`, TensorFlow's ops or
     ``keras.ops`` by backend), in
     chunks of lists to bound memory."""
-    if backend.uses_tensorflow_ops():
-        tf = backend.tensorflow()
-        from tfr_extensions.ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
+    from tfr_extensions import arrays  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
+    xp = arrays.namespace()
 
-        def ranks(part):
-            return approx_ranks(tf.constant(part) * alpha).numpy()
-    else:
-        from keras import ops  # pylint: disable=import-outside-toplevel
-        from tfr_extensions.ops.approx_ranks import approx_ranks  # pylint: disable=import-outside-toplevel
-
-        def ranks(part):
-            return ops.convert_to_numpy(approx_ranks(ops.convert_to_tensor(part) * alpha))
+    def ranks(part):
+        return xp.convert_to_numpy(approx_ranks(xp.convert_to_tensor(part) * alpha))
     return np.concatenate([ranks(scores[i:i + chunk]) for i in range(0, len(scores), chunk)])
 
 
 def twin_ranks(scores: np.ndarray, tie_break: bool, seed: int = 0) -> np.ndarray:
     """The twin-sigmoid ranks pi^+ of Eq. 12 (``twin_sigmoid_ranks`` of the rule's
     implementation), NumPy ``[B, L]``."""
-    if backend.uses_tensorflow_ops():
-        from tfr_extensions import ops  # pylint: disable=import-outside-toplevel
-        return ops.twin_sigmoid_ranks(scores, tie_break=tie_break, seed=seed).numpy()
-    from keras import ops as keras_ops  # pylint: disable=import-outside-toplevel
-    from tfr_extensions.keras_ops import twin_sigmoid  # pylint: disable=import-outside-toplevel
-    return keras_ops.convert_to_numpy(twin_sigmoid.twin_sigmoid_ranks(
-        keras_ops.convert_to_tensor(scores), tie_break=tie_break, seed=seed))
+    from tfr_extensions import arrays, ops  # pylint: disable=import-outside-toplevel
+    xp = arrays.namespace()
+    return xp.convert_to_numpy(ops.twin_sigmoid_ranks(xp.convert_to_tensor(scores),
+                                                      tie_break=tie_break, seed=seed))
 
 
 def table_2(scores_by_shape: Dict, alphas: Sequence[float] = ALPHAS) -> Dict:

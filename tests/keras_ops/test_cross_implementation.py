@@ -26,7 +26,6 @@ from support.loss_options import EXAMPLES  # noqa: E402
 import tfr_extensions as tfrx  # noqa: E402
 from tfr_extensions import arrays  # noqa: E402
 from tfr_extensions.keras_ops import sorting as k_sorting  # noqa: E402
-from tfr_extensions.keras_ops import twin_sigmoid as k_twin  # noqa: E402
 from tfr_extensions.ops import list_metrics  # noqa: E402
 from tfr_extensions.ops import plackett_luce as pl  # noqa: E402
 from tfr_extensions.ops import rank_metrics  # noqa: E402
@@ -278,17 +277,19 @@ def test_sorts_agree():
 def test_twin_sigmoid_ops_agree(gradient):
     x = np.array([-1e30, -30.0, -2.0, -0.3, 0.0, 0.4, 1.5, 25.0, 1e30], np.float32)
     u = np.array([1.0, 1.0, -1.0, 0.0, 1.0, -1.0, 1.0, -1.0, -1.0], np.float32)
-    value, grad = harness.jit_value_and_grad(
-        lambda u, x: k_twin.twin_sigmoid(x, 2.0, gradient, u), u, x)
+    with arrays.use("keras_ops"):
+        value, grad = harness.jit_value_and_grad(
+            lambda u, x: tf_twin.twin_sigmoid(x, 2.0, gradient, u), u, x)
     want, want_grad = tf_value_and_grad(lambda u, x: tf_twin.twin_sigmoid(x, 2.0, gradient, u),
                                         u, x)
     np.testing.assert_array_equal(value, want)
     harness.assert_close(grad, want_grad)
     labels, scores = harness.CASES["mixed"]
     weights = np.random.default_rng(3).normal(size=labels.shape).astype(np.float32)
-    value, grad = harness.jit_value_and_grad(
-        lambda y, s: k_twin.twin_sigmoid_ranks(s, y, None, gradient, 0.7, False)
-        * ops.convert_to_tensor(weights), labels, scores)
+    with arrays.use("keras_ops"):
+        value, grad = harness.jit_value_and_grad(
+            lambda y, s: tf_twin.twin_sigmoid_ranks(s, y, None, gradient, 0.7, False)
+            * ops.convert_to_tensor(weights), labels, scores)
     want, want_grad = tf_value_and_grad(
         lambda y, s: tf_twin.twin_sigmoid_ranks(s, y, None, gradient, 0.7, False)
         * tf.constant(weights), labels, scores)

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from support import oracles
 from tfr_extensions import ops
-from tfr_extensions.ops import sorting
+from tfr_extensions.ops import list_programs, sorting
 
 GRADIENTS = ("type1", "type2", "type3")
 
@@ -301,8 +301,7 @@ def assert_xla_equals_eager(metric, size, ties, seed, any_length=False):
 @pytest.mark.parametrize("size", [33, 45])  # under XLA: padded to 64, two blocks of 32
 @pytest.mark.parametrize("ties", [True, False])
 def test_xla_pads_lists_to_whole_blocks_with_the_same_values_and_gradients(metric, size, ties):
-    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
-    assert twin.bucket_size(size) == 64
+    assert list_programs.bucket_size(size) == 64
     assert_xla_equals_eager(metric, size, ties, seed=12)
 
 
@@ -340,8 +339,7 @@ def test_exact_ranks_under_xla_with_an_unknown_list_length_equal_sorting(size, k
 def test_keyed_count_gives_the_padding_added_for_a_bucket_distinct_positions(size):
     # The padding added for a bucket gets the keys -2, -3, ...: the count
     # puts it after each list's own documents (padded ones too), in index order.
-    twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
-    padded = twin.bucket_size(size)
+    padded = list_programs.bucket_size(size)
     rng = np.random.default_rng(4)
     scores = np.zeros((5, padded), np.float32)
     scores[:, :size] = rng.integers(-2, 3, size=(5, size))  # ties: the keyed count
@@ -350,7 +348,7 @@ def test_keyed_count_gives_the_padding_added_for_a_bucket_distinct_positions(siz
 
     @tf.function(jit_compile=True)
     def positions(scores, mask):
-        return sorting.exact_ranks(scores, mask, twin._tie_key_draw(scores, tf.constant([3, 4]),
+        return sorting.exact_ranks(scores, mask, sorting.tie_key_draw(scores, tf.constant([3, 4]),
                                                                     size))
 
     counted = positions(tf.constant(scores), tf.constant(mask)).numpy()

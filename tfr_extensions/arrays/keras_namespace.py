@@ -34,7 +34,7 @@ from tfr_extensions.keras_ops import lists, numerics, sorting  # noqa: E402
 from tfr_extensions.ops import screening  # noqa: E402,F401
 from tfr_extensions.keras_ops import rank_binomial  # noqa: E402,F401
 from tfr_extensions.keras_ops import random, sinkhorn  # noqa: E402
-from tfr_extensions.keras_ops import twin_sigmoid as twin_sigmoid_ops  # noqa: E402
+from tfr_extensions.keras_ops.list_programs import run_over_lists, with_gradient  # noqa: E402,F401
 from tfr_extensions.keras_ops.lists import dtype_name  # noqa: E402,F401
 from tfr_extensions.keras_ops.numerics import (constant, full, full_like, log1mexp,  # noqa: E402,F401
                                                maximum, minimum, safe_divide)

@@ -25,7 +25,6 @@ from tfr_extensions.ops.numerics import log1mexp, safe_divide  # noqa: F401
 # (modules whose package exports a function of the same name)
 approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
-twin_sigmoid_ops = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
 
 #: which filling this is
 IMPLEMENTATION = "tensorflow"
@@ -315,11 +314,37 @@ def cumprod(x, axis=None, exclusive=False):
     return tf.math.cumprod(x, axis=0 if axis is None else axis, exclusive=exclusive)
 
 
-def row_sums(terms, columns, fills):  # pylint: disable=unused-argument
-    r""":math:`\sum_j` ``terms(*columns)[b, i, j]``, ``[B, L]``: the pairs formed at once
-    (the ``keras.ops`` filling's :func:`tfr_extensions.keras_ops.pairs.row_sums` visits
-    them in blocks on XLA:CPU, padding the last with ``fills``)."""
-    return tf.reduce_sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
+def row_sums(terms, columns, fills, rows=()):
+    r""":math:`\sum_j` ``terms(*rows, *columns)[b, i, j]``, ``[B, L]``.
+
+    Without ``rows`` (``terms`` closes over its row values), the pairs formed at once.
+    With ``rows`` (``[B, L]`` tensors, one per row argument of ``terms``), the columns
+    in blocks of ``lists.PAIR_BLOCK`` (``[B, 1, C, 32]`` against ``[B, L, 1, 1]``, the
+    last block padded with ``fills``, whose terms must be 0): a sum over 32 columns,
+    which XLA fuses with the chain that builds the pairs, so they are never stored
+    (``docs/notes/twin_sigmoid_speed.md``; the ``keras.ops`` filling's
+    :func:`tfr_extensions.keras_ops.pairs.row_sums` visits blocks on XLA:CPU)."""
+    if not rows:
+        return tf.reduce_sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
+    pairs = terms(*(r[:, :, None, None] for r in rows),
+                  *(lists.column_blocks(c, fill) for c, fill in zip(columns, fills)))
+    return tf.reduce_sum(tf.reduce_sum(pairs, axis=-1), axis=-1)
+
+
+def with_gradient(value, x, backward, *residuals):
+    """``value`` (computed from ``x`` without a gradient) with the gradient
+    ``backward(upstream, x, *residuals)`` with respect to ``x``: ``tf.custom_gradient``
+    (the ``keras.ops`` filling's is ``jax.custom_vjp`` on JAX,
+    :func:`tfr_extensions.keras_ops.list_programs.with_gradient`)."""
+    @tf.custom_gradient
+    def _value(v):
+        return tf.identity(value), lambda upstream: backward(upstream, v, *residuals)
+
+    return _value(x)
+
+
+# (a function of lists compiled by XLA per bucket of list lengths)
+run_over_lists = importlib.import_module("tfr_extensions.ops.list_programs").run_over_lists
 
 
 def convert_to_numpy(x):

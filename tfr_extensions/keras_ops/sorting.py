@@ -181,6 +181,11 @@ def random_tie_keys(shape, seed):
                              xp=arrays.load(arrays.backend.KERAS_OPS))
 
 
+def tie_keys_for(scores, seed):
+    """The tie-breaking keys of ``scores``' lists, drawn from ``seed`` (None: fresh)."""
+    return random_tie_keys(ops.shape(scores), seed)
+
+
 def midranks(scores, mask):
     """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
     breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only.

@@ -5,6 +5,7 @@ the loss of a list is minus the metric of Eq. 13-16 evaluated at the ranks of
 Eq. 12 (:func:`tfr_extensions.ops.twin_sigmoid_ranks`). Its value is minus the
 exact metric; its gradient is the paper's type1/2/3 gradient (Section 5).
 """
+import importlib
 import itertools
 
 from tfr_extensions import arrays
@@ -13,6 +14,9 @@ from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
+
+# (the module: tfr_extensions.ops exports its function twin_sigmoid under the same name)
+twin_sigmoid_ops = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
 
 
 @base.loss_function(torch="tfr_extensions.torch_ops.twin_sigmoid:twin_sigmoid_loss", presets={
@@ -59,9 +63,8 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
     (-0.5869, 1.0)
     """
     xp = arrays.namespace()
-    value = xp.twin_sigmoid_ops.twin_sigmoid_metric(metric, labels, scores, mask, topn, gradient,
-                                                    alpha_b, tie_break,
-                                                    seed if tie_break else None)
+    value = twin_sigmoid_ops.twin_sigmoid_metric(metric, labels, scores, mask, topn, gradient,
+                                                 alpha_b, tie_break, seed if tie_break else None)
     return -value, xp.cast(xp.screening.has_relevant(labels, mask), scores.dtype)
 
 

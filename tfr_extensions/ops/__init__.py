@@ -5,8 +5,9 @@ The ranking ops are written once against the array namespace
 TensorFlow backend, ``keras.ops`` on JAX and PyTorch): :mod:`~tfr_extensions.ops.rank_metrics`,
 :mod:`~tfr_extensions.ops.list_metrics`, :mod:`~tfr_extensions.ops.approx_ranks`,
 :mod:`~tfr_extensions.ops.screening` (the bad-input policy),
-:mod:`~tfr_extensions.ops.plackett_luce` and :mod:`~tfr_extensions.ops.rank_distributions`.
-The modules that are TensorFlow's own (the twin-sigmoid ranks, the sorts, the seeds,
+:mod:`~tfr_extensions.ops.plackett_luce`, :mod:`~tfr_extensions.ops.rank_distributions`
+and :mod:`~tfr_extensions.ops.twin_sigmoid`.
+The modules that are TensorFlow's own (the sorts, the seeds, the XLA programs,
 :mod:`~tfr_extensions.ops.rank_binomial`, :mod:`~tfr_extensions.ops.sinkhorn`,
 :mod:`~tfr_extensions.ops.ragged`) have their ``keras.ops`` counterparts in
 :mod:`tfr_extensions.keras_ops`, under the same names. The vocabulary, the checks and the
@@ -20,11 +21,11 @@ from tfr_extensions.ops.plackett_luce import (  # (written once, on every framew
     sample_rankings,
 )
 from tfr_extensions.ops.rank_distributions import rank_distributions  # (the same)
+from tfr_extensions.ops.twin_sigmoid import (  # (the same)
+    twin_sigmoid,
+    twin_sigmoid_derivative,
+    twin_sigmoid_ranks,
+)
 
 if HAS_TENSORFLOW:
     from tfr_extensions.ops import lists, numerics, sorting
-    from tfr_extensions.ops.twin_sigmoid import (
-        twin_sigmoid,
-        twin_sigmoid_derivative,
-        twin_sigmoid_ranks,
-    )

@@ -234,6 +234,34 @@ def sort_descending(values: tf.Tensor, mask: tf.Tensor,
     return tf.math.top_k(values, k=tf.minimum(topn, tf.shape(values)[1]), sorted=True).values
 
 
+def tie_seed(seed: lists.Seed) -> tf.Tensor:
+    """The stateless seed of the tie-breaking keys: ``seed``'s, or for None a fresh
+    one, drawn where this is called (outside any XLA program)."""
+    return lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
+
+
+def tie_key_draw(scores: tf.Tensor, seed_t: tf.Tensor, size=None) -> TieKeys:
+    """A function that draws the tie keys of ``scores``' lists from ``seed_t``
+    (:data:`TieKeys`). With ``size``, the first ``size`` documents get the keys of
+    the unpadded lists, and the padding added for a bucket -2, -3, ...: distinct and
+    below every drawn key, so it takes the last positions in order."""
+    if size is None:
+        return lambda: random_tie_keys(tf.shape(scores), seed_t)
+
+    def draw():
+        keys = random_tie_keys([tf.shape(scores)[0], size], seed_t)
+        added = -2 - tf.range(tf.shape(scores)[1] - size)
+        return tf.concat([keys, tf.tile(added[None, :], [tf.shape(scores)[0], 1])], axis=1)
+
+    return draw
+
+
+def tie_keys_for(scores: tf.Tensor, seed: lists.Seed) -> TieKeys:
+    """The tie keys of ``scores``' lists for ``seed`` (None: fresh), drawn lazily
+    (:data:`TieKeys`)."""
+    return tie_key_draw(scores, tie_seed(seed))
+
+
 def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
     """Int32 keys in ``[0, 2^31)``, distinct within each list: a random permutation
     per list used as the secondary sort key (Section 4.2 of the twin-sigmoid paper),

@@ -3,7 +3,7 @@ backward as one ``torch.autograd.Function``.
 
 Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``).
 The value is the exact metric at the exact ranks (Eq. 12), computed by
-:func:`tfr_extensions.keras_ops.twin_sigmoid.exact_forward_ranks` and
+:func:`tfr_extensions.ops.twin_sigmoid.exact_forward_ranks` and
 :func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient` (a sort,
 O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`); the gradient chains the metric's rank derivative
 :math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
@@ -36,7 +36,7 @@ from tfr_extensions.arrays import tie_keys as shared_tie_keys
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.ops import rank_metrics
-from tfr_extensions.keras_ops.twin_sigmoid import exact_forward_ranks
+from tfr_extensions.ops.twin_sigmoid import exact_forward_ranks
 from tfr_extensions.ops import vocabulary
 from tfr_extensions.torch_ops import pairs
 from tfr_extensions.torch_ops import screening
@@ -176,7 +176,7 @@ def tie_keys(shape, seed, device):
 
 def forward_ranks(scores, valid, tie_break: bool, seed):
     """``(ranks, positions)`` of
-    :func:`tfr_extensions.keras_ops.twin_sigmoid.exact_forward_ranks`, with the tie
+    :func:`tfr_extensions.ops.twin_sigmoid.exact_forward_ranks`, with the tie
     keys of :func:`tie_keys` and one scatter for the tie-broken positions. Float32
     scores sort once, on an int64 that packs each score's order-preserving bits above
     its tie key; float64 scores sort twice (by tie key, then stably by score).

@@ -43,13 +43,6 @@ from tfr_extensions.torch_ops import screening
 from tfr_extensions.torch_ops.rank_metrics import ndcg_value_and_rank_gradient
 
 
-def _scaled(scores, alpha_b: float):
-    r""":math:`\alpha_b s`, clipped to +-``dtype.max / 4`` so that differences of two
-    are never NaN (beyond that every logistic has saturated)."""
-    bound = torch.finfo(scores.dtype).max / 4.0
-    return torch.clamp(scores * alpha_b, -bound, bound)
-
-
 def _pair_derivatives(x, u, gradient: str):
     r""":math:`g / \alpha_b` up to the constant of :data:`_SIGN_AND_SCALE`: :math:`p (1 - p)`
     (type1), :math:`p (1 - p) u` (type2), :math:`u\,\sigma(u x)` (type3), with
@@ -117,7 +110,7 @@ def _pair_inputs(delta, scores, valid, alpha_b: float):
     valid documents as 0/1."""
     zeros = torch.zeros_like(scores)
     return (torch.where(valid, delta, zeros),
-            _scaled(torch.where(valid, scores, zeros), alpha_b), valid.to(scores.dtype))
+            pairs.clip(torch.where(valid, scores, zeros) * alpha_b), valid.to(scores.dtype))
 
 
 def _pair_sums(delta, x, labels, weights, gradient: str):

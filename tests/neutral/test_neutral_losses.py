@@ -25,31 +25,39 @@ from support.loss_suite import (  # noqa: E402
     BACKEND, BAD, CLASSES, FUNCTIONS, KEYS, LABELS, OPTIONS, PROPERTY_RTOL, RELEVANT, SAMPLED,
     SCORES, SEEDED, VALID, assert_close, per_list, run)
 
-#: how each loss's values and gradients are checked beyond the shared properties
-CHECKED_BY = {
-    "twin_sigmoid": "oracle: minus the exact metric, the paper's closed-form gradient",
-    "approx_ndcg": "oracle: support.oracles_listwise.approx_ndcg, value and gradient",
-    "listnet": "oracle: support.oracles_listwise.listnet, value and gradient",
-    "softndcg": "oracle: support.oracles_softrank.soft_ndcg_and_gradient (Eq. 15, 18-23)",
-    "ranknet": "oracle: support.oracles.ranknet, support.oracles_pairwise gradient",
-    "ndcg_beta_hinge": "oracle: support.oracles.ndcg_beta_hinge, oracles_pairwise gradient",
-    "wassrank": "oracle: Sinkhorn in NumPy (plain algorithm), dual-potential gradient",
-    "expected_utility": "finite differences of the REINFORCE surrogate (float64)",
-    "mdprank": "finite differences of the REINFORCE surrogate (float64)",
-    "lambda": "oracle: support.oracles_lambda.lambda_loss (LambdaLoss paper), value and gradient",
-    "neural_ndcg": "oracle: support.oracles_neural_ndcg.neural_ndcg (NeuralSort + Sinkhorn)",
-}
-
-
 SOFTRANK = oracles_softrank
 
 
-def test_every_registered_loss_is_checked_here():
-    assert set(CHECKED_BY) == set(KEYS), (
-        "a loss without a value check in this suite: add its oracle (or finite differences) "
-        "to CHECKED_BY and its test")
+def test_every_registered_loss_has_a_per_list_oracle():
+    """The oracles come from the registry of ``support.oracles`` (a loss's
+    ``@oracles.per_list_oracle(key)``), so no loss is left out of
+    :func:`test_every_registered_loss_equals_its_per_list_oracle`."""
+    assert set(KEYS) <= set(oracles.load_per_list_oracles())
     assert set(SAMPLED) <= set(SEEDED)
     assert len(np.unique(SCORES)) == SCORES.size  # distinct: exact ranks without ties
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_registered_loss_equals_its_per_list_oracle(key):
+    """Each list's ``losses * weights`` and gradient (the backend's autodiff) equal one
+    of the (value, gradient) candidates of the loss's NumPy oracle
+    (:func:`support.oracles_bad_input.oracle_candidates`: one for a deterministic loss,
+    every ranking for a sampled one); padded documents get exactly zero gradient."""
+    from support.oracles_bad_input import oracle_candidates  # pylint: disable=import-outside-toplevel
+    losses, weights, grads = run(key)
+    config = CLASSES[key](**OPTIONS[key]).get_config()
+    rtol = PROPERTY_RTOL.get(key, 2e-5)
+    values = losses * weights
+    assert (grads[~VALID] == 0).all()
+    for b, (y, s) in enumerate(zip(LABELS.astype(np.float64), SCORES.astype(np.float64))):
+        keep = y >= 0
+        candidates = oracle_candidates(key, config, y[keep], s[keep])
+        close = [grad for value, grad in candidates
+                 if np.isclose(values[b], value, rtol=rtol, atol=1e-6)]
+        assert close, f"list {b}: {values[b]} is none of {sorted(v for v, _ in candidates)[:8]}"
+        scale = max(1.0, max(np.abs(g).max(initial=0.0) for g in close))
+        assert any(np.allclose(grads[b][keep], grad, rtol=0, atol=max(rtol, 2e-5) * scale)
+                   for grad in close), (grads[b][keep], close[:3])
 
 
 # --- values and gradients against the oracles ------------------------------------------

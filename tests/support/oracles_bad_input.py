@@ -9,7 +9,6 @@ import itertools
 import math
 
 import numpy as np
-import tensorflow as tf
 from scipy.special import expit, logsumexp
 
 from support import oracles
@@ -170,7 +169,7 @@ def _twin(config, y, s):
 @oracles.per_list_oracle("softndcg")
 def _softndcg(config, y, s):  # scaled scores s / 2 clipped to +-max/4: s to +-max/2
     del config
-    bound = 2 * rank_distributions.scaled_score_bound(tf.float32)
+    bound = 2 * rank_distributions.scaled_score_bound("float32")
     value, grad = soft_ndcg_and_gradient(np.clip(s, -bound, bound), y, 1.0)
     return [(-value, -grad * (np.abs(s) <= bound))]
 

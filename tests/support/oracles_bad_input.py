@@ -197,4 +197,4 @@ def oracle_candidates(key, config, y, s):
     registry key, ``config``: its ``get_config()``."""
     if not np.any(y > 0):
         return [(0.0, np.zeros(len(s)))]
-    return oracles.PER_LIST_ORACLES[key](config, y, s)
+    return oracles.load_per_list_oracles()[key](config, y, s)

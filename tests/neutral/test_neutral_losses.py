@@ -36,7 +36,7 @@ CHECKED_BY = {
     "wassrank": "oracle: Sinkhorn in NumPy (plain algorithm), dual-potential gradient",
     "expected_utility": "finite differences of the REINFORCE surrogate (float64)",
     "mdprank": "finite differences of the REINFORCE surrogate (float64)",
-    "lambda": "oracle: support.oracles_lambda.lambda_loss (LambdaLoss paper), value and gradient",
+    "lambda_loss": "oracle: support.oracles_lambda.lambda_loss (LambdaLoss paper), value and gradient",
     "neural_ndcg": "oracle: support.oracles_neural_ndcg.neural_ndcg (NeuralSort + Sinkhorn)",
 }
 
@@ -430,7 +430,7 @@ def test_lambda_loss_matches_its_oracle(weighting):
     with a cutoff; weight 1 for lists with a relevant document, else 0."""
     from support import oracles_lambda  # pylint: disable=import-outside-toplevel
     for options in ({}, {"sigma": 1.7, "mu": 3.0, "topn": 3}):
-        losses, weights, grad = run("lambda", weighting=weighting, **options)
+        losses, weights, grad = run("lambda_loss", weighting=weighting, **options)
         values, grads = per_list(lambda y, s, o=options: oracles_lambda.lambda_loss_and_gradient(
             y, s, weighting, **o))
         assert_close(losses * weights, values, what=f"{weighting} {options}")

@@ -78,8 +78,7 @@ def lambda_pair_mask(labels, ranks, mask, weighting: str, topn):
     return pairs
 
 
-@base.loss_function(presets={"lambda_loss": {},  # the paper's name, as DESIGN.md spells the registry name
-                             **{f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS}},
+@base.loss_function(presets={f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS},
                     examples=[dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
                               dict(weighting="ndcg_loss1", sigma=1.7, mu=3.0, topn=3)])
 def lambda_loss(labels, scores, *, mask=None,
@@ -163,8 +162,8 @@ def lambda_loss(labels, scores, *, mask=None,
 class LambdaLoss(base.RankingLoss):
     r"""Keras loss of :func:`lambda_loss`: LambdaLoss's weighted pairwise logistic loss.
 
-    Registered as ``lambda`` (its key) and ``lambda_loss`` (the paper's name; the
-    defaults), and as ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
+    Registered as ``lambda_loss`` (its key, the paper's name for its method; ``lambda``
+    is a Python keyword), and as ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
 
     >>> float(LambdaLoss(weighting="ranknet")([[1., 0.]], [[0., 0.]]))  # -log2(1/2)
     1.0
@@ -173,6 +172,6 @@ class LambdaLoss(base.RankingLoss):
     function = lambda_loss
 
     def __init__(self, weighting="ndcg_loss2pp", sigma=1.0, mu=10.0, topn=None, ragged=False,
-                 reduction=base.DEFAULT_REDUCTION, name="lambda"):
+                 reduction=base.DEFAULT_REDUCTION, name="lambda_loss"):
         super().__init__(locals())
 

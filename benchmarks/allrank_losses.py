@@ -10,8 +10,9 @@ Keras's reduction). Both see the same batches: those of
 :mod:`benchmarks.backend_throughput` (MSLR-like graded labels, 0-10% padding, 64 lists
 of 32 and of 128 documents).
 
-Throughput is lists per second of ``loss + d loss / d scores``, eager (allRank's code
-does not run under ``torch.compile``: its Sinkhorn loop breaks on a host-side test),
+Throughput is lists per second of ``loss + d loss / d scores``, eager (as allRank trains;
+its Sinkhorn loop stops on a test read back to the host, a graph break under
+``torch.compile``),
 the best of ``--windows`` timing windows in which ours and allRank alternate, each of
 about ``--seconds``; the ratio is ours / allRank (> 1: ours is faster). The best window
 keeps load that comes and goes on a shared machine from favouring either.
@@ -20,6 +21,7 @@ Needs PyTorch and Keras 3 on its PyTorch backend, no TensorFlow::
 
     KERAS_BACKEND=torch python -m benchmarks.allrank_losses
     KERAS_BACKEND=torch python -m benchmarks.allrank_losses --cases neural_ndcg --sizes 128
+    KERAS_BACKEND=torch python -m benchmarks.allrank_losses --threads 1 --windows 7
 """
 import argparse
 import json
@@ -27,11 +29,6 @@ import os
 import sys
 import time
 from typing import Callable, Dict, List, Tuple
-
-os.environ.setdefault("KERAS_BACKEND", "torch")
-
-# pylint: disable=wrong-import-position
-import torch
 
 from benchmarks.backend_throughput import make_batch
 
@@ -104,8 +101,15 @@ def main(argv=None) -> List[dict]:
     parser.add_argument("--lists", type=int, default=LISTS)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--threads", type=int,
+                        help="torch.set_num_threads (default: PyTorch's); 1 keeps a loaded "
+                             "machine's other processes from stalling PyTorch's thread pool")
     parser.add_argument("--json", help="write every row here")
     args = parser.parse_args(argv)
+    os.environ.setdefault("KERAS_BACKEND", "torch")  # (before Keras is first imported)
+    import torch  # pylint: disable=import-outside-toplevel
+    if args.threads:
+        torch.set_num_threads(args.threads)
     import keras  # pylint: disable=import-outside-toplevel
     if keras.backend.backend() != "torch":
         raise SystemExit(f"Run with KERAS_BACKEND=torch (Keras runs {keras.backend.backend()}).")

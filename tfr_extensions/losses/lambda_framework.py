@@ -44,7 +44,8 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
     for ``ndcg_loss1``, a scalar for ``ranknet``).
 
     ``gains``: :math:`G_i`, the gains divided by the ideal DCG@k, ``[B, L]``;
-    ``ranks``: the 1-based predicted ranks :math:`r_i`, float ``[B, L]``.
+    ``ranks``: the 1-based predicted ranks :math:`r_i`, float ``[B, L]``, or ``[1, L]``
+    for lists in predicted order (the positions: the rank terms are then computed once).
     """
     xp = arrays.namespace()
     if weighting == "ranknet":
@@ -144,16 +145,26 @@ def lambda_loss(labels, scores, *, mask=None,
     dtype = xp.dtype_name(scores)
     # sigma * s, clipped before and after the scaling (which may overflow)
     scaled = clip_scores(sigma * clip_scores(scores, squared=True), squared=True)
-    ranks = xp.cast(xp.sorting.exact_ranks(xp.stop_gradient(scaled), mask), dtype)
-    ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
-    gains = xp.safe_divide(xp.lists.gains(labels), ideal[:, None])
-    weights = lambda_pair_weights(gains, ranks, weighting, mu)
-    pairs = lambda_pair_mask(labels, ranks, mask, weighting, topn)
-    zero = xp.constant(0.0, dtype)
-    score_diffs = xp.where(pairs, _pairwise(scaled, xp.subtract), zero)
-    # -log2(sigmoid(x)) = softplus(-x) / ln 2, finite for any |x| <= 2b
-    pair_losses = xp.where(pairs, weights * xp.softplus(-score_diffs), zero)
-    relevant = ideal > 0
+    # the lists in predicted order (ties to the lower index, padding last): the ranks are
+    # then the positions, and every weight but the gains' is one [1, L, L] table
+    order = xp.sorting.sort_order(xp.stop_gradient(scaled), mask)  # [B, L]
+    sorted_scores = xp.take_along_axis(scaled, order, axis=-1)
+    sorted_labels = xp.take_along_axis(labels, order, axis=-1)
+    count = xp.sum(xp.cast(mask, "int32"), axis=-1, keepdims=True)  # [B, 1]
+    positions = xp.arange(xp.shape(scores)[1], dtype="int32")[None, :]  # [1, L], 0-based
+    sorted_mask = positions < count  # the valid documents come first
+    ranks = xp.cast(positions + 1, dtype)  # [1, L]
+    pairs = lambda_pair_mask(sorted_labels, ranks, sorted_mask, weighting, topn)
+    # -log2(sigmoid(s_i - s_j)) = softplus(s_j - s_i) / ln 2, finite for any |s_i - s_j| <= 2b
+    pair_losses = xp.softplus(_pairwise(sorted_scores, lambda s_i, s_j: s_j - s_i))
+    if weighting == "ranknet":  # no weights: only whether a list has a gain (its ideal DCG > 0)
+        relevant = xp.any(xp.logical_and(mask, xp.lists.gains(labels) > 0), axis=-1)
+    else:
+        ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
+        relevant = ideal > 0
+        gains = xp.safe_divide(xp.lists.gains(sorted_labels), ideal[:, None])
+        pair_losses = lambda_pair_weights(gains, ranks, weighting, mu) * pair_losses
+    pair_losses = xp.where(pairs, pair_losses, xp.constant(0.0, dtype))
     losses = xp.sum(pair_losses, axis=(1, 2)) * (1.0 / math.log(2.0))
     return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
 

@@ -147,8 +147,8 @@ def test_torch_compile_makes_one_graph_equal_to_eager(key, options, monkeypatch)
 def test_neural_ndcg_with_the_torch_sinkhorn_equals_the_keras_ops_body(options, dtype):
     """NeuralNDCG's PyTorch body (the math once, the Sinkhorn loop of
     ``torch_ops.sinkhorn``) against its ``keras.ops`` body: the same per-list stopping
-    (a tolerance of 1e-3 stops the lists at different iterations, and the loop ends when
-    all have stopped), padding anywhere, values and gradients."""
+    (a tolerance of 1e-3 stops the lists at different iterations), padding anywhere,
+    values and gradients."""
     spec = tfrx.losses.neural_ndcg_loss.spec
     assert spec.implementation_of() == base.TORCH
     tolerance = dict(rtol=2e-5, atol=2e-6) if dtype == torch.float32 else dict(rtol=1e-8,

@@ -6,20 +6,21 @@ each iteration divides every column of a list's matrix by its sum, then every ro
 sum (a zero sum leaves its zeros); a list is frozen after the first iteration at which all
 its valid row and column sums are within ``tolerance`` of 1.
 
-Per framework because of its cost. The generic body guards each division with two
-selects over ``[B, L, L]``, freezes the stopped lists with a third, and lets autograd
-differentiate the ten or so ``[B, L, L]`` operations of each iteration. Here each division
-divides by its sums with the zero sums replaced by 1 (a ``[B, L]`` select), the column sums
-of the stopping test are the next iteration's divisors, a frozen list costs a select only
-once some list has stopped, the loop stops when every list has (eager only: under
-``torch.compile`` every iteration runs, the stopped lists frozen), and the backward is one
+Per framework because of its cost. The generic loop guards each division with two
+selects over ``[B, L, L]``, freezes the stopped lists with a third, and leaves autograd to
+differentiate the ten or so ``[B, L, L]`` operations of each iteration. Here every select
+is over sums, ``[B, L]``: each iteration multiplies the columns, then the rows, by their
+inverse sums (0 for a zero sum), a stopped list by 1 (it stays as it is, to the bit), the
+stopping test's column sums are the next iteration's, and the backward is one
 ``torch.autograd.Function``: per iteration, with :math:`a = m / c` and :math:`b = a / q`,
 :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and :math:`\bar m = (\bar a -
-\sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a frozen list passes its gradient
-through), four ``[B, L, L]`` element-wise operations and two reductions.
-``KERAS_BACKEND=torch python -m benchmarks.allrank_losses --cases neural_ndcg``: NeuralNDCG
-forward and backward at 64 lists of 32 and of 128 went from 0.45x and 0.41x allRank 1.4.3's
-code with the generic body to the figures of ``docs/speed.md`` with this one.
+\sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a stopped list passes its gradient
+through), four ``[B, L, L]`` element-wise operations and two reductions. Every iteration
+runs, with no value read back to the host (a GPU's queue never waits on it) and one
+``torch.compile`` graph. ``KERAS_BACKEND=torch python -m benchmarks.allrank_losses``: at 64
+lists of 32 and of 128, NeuralNDCG's forward and backward ran at 0.34-0.51x and
+0.41-0.46x allRank 1.4.3's code with the generic loop, at the figures of ``docs/speed.md``
+with this one.
 """
 import torch
 
@@ -27,16 +28,7 @@ import torch
 def _inverse(sums):
     """``1 / sums``, 0 where a sum is 0: a zero sum is a row or column of zeros, which
     the scaling leaves at 0 (and whose gradient is 0)."""
-    positive = sums > 0
-    return torch.where(positive, 1.0 / torch.where(positive, sums, torch.ones_like(sums)),
-                       torch.zeros_like(sums))
-
-
-def _converged(rows, columns, row_mask, column_mask, tolerance: float):
-    """Bool ``[B]``: every valid row and column sum within ``tolerance`` of 1."""
-    rows_ok = ((rows - 1.0).abs() < tolerance) | ~row_mask
-    columns_ok = ((columns - 1.0).abs() < tolerance) | ~column_mask
-    return rows_ok.all(dim=-1) & columns_ok.all(dim=-1)
+    return torch.where(sums > 0, sums.reciprocal(), 0.0)
 
 
 class _Sinkhorn(torch.autograd.Function):
@@ -44,28 +36,25 @@ class _Sinkhorn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, matrix, row_mask, column_mask, iterations: int, tolerance: float):
-        eager = not torch.compiler.is_compiling()
         m = matrix
+        padded = torch.cat([~row_mask, ~column_mask], dim=-1)  # [B, 2L]: no stopping test
         columns = m.sum(dim=1, keepdim=True)  # [B, 1, L]
-        done = torch.zeros(m.shape[:1], dtype=torch.bool, device=m.device)
-        any_done = not eager  # (traced: the select always runs)
-        saved = []  # per iteration: a, b, 1 / the column and row sums, the flags before it
+        running = torch.ones(m.shape[:1] + (1, 1), dtype=m.dtype, device=m.device)  # [B, 1, 1]
+        stopped = torch.zeros_like(running)
+        saved = []  # per iteration: a, b, the scales of the columns and rows, running lists
         for _ in range(iterations):
-            column_scales = _inverse(columns)
+            # a stopped list scales by 1: its matrix stays as it is, to the bit
+            column_scales = torch.addcmul(stopped, _inverse(columns), running)
             a = m * column_scales
-            row_scales = _inverse(a.sum(dim=2, keepdim=True))  # [B, L, 1]
-            b = a * row_scales
-            if any_done:
-                b = torch.where(done[:, None, None], m, b)
-            saved.append((a, b, column_scales, row_scales, done if any_done else None))
-            m = b
+            row_scales = torch.addcmul(stopped, _inverse(a.sum(dim=2, keepdim=True)), running)
+            m = a * row_scales  # [B, L, L]
+            saved.append((a, m, column_scales, row_scales, running))
             columns = m.sum(dim=1, keepdim=True)
-            done = done | _converged(m.sum(dim=2), columns[:, 0], row_mask, column_mask,
-                                     tolerance)
-            if eager:
-                if bool(done.all()):
-                    break
-                any_done = bool(done.any())
+            # the stopping test: every valid row and column sum within the tolerance of 1
+            errors = torch.cat([m.sum(dim=2), columns[:, 0]], dim=-1).sub_(1.0).abs_()
+            converged = errors.masked_fill_(padded, 0.0).amax(dim=-1) < tolerance  # [B]
+            running = running.masked_fill(converged[:, None, None], 0.0)
+            stopped = 1.0 - running
         ctx.steps = saved
         return m
 
@@ -73,13 +62,12 @@ class _Sinkhorn(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, gradient):  # pylint: disable=arguments-differ
         products = None
-        for a, b, column_scales, row_scales, done in reversed(ctx.steps):
+        for a, b, column_scales, row_scales, running in reversed(ctx.steps):
+            # a stopped list (running 0, scales 1) passes its gradient through
             products = torch.mul(gradient, b, out=products)
-            gradient_m = (gradient - products.sum(dim=2, keepdim=True)).mul_(row_scales)
-            products = torch.mul(gradient_m, a, out=products)
-            gradient_m.sub_(products.sum(dim=1, keepdim=True)).mul_(column_scales)
-            gradient = gradient_m if done is None else torch.where(
-                done[:, None, None], gradient, gradient_m)
+            gradient = (gradient - products.sum(dim=2, keepdim=True) * running).mul_(row_scales)
+            products = torch.mul(gradient, a, out=products)
+            gradient.sub_(products.sum(dim=1, keepdim=True) * running).mul_(column_scales)
         return gradient, None, None, None, None
 
 

@@ -15,13 +15,15 @@ its Sinkhorn loop stops on a test read back to the host, a graph break under
 ``torch.compile``),
 the best of ``--windows`` timing windows in which ours and allRank alternate, each of
 about ``--seconds``; the ratio is ours / allRank (> 1: ours is faster). The best window
-keeps load that comes and goes on a shared machine from favouring either.
+keeps load that comes and goes on a shared machine from favouring either; on a machine
+busy with other work, ``--threads 1 --clock cpu`` times each window by this process's CPU
+time, which the other processes do not lengthen.
 
 Needs PyTorch and Keras 3 on its PyTorch backend, no TensorFlow::
 
     KERAS_BACKEND=torch python -m benchmarks.allrank_losses
     KERAS_BACKEND=torch python -m benchmarks.allrank_losses --cases neural_ndcg --sizes 128
-    KERAS_BACKEND=torch python -m benchmarks.allrank_losses --threads 1 --windows 7
+    KERAS_BACKEND=torch python -m benchmarks.allrank_losses --threads 1 --clock cpu
 """
 import argparse
 import json
@@ -74,20 +76,25 @@ def step(loss: Callable) -> Callable:
     return run
 
 
+#: the clocks a window is timed by: wall time, or this process's CPU time (with one
+#: thread, what the other processes of a loaded machine cannot lengthen)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def best_rates(runs: Dict[str, Callable], labels, scores, windows: int,
-               seconds: float) -> Dict[str, float]:
+               seconds: float, clock: Callable[[], float] = time.perf_counter) -> Dict[str, float]:
     """Lists per second of each run: the runs alternate, ``windows`` windows of about
-    ``seconds`` each, the best window kept."""
+    ``seconds`` each (by ``clock``), the best window kept."""
     for run in runs.values():
         run(labels, scores)  # warm up
     best = {name: 0.0 for name in runs}
     for _ in range(windows):
         for name, run in runs.items():
-            calls, start = 0, time.perf_counter()
+            calls, start = 0, clock()
             while True:
                 run(labels, scores)
                 calls += 1
-                elapsed = time.perf_counter() - start
+                elapsed = clock() - start
                 if elapsed >= seconds:
                     break
             best[name] = max(best[name], calls * labels.shape[0] / elapsed)
@@ -104,6 +111,10 @@ def main(argv=None) -> List[dict]:
     parser.add_argument("--threads", type=int,
                         help="torch.set_num_threads (default: PyTorch's); 1 keeps a loaded "
                              "machine's other processes from stalling PyTorch's thread pool")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="time windows by wall time or by this process's CPU time "
+                             "(with --threads 1: a loaded machine's other processes then "
+                             "lengthen neither side)")
     parser.add_argument("--json", help="write every row here")
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "torch")  # (before Keras is first imported)
@@ -114,7 +125,8 @@ def main(argv=None) -> List[dict]:
     if keras.backend.backend() != "torch":
         raise SystemExit(f"Run with KERAS_BACKEND=torch (Keras runs {keras.backend.backend()}).")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, eager, "
-          f"forward+backward, best of {args.windows} windows of {args.seconds} s", flush=True)
+          f"forward+backward, best of {args.windows} windows of {args.seconds} s "
+          f"({args.clock} time)", flush=True)
     print(f"{'case':24s} {'L':>4s} {'ours lists/s':>13s} {'allRank lists/s':>16s} "
           f"{'ours/allRank':>12s}", flush=True)
     rows = []
@@ -125,9 +137,11 @@ def main(argv=None) -> List[dict]:
             name, kwargs, function, peer_kwargs = CASES[case]
             runs = {"ours": step(our_loss(name, kwargs)),
                     "allrank": step(allrank_loss(function, peer_kwargs))}
-            rates = best_rates(runs, labels, scores, args.windows, args.seconds)
+            rates = best_rates(runs, labels, scores, args.windows, args.seconds,
+                               CLOCKS[args.clock])
             ratio = rates["ours"] / rates["allrank"]
-            rows.append({"case": case, "size": size, "lists": args.lists,
+            rows.append({"case": case, "size": size, "lists": args.lists, "clock": args.clock,
+                         "threads": torch.get_num_threads(),
                          "ours_lists_per_s": rates["ours"],
                          "allrank_lists_per_s": rates["allrank"], "ratio": ratio})
             print(f"{case:24s} {size:4d} {rates['ours']:13.0f} {rates['allrank']:16.0f} "

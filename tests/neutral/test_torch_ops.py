@@ -37,6 +37,10 @@ CASES = TWIN_CASES + [
     ("ranknet", {}), ("ranknet", dict(sigma=1.7)),
 ]
 
+#: LambdaLoss's options for the PyTorch body's tests
+LAMBDA_LOSS_CASES = [{}, dict(weighting="ranknet"), dict(weighting="ndcg_loss1", topn=3),
+                     dict(weighting="lambdarank", sigma=1.7), dict(weighting="ndcg_loss2", mu=3.0,
+                                                                   sigma=0.5, topn=5)]
 #: NeuralNDCG's options for the PyTorch body's tests
 NEURAL_NDCG_CASES = [{}, dict(temperature=0.3, topn=3, transposed=True, sinkhorn_tolerance=1e-3),
                      dict(temperature=2.0, sinkhorn_iterations=7, sinkhorn_tolerance=0.0)]
@@ -159,6 +163,25 @@ def test_neural_ndcg_with_the_torch_sinkhorn_equals_the_keras_ops_body(options, 
         theirs = value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a, b, **tolerance)
+
+
+@pytest.mark.parametrize("options", LAMBDA_LOSS_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_lambda_loss_under_the_torch_screening_equals_the_keras_ops_body(options, dtype):
+    """LambdaLoss's PyTorch body (its one math under the torch screening) against its
+    ``keras.ops`` body, broken lists included: the same values and gradients, to the bit."""
+    spec = tfrx.losses.lambda_loss.spec
+    assert spec.implementation_of() == base.TORCH
+    for size in (1, 13, 40):
+        labels, scores = batch(size, 6, dtype, seed=size, tied_scores=True)
+        ours = value_and_gradient(spec, base.TORCH, labels, scores, options)
+        theirs = value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)
+    labels, scores = broken_batch(dtype)
+    for a, b in zip(value_and_gradient(spec, base.TORCH, labels, scores, options),
+                    value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_the_torch_sinkhorn_stops_each_list_at_its_own_iteration():

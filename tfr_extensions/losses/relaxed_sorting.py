@@ -114,7 +114,7 @@ def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: b
     """``(losses, weights)`` of :func:`neural_ndcg_loss` (screened inputs, checked
     options) with the Sinkhorn scaling ``scaling(matrix, row_mask, column_mask)`` of
     the framework: the array namespace's here, :mod:`tfr_extensions.torch_ops.sinkhorn`
-    in the PyTorch-native body (:mod:`tfr_extensions.torch_ops.neural_ndcg`)."""
+    in the PyTorch-native body (:mod:`tfr_extensions.torch_ops.relaxed_sorting`)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
@@ -139,7 +139,7 @@ def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: b
 
 # (the functions above come first: the PyTorch-native body, which the decorator below
 # imports, takes them from this module while it is still being imported)
-@base.loss_function(torch="tfr_extensions.torch_ops.neural_ndcg:neural_ndcg_loss",
+@base.loss_function(torch="tfr_extensions.torch_ops.relaxed_sorting:neural_ndcg_loss",
                     presets={"neural_ndcg_transposed": {"transposed": True}},
                     examples=[dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
                                    sinkhorn_tolerance=1e-3),

@@ -17,7 +17,7 @@ of 32 and 128 documents, 16 of 512 and 1024):
   ``torch.compile`` the graph breaks of each of ours (``torch._dynamo.explain``).
 * **TensorFlow** (``--with-tensorflow``, where it imports): our TensorFlow
   implementation of the same loss (``tfrx.losses.get``), in graph mode and under
-  XLA, timed in the JAX process, so that the keras.ops twin is compared with
+  XLA, timed in the JAX process, so that the keras.ops body is compared with
   the TensorFlow path on the same CPU in the same process.
 * **limit**: the cheapest fused O(L^2) pass (one sigmoid and one multiply-add per
   pair, :math:`\\sum_j \\sigma(s_k - s_j) u_j`) compiled by the same compiler (on

@@ -79,7 +79,7 @@ CASES: Dict[str, Tuple[str, dict, str]] = {
     # LambdaLoss's NDCG-Loss2++ and NeuralNDCG beside the metric approximation they compete
     # with (TF-Ranking's own LambdaLoss, PairwiseLogisticLoss + NDCGLambdaWeightV2, has no
     # port in benchmarks.peers)
-    "lambdaloss": ("lambda_ndcg_loss2pp", {}, "ApproxNDCG"),
+    "lambda_loss": ("lambda_loss", {}, "ApproxNDCG"),
     "neural_ndcg": ("neural_ndcg", {}, "ApproxNDCG"),
     "expected_utility_1": ("expected_utility", {"num_samples": 1, "topn": 10, "seed": 0}, "Softmax"),
     "expected_utility_5": ("expected_utility", {"num_samples": 5, "topn": 10, "seed": 0}, "Softmax"),

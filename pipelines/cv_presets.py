@@ -8,13 +8,14 @@ labels it. :data:`METHODS` holds the presets in report order;
 
 >>> METHODS["twin_ndcg_type3"].loss, METHODS["listnet"].overrides["learning_rate"]
 ('twin_ndcg_type3', 0.01)
->>> METHODS["lambdaloss"].loss, METHODS["neural_ndcg"].family
-('lambda_ndcg_loss2pp', 'metric approximation')
+>>> METHODS["lambda_loss"].loss, METHODS["neural_ndcg"].family
+('lambda_loss', 'metric approximation')
 >>> resolve_method("lambdamart_seeds").key
 'lambdamart_paper'
 """
 import dataclasses
 import json
+import warnings
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +85,8 @@ METHODS: Dict[str, Method] = {m.key: m for m in [
     Method("listmle", "ListMLE", "listwise surrogate", loss="list_mle_loss"),
     Method("approxndcg", "ApproxNDCG", "metric approximation", loss="approx_ndcg_loss",
            loss_args={"temperature": 0.1}),  # alpha = 1 / temperature = 10
-    Method("lambdaloss", "LambdaLoss (NDCG-Loss2++)", "pairwise surrogate",
-           loss="lambda_ndcg_loss2pp"),
+    # (the registry's name and defaults: NDCG-Loss2++)
+    Method("lambda_loss", "LambdaLoss (NDCG-Loss2++)", "pairwise surrogate", loss="lambda_loss"),
     Method("neural_ndcg", "NeuralNDCG", "metric approximation", loss="neural_ndcg"),
     Method("wassrank", "WassRank", "listwise surrogate", loss="wassrank"),
     Method("softndcg", "SoftNDCG", "metric approximation", loss="softndcg"),
@@ -107,6 +108,9 @@ METHODS: Dict[str, Method] = {m.key: m for m in [
 
 #: older method keys that still work: alias -> preset key
 METHOD_ALIASES = {"lambdamart_seeds": "lambdamart_paper"}
+#: method keys of an earlier release -> the key to use now: they work until the next
+#: release, with a DeprecationWarning that names the new key
+DEPRECATED_METHODS = {"lambdaloss": "lambda_loss"}
 
 
 def _not_default(key: str) -> bool:
@@ -131,6 +135,10 @@ def canonical_spec(spec: str) -> str:
     """A method spec with an alias of its preset name resolved:
     ``lambdamart_seeds[num_leaves=63]`` -> ``lambdamart_paper[num_leaves=63]``."""
     base, bracket, rest = str(spec).partition("[")
+    if base in DEPRECATED_METHODS:
+        warnings.warn(f"The method {base!r} is deprecated and goes in the next release: use "
+                      f"{DEPRECATED_METHODS[base]!r}.", DeprecationWarning, stacklevel=2)
+        return DEPRECATED_METHODS[base] + bracket + rest
     return METHOD_ALIASES.get(base, base) + bracket + rest
 
 

@@ -20,9 +20,9 @@ import pytest
 import harness
 from support import oracles_lambda
 import tfr_extensions as tfrx
-from tfr_extensions.losses.lambda_loss import WEIGHTINGS
+from tfr_extensions.losses.lambda_framework import WEIGHTINGS
 
-KEY = "lambda"
+KEY = "lambda_loss"
 #: options: each weighting with its defaults, and with every option changed
 CONFIGS = ([{"weighting": w} for w in WEIGHTINGS]
            + [{"weighting": w, "sigma": 1.7, "mu": 3.0, "topn": 3} for w in WEIGHTINGS])

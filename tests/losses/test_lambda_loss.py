@@ -34,7 +34,7 @@ import tensorflow as tf
 from support import oracles_lambda
 from support.stack import needs_tf_ranking, tfr
 import tfr_extensions as tfrx
-from tfr_extensions.losses.lambda_loss import WEIGHTINGS
+from tfr_extensions.losses.lambda_framework import WEIGHTINGS
 
 SUM = "sum"
 
@@ -179,7 +179,7 @@ def test_the_class_equals_the_function_and_its_presets(weighting):
     np.testing.assert_allclose(reduced.numpy(), np.sum(losses * weights) / len(labels),
                                rtol=1e-6)
     assert tfrx.losses.get(f"lambda_{weighting}").get_config()["weighting"] == weighting
-    assert tfrx.losses.LambdaLoss().name == "lambda"
+    assert tfrx.losses.LambdaLoss().name == "lambda_loss"
 
 
 def test_get_config_round_trips_through_json():

@@ -1,4 +1,4 @@
-"""NeuralNDCGLoss (NeuralSort + Sinkhorn scaling, :mod:`tfr_extensions.losses.neural_ndcg`),
+"""NeuralNDCGLoss (NeuralSort + Sinkhorn scaling, :mod:`tfr_extensions.losses.relaxed_sorting`),
 TensorFlow body.
 
 Values and gradients equal the float64 NumPy oracle (``support.oracles_neural_ndcg``,
@@ -19,7 +19,7 @@ import tensorflow as tf
 import tfr_extensions as tfrx
 from support import oracles_neural_ndcg as oracle
 from tfr_extensions.backend import keras
-from tfr_extensions.losses import neural_ndcg as neural_ndcg_module
+from tfr_extensions.losses import relaxed_sorting
 from tfr_extensions.ops import sinkhorn
 
 PAD = -1.0
@@ -241,7 +241,7 @@ def test_sinkhorn_makes_the_valid_block_doubly_stochastic_and_stops_per_list():
     value in a batch whose other list needs more."""
     labels, scores = batch(8)
     mask = tf.constant(labels >= 0)
-    probs, rows = neural_ndcg_module.neural_sort(tf.constant(scores), mask, 0.5)
+    probs, rows = relaxed_sorting.neural_sort(tf.constant(scores), mask, 0.5)
     # (50 iterations, the default, leave column sums 4e-4 from 1 in one of these lists)
     scaled = sinkhorn.sinkhorn_scaling(probs, rows, mask, 2000, 1e-6).numpy()
     for b in range(len(labels)):

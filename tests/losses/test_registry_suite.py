@@ -21,6 +21,7 @@ under the mixed_float16 policy.
 import importlib
 import importlib.util
 import inspect
+import keyword
 import json
 import pkgutil
 
@@ -89,17 +90,20 @@ SCORES = np.random.default_rng(0).normal(size=LABELS.shape).astype(np.float32)
 def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
     assert len(KEYS) >= 11 and len(set(CLASSES.values())) == len(KEYS)
     for key, cls in CLASSES.items():
-        assert cls.spec.key == key and not key.endswith("_loss")
+        function = cls.spec.function
+        assert function.__name__.endswith("_loss") and cls.__name__.endswith("Loss")
+        # the key is the function's name without _loss, unless that is a Python keyword
+        stem = function.__name__[:-len("_loss")]
+        assert cls.spec.key == key == (function.__name__ if keyword.iskeyword(stem) else stem)
         assert inspect.signature(cls).parameters["name"].default == key
         assert type(tfrx.losses.get(cls.__name__)) is cls
-        assert getattr(tfrx.losses, f"{key}_loss") is cls.spec.function  # key + "_loss"
-        assert cls.spec.function.spec is cls.spec
+        assert getattr(tfrx.losses, function.__name__) is function
+        assert function.spec is cls.spec
         assert getattr(tfrx.losses, cls.__name__) is cls
     assert "twin_sigmoid_loss" not in tfrx.losses.names()  # the function's name, not a key
-    # the one exception: LambdaLoss's own name (DESIGN.md), its defaults
+    # the one exception: LambdaLoss, whose stem is a Python keyword (DESIGN.md's name)
     assert [n for n in tfrx.losses.names(tf_ranking=False) if n.endswith("_loss")] == [
         "lambda_loss"]
-    assert tfrx.losses.get("lambda_loss").get_config() == tfrx.losses.get("lambda").get_config()
     with pytest.raises(ValueError, match="use 'twin_sigmoid'"):
         tfrx.losses.get("twin_sigmoid_loss")
     with pytest.raises(TypeError, match="name ends in `_loss`"):
@@ -116,6 +120,36 @@ def test_names_follow_one_rule_and_a_function_name_is_no_loss_name():
     with pytest.raises(ValueError, match="Known losses: .*twin_ndcg_type3"):
         tfrx.losses.get("no_such_loss")
 
+
+
+def test_no_module_shadows_a_function_and_old_module_paths_warn():
+    """``tfrx.losses.<name>`` is a function wherever a function has that name; the module
+    paths of the earlier release import, and each name read from them warns, naming the
+    new module, for one release."""
+    assert tfrx.losses.lambda_loss is tfrx.losses.LambdaLoss.spec.function
+    for name in tfrx.losses.LOSS_MODULES:
+        assert not callable(getattr(tfrx.losses, name)), name
+    for old, new in tfrx.losses.RENAMED_MODULES.items():
+        module = importlib.import_module(f"tfr_extensions.losses.{old}")
+        new_module = importlib.import_module(f"tfr_extensions.losses.{new}")
+        functions = [n for n, v in vars(new_module).items() if hasattr(v, "spec")]
+        for name in functions + [n for n in vars(new_module) if n.endswith("Loss")]:
+            with pytest.warns(DeprecationWarning, match=f"losses.{old} is deprecated.*{new}"):
+                assert getattr(module, name) is getattr(new_module, name)
+    assert tfrx.losses.lambda_loss is tfrx.losses.LambdaLoss.spec.function  # still
+    with pytest.warns(DeprecationWarning, match="losses.neural_ndcg is deprecated"):
+        assert tfrx.losses.neural_ndcg.NeuralNDCGLoss is tfrx.losses.NeuralNDCGLoss
+    with pytest.warns(DeprecationWarning, match="lambda_framework"):
+        from tfr_extensions.losses.lambda_loss import LambdaLoss  # pylint: disable=import-outside-toplevel
+    assert LambdaLoss is tfrx.losses.LambdaLoss
+
+
+@pytest.mark.parametrize("old,new", sorted(registry.DEPRECATED.items()))
+def test_an_old_loss_name_builds_its_loss_with_a_warning_naming_the_new_one(old, new):
+    with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated.*use {new!r}"):
+        loss = tfrx.losses.get(old, topn=3)
+    assert loss.get_config() == tfrx.losses.get(new, topn=3).get_config()
+    assert old not in tfrx.losses.names()
 
 @pytest.mark.parametrize("key", KEYS)
 def test_a_pytorch_native_body_takes_the_public_functions_options(key):

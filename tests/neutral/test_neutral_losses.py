@@ -438,7 +438,7 @@ def test_lambda_loss_matches_its_oracle(weighting):
     with a cutoff; weight 1 for lists with a relevant document, else 0."""
     from support import oracles_lambda  # pylint: disable=import-outside-toplevel
     for options in ({}, {"sigma": 1.7, "mu": 3.0, "topn": 3}):
-        losses, weights, grad = run("lambda", weighting=weighting, **options)
+        losses, weights, grad = run("lambda_loss", weighting=weighting, **options)
         values, grads = per_list(lambda y, s, o=options: oracles_lambda.lambda_loss_and_gradient(
             y, s, weighting, **o))
         assert_close(losses * weights, values, what=f"{weighting} {options}")

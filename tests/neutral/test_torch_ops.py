@@ -37,6 +37,14 @@ CASES = TWIN_CASES + [
     ("ranknet", {}), ("ranknet", dict(sigma=1.7)),
 ]
 
+#: LambdaLoss's options for the PyTorch body's tests
+LAMBDA_LOSS_CASES = [{}, dict(weighting="ranknet"), dict(weighting="ndcg_loss1", topn=3),
+                     dict(weighting="lambdarank", sigma=1.7), dict(weighting="ndcg_loss2", mu=3.0,
+                                                                   sigma=0.5, topn=5)]
+#: NeuralNDCG's options for the PyTorch body's tests
+NEURAL_NDCG_CASES = [{}, dict(temperature=0.3, topn=3, transposed=True, sinkhorn_tolerance=1e-3),
+                     dict(temperature=2.0, sinkhorn_iterations=7, sinkhorn_tolerance=0.0)]
+
 
 def batch(size, lists, dtype, seed=0, tied_scores=True):
     """Graded labels with padding, one list of padding only, one without a relevant
@@ -138,10 +146,80 @@ def test_torch_compile_makes_one_graph_equal_to_eager(key, options, monkeypatch)
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("name", ["lambda_ndcg_loss2pp", "neural_ndcg"])
-def test_the_keras_classes_without_a_torch_body_compile_to_one_graph(name):
-    """LambdaLoss and NeuralNDCG run their ``keras.ops`` bodies on PyTorch: one graph
-    too (NeuralNDCG's Sinkhorn loop unrolled), equal to eager."""
+@pytest.mark.parametrize("options", NEURAL_NDCG_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_neural_ndcg_with_the_torch_sinkhorn_equals_the_keras_ops_body(options, dtype):
+    """NeuralNDCG's PyTorch body (the math once, the Sinkhorn loop of
+    ``torch_ops.sinkhorn``) against its ``keras.ops`` body: the same per-list stopping
+    (a tolerance of 1e-3 stops the lists at different iterations), padding anywhere,
+    values and gradients."""
+    spec = tfrx.losses.neural_ndcg_loss.spec
+    assert spec.implementation_of() == base.TORCH
+    tolerance = dict(rtol=2e-5, atol=2e-6) if dtype == torch.float32 else dict(rtol=1e-8,
+                                                                            atol=1e-10)
+    for size in (1, 13, 40):
+        labels, scores = batch(size, 6, dtype, seed=size, tied_scores=True)
+        ours = value_and_gradient(spec, base.TORCH, labels, scores, options)
+        theirs = value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, **tolerance)
+
+
+@pytest.mark.parametrize("options", LAMBDA_LOSS_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_lambda_loss_under_the_torch_screening_equals_the_keras_ops_body(options, dtype):
+    """LambdaLoss's PyTorch body (its one math under the torch screening) against its
+    ``keras.ops`` body, broken lists included: the same values and gradients, to the bit."""
+    spec = tfrx.losses.lambda_loss.spec
+    assert spec.implementation_of() == base.TORCH
+    for size in (1, 13, 40):
+        labels, scores = batch(size, 6, dtype, seed=size, tied_scores=True)
+        ours = value_and_gradient(spec, base.TORCH, labels, scores, options)
+        theirs = value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)
+    labels, scores = broken_batch(dtype)
+    for a, b in zip(value_and_gradient(spec, base.TORCH, labels, scores, options),
+                    value_and_gradient(spec, base.KERAS_OPS, labels, scores, options)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_torch_sinkhorn_stops_each_list_at_its_own_iteration():
+    """A list is frozen after its first iteration within the tolerance; the others go
+    on; padded rows and columns stay 0; the gradient is the ``keras.ops`` loop's."""
+    from tfr_extensions.keras_ops import sinkhorn as keras_sinkhorn  # pylint: disable=import-outside-toplevel
+    from tfr_extensions.torch_ops import sinkhorn  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(0)
+    matrix = torch.tensor(rng.uniform(0.1, 1.0, size=(3, 4, 4)), dtype=torch.float64)
+    matrix[1] = 1.0  # doubly stochastic after one iteration
+    matrix[2, 3, :] = matrix[2, :, 3] = 0.0  # one padded document
+    valid = torch.ones((3, 4), dtype=torch.bool)
+    valid[2, 3] = False
+    leaf = matrix.clone().requires_grad_(True)
+    scaled = sinkhorn.sinkhorn_scaling(leaf, valid, valid, 30, 1e-3)
+    once = sinkhorn.sinkhorn_scaling(matrix, valid, valid, 1, 1e-3)
+    torch.testing.assert_close(scaled[1], once[1])
+    for b in (0, 2):
+        rows, columns = scaled[b].sum(dim=1)[valid[b]], scaled[b].sum(dim=0)[valid[b]]
+        assert float((rows - 1).abs().max()) < 1e-3 and float((columns - 1).abs().max()) < 1e-3
+    assert float(scaled[2, 3].abs().sum() + scaled[2, :, 3].abs().sum()) == 0.0
+    weights = torch.arange(48, dtype=torch.float64).reshape(3, 4, 4)
+    (scaled * weights).sum().backward()
+    generic = matrix.clone().requires_grad_(True)
+    expected = keras_sinkhorn.sinkhorn_scaling(generic, valid, valid, 30, 1e-3)
+    (expected * weights).sum().backward()
+    torch.testing.assert_close(scaled, expected, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(leaf.grad, generic.grad, rtol=1e-10, atol=1e-12)
+    assert float(leaf.grad[2, :, 3].abs().sum()) == 0.0  # a padded column
+    assert torch.autograd.gradcheck(  # (finite differences: the lists without padding)
+        lambda m: sinkhorn.sinkhorn_scaling(m, valid[:2], valid[:2], 5, 0.0),
+        (matrix[:2].clone().requires_grad_(True),))
+
+
+@pytest.mark.parametrize("name", ["lambda_loss", "neural_ndcg"])
+def test_lambda_loss_and_neural_ndcg_compile_to_one_graph(name):
+    """LambdaLoss (its ``keras.ops`` body) and NeuralNDCG (its PyTorch body, the Sinkhorn
+    loop unrolled with every list's stopping kept) make one graph, equal to eager."""
     loss = tfrx.losses.get(name, **({"sinkhorn_iterations": 4} if name == "neural_ndcg" else {}))
     labels, scores = batch(9, 4, torch.float32, seed=2)
     torch._dynamo.reset()  # pylint: disable=protected-access
@@ -249,7 +327,7 @@ def test_the_seeded_keras_class_compiles_to_one_graph_and_advances_its_seed():
 def broken_batch(dtype):
     """:func:`batch` with broken lists: a NaN score, an infinite one, a label above the
     limit; a NaN label (padding) and an infinite score at padding (not broken)."""
-    labels, scores = batch(9, 7, dtype, seed=5, tied_scores=False)  # (twin: one stream each)
+    labels, scores = batch(9, 7, dtype, seed=5, tied_scores=False)  # (twin-sigmoid: one stream each)
     labels[3, 0], scores[3, 0] = 2.0, float("nan")
     labels[4, 1], scores[4, 1] = 1.0, float("inf")
     labels[5, 2] = 40.0

@@ -70,13 +70,14 @@ def test_reference_flag_and_its_validation():
             CVConfig(methods=config.methods, reference=bad)
 
 
-def test_lambdaloss_and_neural_ndcg_presets():
+def test_lambda_loss_and_neural_ndcg_presets():
     keys = list(cv_presets.METHODS)
     assert keys[keys.index("approxndcg") + 1:keys.index("approxndcg") + 3] == \
-        ["lambdaloss", "neural_ndcg"]
-    lambdaloss, neural = cv_presets.METHODS["lambdaloss"], cv_presets.METHODS["neural_ndcg"]
+        ["lambda_loss", "neural_ndcg"]
+    lambdaloss, neural = cv_presets.METHODS["lambda_loss"], cv_presets.METHODS["neural_ndcg"]
     assert (lambdaloss.label, lambdaloss.family, lambdaloss.loss) == \
-        ("LambdaLoss (NDCG-Loss2++)", "pairwise surrogate", "lambda_ndcg_loss2pp")
+        ("LambdaLoss (NDCG-Loss2++)", "pairwise surrogate", "lambda_loss")
+    assert tfrx.losses.get("lambda_loss").get_config()["weighting"] == "ndcg_loss2pp"
     assert (neural.label, neural.family, neural.loss) == \
         ("NeuralNDCG", "metric approximation", "neural_ndcg")
     for method in (lambdaloss, neural):
@@ -87,3 +88,12 @@ def test_lambdaloss_and_neural_ndcg_presets():
         labels = np.array([[2.0, 0.0, 1.0, -1.0]], np.float32)
         scores = np.array([[0.3, 0.1, 0.2, 0.0]], np.float32)
         assert np.isfinite(float(loss(labels, scores)))
+
+
+def test_the_old_lambdaloss_method_key_works_with_a_warning_naming_the_new_one():
+    for old, new in cv_presets.DEPRECATED_METHODS.items():
+        with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated.*use {new!r}"):
+            method = cv_presets.resolve_method(f"{old}[loss.topn=5]")
+        assert method.key == f"{new}[loss.topn=5]" and method.loss == new
+        with pytest.warns(DeprecationWarning, match=f"use {new!r}"):
+            assert CVConfig(methods=(old,)).methods == (new,)

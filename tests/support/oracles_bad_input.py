@@ -176,7 +176,7 @@ def _softndcg(config, y, s):  # scaled scores s / 2 clipped to +-max/4: s to +-m
 
 oracles.per_list_oracle("ranknet")(lambda config, y, s: [ranknet_oracle(y, s)])
 oracles.per_list_oracle("ndcg_beta_hinge")(lambda config, y, s: [hinge_oracle(y, s)])
-oracles.per_list_oracle("lambda")(lambda config, y, s: [lambda_oracle(config, y, s)])
+oracles.per_list_oracle("lambda_loss")(lambda config, y, s: [lambda_oracle(config, y, s)])
 oracles.per_list_oracle("wassrank")(lambda config, y, s: [wassrank_oracle(y, s)])
 oracles.per_list_oracle("approx_ndcg")(
     lambda config, y, s: [oracles_listwise.approx_ndcg(y, s, config["temperature"])])

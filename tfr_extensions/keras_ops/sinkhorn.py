@@ -1,6 +1,6 @@
-"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in ``keras.ops`` (JAX,
-PyTorch): the primitive that :func:`tfr_extensions.losses.neural_ndcg.neural_ndcg_loss`
-calls as ``xp.sinkhorn.sinkhorn_scaling``.
+"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in ``keras.ops`` (JAX;
+PyTorch runs :mod:`tfr_extensions.torch_ops.sinkhorn`): the primitive that
+:func:`tfr_extensions.losses.neural_ndcg_loss` calls as ``xp.sinkhorn.sinkhorn_scaling``.
 
 The loop always runs its ``iterations`` (``ops.fori_loop``; JAX cannot differentiate a
 loop whose trip count depends on the data), each list's matrix frozen once it has

@@ -8,10 +8,18 @@ policy) and a Keras class over it with the same options, which
 
 Every module of this package but its infrastructure (:data:`INFRASTRUCTURE`) is one
 family of losses, imported here whole: a loss module's registered classes and their
-functions are this package's names, with no list to keep by hand.
+functions are this package's names, with no list to keep by hand. No module is named
+like a function: ``tfrx.losses.lambda_loss`` is LambdaLoss's function (its module is
+:mod:`~tfr_extensions.losses.lambda_framework`, NeuralNDCG's
+:mod:`~tfr_extensions.losses.relaxed_sorting`). The module paths of an earlier release
+(:data:`RENAMED_MODULES`) still import, and their names work with a
+``DeprecationWarning`` that names the new module.
 """
 import importlib
 import pkgutil
+import sys
+import types
+import warnings
 
 from tfr_extensions.losses import registry
 from tfr_extensions.losses.base import RankingLoss
@@ -28,6 +36,34 @@ globals().update({cls.__name__: cls for cls in registry.classes().values()})
 globals().update({cls.spec.function.__name__: cls.spec.function
                   for cls in registry.classes().values()})
 from tfr_extensions.losses.policy_gradient import SampledRankingMetric  # noqa: E402
+
+#: module names of an earlier release -> the module of this package that holds their
+#: names now (they work until the next release)
+RENAMED_MODULES = {"lambda_loss": "lambda_framework", "neural_ndcg": "relaxed_sorting"}
+
+
+class _RenamedModule(types.ModuleType):
+    """A module path of an earlier release: each name read from it is the new module's,
+    with a ``DeprecationWarning`` that names that module."""
+
+    def __init__(self, old: str, new: str):
+        super().__init__(f"{__name__}.{old}", f"Deprecated: use {__name__}.{new}.")
+        self._new = f"{__name__}.{new}"
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        warnings.warn(f"{self.__name__} is deprecated and goes in the next release: its "
+                      f"names are in {self._new}.", DeprecationWarning, stacklevel=2)
+        return getattr(sys.modules[self._new], name)
+
+
+for _old, _new in RENAMED_MODULES.items():
+    # in sys.modules before any import of the old path, so that importing it never sets
+    # this package's attribute: ``lambda_loss`` stays the function
+    sys.modules.setdefault(f"{__name__}.{_old}", _RenamedModule(_old, _new))
+    if _old not in globals():  # no function of that name: the old module, deprecated
+        globals()[_old] = sys.modules[f"{__name__}.{_old}"]
 
 __all__ = sorted(["RankingLoss", "SampledRankingMetric", "get", "names"]
                  + [cls.__name__ for cls in registry.classes().values()]

@@ -77,6 +77,7 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import keyword
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tfr_extensions import arrays
@@ -194,7 +195,7 @@ class LossSpec:
       examples: option sets beyond the defaults that the suites over every loss
         run (each changes options the defaults leave alone).
       function: the public function (``math`` under the checks and the bad-input
-        policy); its name without ``_loss`` is the registry key.
+        policy); its name without ``_loss`` is the registry key (:attr:`key`).
     """
 
     math: Callable[..., Output]
@@ -223,8 +224,10 @@ class LossSpec:
 
     @property
     def key(self) -> str:
-        """The registry key: the function's name without ``_loss``."""
-        return self.math.__name__[:-len("_loss")]
+        """The registry key: the function's name without ``_loss``, or the function's
+        name where that would be a Python keyword (``lambda_loss``)."""
+        stem = self.math.__name__[:-len("_loss")]
+        return self.math.__name__ if keyword.iskeyword(stem) else stem
 
     @functools.cached_property
     def defaults(self) -> Dict[str, Any]:

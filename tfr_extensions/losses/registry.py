@@ -6,9 +6,11 @@ The naming rule: a loss's key is its function's name without ``_loss``
 class is the CamelCase of that name with ``Loss`` (method names of the
 literature keep their spelling: ``SoftNDCGLoss``, ``WassRankLoss``,
 ``MDPRankLoss``, ``RankNetLoss``); the key is the class's default ``name``.
-TF-Ranking's keys all end in ``_loss``, ours never do, and no name of ours is
-a function's name but one: ``lambda_loss``, the LambdaLoss paper's name for its
-method, is a preset of the key ``lambda`` (TF-Ranking has no such name).
+TF-Ranking's keys all end in ``_loss``, ours do not but where the name without
+``_loss`` is a Python keyword: LambdaLoss's key is its function's name,
+``lambda_loss`` (the paper's name for its method; TF-Ranking has no such name).
+Names of an earlier release (:data:`DEPRECATED`) still build their loss, with a
+``DeprecationWarning`` that names the new one; :func:`names` does not list them.
 
 Registration is this one decorator: a class decorated with :func:`register` is
 known under its key, under its class name and under each preset of its spec (e.g.
@@ -19,6 +21,7 @@ does not. :func:`get` falls back to ``tfr.keras.losses.get`` for
 TF-Ranking's names where TF-Ranking imports (the ``tf215`` stack); without it
 only our names exist.
 """
+import warnings
 from typing import Any, Dict, Tuple, Type
 
 from tfr_extensions import compat
@@ -26,6 +29,8 @@ from tfr_extensions.backend import keras
 
 _NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}  # every name -> (class, preset kwargs)
 _KINDS: Dict[str, str] = {}  # every name -> "key", "class" or "preset"
+#: names of an earlier release -> the name to use now (they work until the next release)
+DEPRECATED: Dict[str, str] = {"lambda": "lambda_loss"}
 
 
 def register(cls: Type) -> Type:
@@ -100,7 +105,7 @@ def names(*, classes: bool = True, presets: bool = True,
     its default name:
 
     >>> names(classes=False, presets=False, tf_ranking=False)[:3]
-    ('approx_ndcg', 'expected_utility', 'lambda')
+    ('approx_ndcg', 'expected_utility', 'lambda_loss')
     """
     left_out = {kind for kind, keep in (("class", classes), ("preset", presets)) if not keep}
     ours = tuple(name for name in tfrx_loss_names() if _KINDS[name] not in left_out)
@@ -123,6 +128,10 @@ def get(name: str, **kwargs) -> keras.losses.Loss:
       ValueError: for an unknown name, listing the known names (and saying
         when TF-Ranking's names are missing because it does not import).
     """
+    if name in DEPRECATED:
+        warnings.warn(f"The loss name {name!r} is deprecated and goes in the next release: "
+                      f"use {DEPRECATED[name]!r}.", DeprecationWarning, stacklevel=2)
+        name = DEPRECATED[name]
     if name in _NAMES:
         cls, preset = _NAMES[name]
         return cls(**{**preset, **kwargs})

@@ -1,5 +1,5 @@
 """Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices, in TensorFlow: the
-primitive that :func:`tfr_extensions.losses.neural_ndcg.neural_ndcg_loss` calls as
+primitive that :func:`tfr_extensions.losses.neural_ndcg_loss` calls as
 ``xp.sinkhorn.sinkhorn_scaling`` (its ``keras.ops`` form is
 :mod:`tfr_extensions.keras_ops.sinkhorn`)."""
 import tensorflow as tf

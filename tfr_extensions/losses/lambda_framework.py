@@ -44,7 +44,8 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
     for ``ndcg_loss1``, a scalar for ``ranknet``).
 
     ``gains``: :math:`G_i`, the gains divided by the ideal DCG@k, ``[B, L]``;
-    ``ranks``: the 1-based predicted ranks :math:`r_i`, float ``[B, L]``.
+    ``ranks``: the 1-based predicted ranks :math:`r_i`, float ``[B, L]``, or ``[1, L]``
+    for lists in predicted order (the positions: the rank terms are then computed once).
     """
     xp = arrays.namespace()
     if weighting == "ranknet":
@@ -57,9 +58,10 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
     if weighting == "lambdarank":
         return gain_diffs * discount_diffs
     distance = xp.abs(_pairwise(ranks, xp.subtract))  # |r_i - r_j|, 0 on the diagonal
-    # delta_ij = 1/log2(1 + d) - 1/log2(2 + d) (decreasing in d: >= 0), 0 at d = 0
-    deltas = xp.where(distance > 0, xp.lists.log2_discount(xp.maximum(distance, 1.0))
-                      - xp.lists.log2_discount(distance + 1.0), xp.zeros_like(distance))
+    # delta_ij = 1/log2(1 + d) - 1/log2(2 + d) (decreasing in d: >= 0), and 0 at d = 0,
+    # where max(d, 1) = d + 1 makes the two terms the same number
+    deltas = (xp.lists.log2_discount(xp.maximum(distance, 1.0))
+              - xp.lists.log2_discount(distance + 1.0))
     if weighting == "ndcg_loss2":
         return gain_diffs * deltas
     if weighting == "ndcg_loss2pp":
@@ -78,8 +80,46 @@ def lambda_pair_mask(labels, ranks, mask, weighting: str, topn):
     return pairs
 
 
-@base.loss_function(presets={"lambda_loss": {},  # the paper's name, as DESIGN.md spells the registry name
-                             **{f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS}},
+def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float, topn):
+    """``(losses, weights)`` of :func:`lambda_loss` on screened inputs and checked
+    options: its math, which its PyTorch-native body
+    (:mod:`tfr_extensions.torch_ops.lambda_framework`) runs too."""
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    # sigma * s, clipped before and after the scaling (which may overflow only for sigma > 1)
+    scaled = clip_scores(scores, squared=True)
+    if sigma != 1.0:
+        scaled = sigma * scaled
+    if sigma > 1.0:
+        scaled = clip_scores(scaled, squared=True)
+    # the lists in predicted order (ties to the lower index, padding last): the ranks are
+    # then the positions, and every weight but the gains' is one [1, L, L] table
+    order = xp.sorting.sort_order(xp.stop_gradient(scaled), mask)  # [B, L]
+    sorted_scores = xp.take_along_axis(scaled, order, axis=-1)
+    sorted_labels = xp.take_along_axis(labels, order, axis=-1)
+    count = xp.sum(xp.cast(mask, "int32"), axis=-1, keepdims=True)  # [B, 1]
+    positions = xp.arange(xp.shape(scores)[1], dtype="int32")[None, :]  # [1, L], 0-based
+    sorted_mask = positions < count  # the valid documents come first
+    ranks = xp.cast(positions + 1, dtype)  # [1, L]
+    pairs = lambda_pair_mask(sorted_labels, ranks, sorted_mask, weighting, topn)
+    # -log2(sigmoid(s_i - s_j)) = softplus(s_j - s_i) / ln 2, finite for any |s_i - s_j| <= 2b
+    pair_losses = xp.softplus(_pairwise(sorted_scores, lambda s_i, s_j: s_j - s_i))
+    if weighting == "ranknet":  # no weights: only whether a list has a gain (its ideal DCG > 0)
+        relevant = xp.any(xp.logical_and(mask, xp.lists.gains(labels) > 0), axis=-1)
+    else:
+        ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
+        relevant = ideal > 0
+        gains = xp.safe_divide(xp.lists.gains(sorted_labels), ideal[:, None])
+        pair_losses = lambda_pair_weights(gains, ranks, weighting, mu) * pair_losses
+    pair_losses = xp.where(pairs, pair_losses, xp.constant(0.0, dtype))
+    losses = xp.sum(pair_losses, axis=(1, 2)) * (1.0 / math.log(2.0))
+    return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
+
+
+# (lambda_loss_of comes first: the PyTorch-native body, which the decorator below
+# imports, takes it from this module while it is still being imported)
+@base.loss_function(torch="tfr_extensions.torch_ops.lambda_framework:lambda_loss",
+                    presets={f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS},
                     examples=[dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
                               dict(weighting="ndcg_loss1", sigma=1.7, mu=3.0, topn=3)])
 def lambda_loss(labels, scores, *, mask=None,
@@ -141,30 +181,15 @@ def lambda_loss(labels, scores, *, mask=None,
     >>> float(losses[0])  # -log2(1/2)
     1.0
     """
-    xp = arrays.namespace()
-    dtype = xp.dtype_name(scores)
-    # sigma * s, clipped before and after the scaling (which may overflow)
-    scaled = clip_scores(sigma * clip_scores(scores, squared=True), squared=True)
-    ranks = xp.cast(xp.sorting.exact_ranks(xp.stop_gradient(scaled), mask), dtype)
-    ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
-    gains = xp.safe_divide(xp.lists.gains(labels), ideal[:, None])
-    weights = lambda_pair_weights(gains, ranks, weighting, mu)
-    pairs = lambda_pair_mask(labels, ranks, mask, weighting, topn)
-    zero = xp.constant(0.0, dtype)
-    score_diffs = xp.where(pairs, _pairwise(scaled, xp.subtract), zero)
-    # -log2(sigmoid(x)) = softplus(-x) / ln 2, finite for any |x| <= 2b
-    pair_losses = xp.where(pairs, weights * xp.softplus(-score_diffs), zero)
-    relevant = ideal > 0
-    losses = xp.sum(pair_losses, axis=(1, 2)) * (1.0 / math.log(2.0))
-    return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
+    return lambda_loss_of(labels, scores, mask, weighting, sigma, mu, topn)
 
 
 @register
 class LambdaLoss(base.RankingLoss):
     r"""Keras loss of :func:`lambda_loss`: LambdaLoss's weighted pairwise logistic loss.
 
-    Registered as ``lambda`` (its key) and ``lambda_loss`` (the paper's name; the
-    defaults), and as ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
+    Registered as ``lambda_loss`` (its key, the paper's name for its method; ``lambda``
+    is a Python keyword), and as ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
 
     >>> float(LambdaLoss(weighting="ranknet")([[1., 0.]], [[0., 0.]]))  # -log2(1/2)
     1.0
@@ -173,6 +198,6 @@ class LambdaLoss(base.RankingLoss):
     function = lambda_loss
 
     def __init__(self, weighting="ndcg_loss2pp", sigma=1.0, mu=10.0, topn=None, ragged=False,
-                 reduction=base.DEFAULT_REDUCTION, name="lambda"):
+                 reduction=base.DEFAULT_REDUCTION, name="lambda_loss"):
         super().__init__(locals())
 

@@ -52,73 +52,13 @@ are guarded all the same. Tied scores (and all-equal ones) split their rows even
 (:math:`|s_i - s_j|` has derivative 0 at a tie). Cost: :math:`O(B L^2)` memory per
 Sinkhorn iteration, kept for the backward pass.
 """
+import functools
+
 from tfr_extensions import arrays
 from tfr_extensions.arrays.extremes import clip_scores, dtype_max
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
-
-
-@base.loss_function(presets={"neural_ndcg_transposed": {"transposed": True}},
-                    examples=[dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
-                                   sinkhorn_tolerance=1e-3),
-                              dict(temperature=0.4, topn=2, transposed=True,
-                                   sinkhorn_iterations=7, sinkhorn_tolerance=0.0)])
-def neural_ndcg_loss(labels, scores, *, mask=None,
-                     temperature: validation.Positive = 1.0, topn: validation.TopN = None,
-                     transposed: validation.Flag = False,
-                     sinkhorn_iterations: validation.Integer(minimum=1) = 50,
-                     sinkhorn_tolerance: validation.Number(minimum=0.0) = 1e-6):
-    r"""NeuralNDCG: minus nDCG@k at NeuralSort's Sinkhorn-scaled relaxed sorting.
-
-    Per list, :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P)
-    g)_r}{\log_2(1 + r)}` with :math:`\hat P[r, :] = \mathrm{softmax}(((n + 1 - 2r)\,s
-    - A_s\mathbb 1)/\tau)` and :math:`g = 2^y - 1`; the module docstring has the
-    definition, the Sinkhorn stopping rule, the transposed variant and the numerics.
-
-    Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
-      temperature: NeuralSort's :math:`\tau > 0`; smaller is closer to the true sort.
-      topn: the cutoff k of nDCG@k; None uses every position.
-      transposed: the transposed variant (each document's expected discount).
-      sinkhorn_iterations: the most Sinkhorn iterations, >= 1.
-      sinkhorn_tolerance: a list stops once its row and column sums are within this
-        of 1, >= 0 (0: every iteration runs).
-
-    Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG, and 1 for lists with
-      a relevant document (0, with loss 0, otherwise).
-
-    >>> losses, _ = neural_ndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], temperature=1e-3)
-    >>> round(float(losses[0]), 4)  # minus the exact nDCG
-    -0.5869
-    >>> losses, _ = neural_ndcg_loss([[1., 0.]], [[0.6, 0.8]])
-    >>> round(float(losses[0]), 6)
-    -0.797073
-    """
-    xp = arrays.namespace()
-    dtype = xp.dtype_name(scores)
-    weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
-    if 0 in tuple(scores.shape):  # no list or no document (a max over an empty axis fails)
-        return xp.sum(scores, axis=-1) * 0.0, weights
-    probs, valid_positions = neural_sort(scores, mask, temperature)
-    probs = xp.sinkhorn.sinkhorn_scaling(probs, valid_positions, mask, sinkhorn_iterations,
-                                         sinkhorn_tolerance)  # [B, r, i]
-    positions = xp.cast(xp.arange(1, xp.shape(scores)[1] + 1), dtype)[None, :]  # [1, R]
-    discounts = xp.lists.log2_discount(positions)
-    if topn is not None:
-        discounts = xp.where(positions <= topn, discounts, xp.zeros_like(discounts))
-    gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
-    if transposed:  # each document's expected discount, times its gain
-        expected_discounts = xp.sum(probs * discounts[:, :, None], axis=1)  # [B, i]
-        dcg = xp.sum(gains * expected_discounts, axis=-1)
-    else:  # each position's expected gain, times its discount
-        expected_gains = xp.sum(probs * gains[:, None, :], axis=-1)  # [B, r]
-        dcg = xp.sum(expected_gains * discounts, axis=-1)
-    ndcg = xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn))
-    return -ndcg, weights
 
 
 def scaled_scores(scores, mask, temperature: float):
@@ -167,6 +107,83 @@ def neural_sort(scores, mask, temperature: float):
     exps = xp.exp(logits - xp.stop_gradient(xp.amax(logits, axis=-1, keepdims=True)))
     probs = exps / xp.sum(exps, axis=-1, keepdims=True)  # (the sum is >= 1)
     return xp.where(valid, probs, xp.zeros_like(probs)), valid_positions
+
+
+def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: bool,
+                   scaling):
+    """``(losses, weights)`` of :func:`neural_ndcg_loss` (screened inputs, checked
+    options) with the Sinkhorn scaling ``scaling(matrix, row_mask, column_mask)`` of
+    the framework: the array namespace's here, :mod:`tfr_extensions.torch_ops.sinkhorn`
+    in the PyTorch-native body (:mod:`tfr_extensions.torch_ops.relaxed_sorting`)."""
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
+    if 0 in tuple(scores.shape):  # no list or no document (a max over an empty axis fails)
+        return xp.sum(scores, axis=-1) * 0.0, weights
+    probs, valid_positions = neural_sort(scores, mask, temperature)
+    probs = scaling(probs, valid_positions, mask)  # [B, r, i], doubly stochastic
+    positions = xp.cast(xp.arange(1, xp.shape(scores)[1] + 1), dtype)[None, :]  # [1, R]
+    discounts = xp.lists.log2_discount(positions)
+    if topn is not None:
+        discounts = xp.where(positions <= topn, discounts, xp.zeros_like(discounts))
+    gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
+    if transposed:  # each document's expected discount, times its gain
+        expected_discounts = xp.sum(probs * discounts[:, :, None], axis=1)  # [B, i]
+        dcg = xp.sum(gains * expected_discounts, axis=-1)
+    else:  # each position's expected gain, times its discount
+        expected_gains = xp.sum(probs * gains[:, None, :], axis=-1)  # [B, r]
+        dcg = xp.sum(expected_gains * discounts, axis=-1)
+    ndcg = xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn))
+    return -ndcg, weights
+
+
+# (the functions above come first: the PyTorch-native body, which the decorator below
+# imports, takes them from this module while it is still being imported)
+@base.loss_function(torch="tfr_extensions.torch_ops.relaxed_sorting:neural_ndcg_loss",
+                    presets={"neural_ndcg_transposed": {"transposed": True}},
+                    examples=[dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
+                                   sinkhorn_tolerance=1e-3),
+                              dict(temperature=0.4, topn=2, transposed=True,
+                                   sinkhorn_iterations=7, sinkhorn_tolerance=0.0)])
+def neural_ndcg_loss(labels, scores, *, mask=None,
+                     temperature: validation.Positive = 1.0, topn: validation.TopN = None,
+                     transposed: validation.Flag = False,
+                     sinkhorn_iterations: validation.Integer(minimum=1) = 50,
+                     sinkhorn_tolerance: validation.Number(minimum=0.0) = 1e-6):
+    r"""NeuralNDCG: minus nDCG@k at NeuralSort's Sinkhorn-scaled relaxed sorting.
+
+    Per list, :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P)
+    g)_r}{\log_2(1 + r)}` with :math:`\hat P[r, :] = \mathrm{softmax}(((n + 1 - 2r)\,s
+    - A_s\mathbb 1)/\tau)` and :math:`g = 2^y - 1`; the module docstring has the
+    definition, the Sinkhorn stopping rule, the transposed variant and the numerics.
+
+    Args:
+      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
+      scores: float ``[batch, list_size]``.
+      mask: optional bool ``[batch, list_size]``, True = valid.
+      temperature: NeuralSort's :math:`\tau > 0`; smaller is closer to the true sort.
+      topn: the cutoff k of nDCG@k; None uses every position.
+      transposed: the transposed variant (each document's expected discount).
+      sinkhorn_iterations: the most Sinkhorn iterations, >= 1.
+      sinkhorn_tolerance: a list stops once its row and column sums are within this
+        of 1, >= 0 (0: every iteration runs).
+
+    Returns:
+      ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG, and 1 for lists with
+      a relevant document (0, with loss 0, otherwise).
+
+    >>> losses, _ = neural_ndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], temperature=1e-3)
+    >>> round(float(losses[0]), 4)  # minus the exact nDCG
+    -0.5869
+    >>> losses, _ = neural_ndcg_loss([[1., 0.]], [[0.6, 0.8]])
+    >>> round(float(losses[0]), 6)
+    -0.797073
+    """
+    xp = arrays.namespace()
+    return neural_ndcg_of(labels, scores, mask, temperature, topn, transposed,
+                          functools.partial(xp.sinkhorn.sinkhorn_scaling,
+                                            iterations=sinkhorn_iterations,
+                                            tolerance=sinkhorn_tolerance))
 
 
 @register

@@ -22,7 +22,6 @@ SHA-256 on one thread.
 import argparse
 import hashlib
 import json
-import os
 import pathlib
 import shutil
 import tempfile

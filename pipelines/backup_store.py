@@ -79,6 +79,12 @@ class Generations:
                 continue
             self._good = [epochs]
             return epochs, path
+        others = [name for name in (os.listdir(self.folder) if os.path.isdir(self.folder) else ())
+                  if not name.startswith(f".{PREFIX}")]
+        if not damaged and others:
+            warnings.warn(f"{self.folder} holds no backup generation but {sorted(others)[:3]}: a "
+                          "backup of an older version, which this one does not read; the run "
+                          "starts from the first epoch.", UserWarning, stacklevel=2)
         if damaged and fail_on_damage:
             raise DamagedBackupError(
                 f"Every backup under {self.folder} is damaged ({len(damaged)} checked). Run "

@@ -172,6 +172,13 @@ def test_a_save_keeps_two_good_generations_and_replaces_a_damaged_one(saved, tmp
     assert not [n for n in os.listdir(folder) if ".tmp" in n]
 
 
+def test_a_backup_of_an_older_layout_is_named_and_the_run_starts_afresh(tmp_path):
+    (tmp_path / "checkpoint.npz").write_bytes(b"PK")
+    with pytest.warns(UserWarning, match=r"no backup generation but \['checkpoint.npz'\]"):
+        assert backup_store.Generations(str(tmp_path)).newest_good() is None
+    assert backup_store.Generations(str(tmp_path / "none")).newest_good() is None
+
+
 def test_the_flag_that_refuses_a_fresh_start():
     args = train.build_parser().parse_args(["--fail-on-damaged-backup"])
     assert args.fail_on_damaged_backup and not train.build_parser().parse_args([]).\

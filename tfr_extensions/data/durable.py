@@ -167,7 +167,8 @@ def check_files(folder: PathLike, files: Mapping[str, Any], checksums: bool = Tr
         except OSError as error:
             raise DamagedError(f"{name} is missing") from error
         if size != expected.get("bytes"):
-            raise DamagedError(f"{name} has {size} bytes, its manifest says {expected.get('bytes')}")
+            raise DamagedError(f"{name} has {size} bytes, its manifest says "
+                               f"{expected.get('bytes')}")
         if checksums and file_checksum(path) != expected.get("checksum"):
             raise DamagedError(f"{name} does not match its checksum (bytes overwritten)")
 

@@ -3,7 +3,8 @@
 Writes an MSLR-WEB30K-like file (``benchmarks.libsvm_read.generate``: 136 features,
 MSLR's number formats) of ``--size-mb`` megabytes (default 2400: about the 2.3M
 documents of an MSLR-WEB30K fold's ``train.txt``), reads it once to write its cache
-entry, then times, each the best of ``--repeats`` with the page cache warm:
+entry, then times, alternating, each the median of ``--repeats`` with the page cache warm
+(alternating and medians: on a shared machine the load moves every figure):
 
 * ``unverified``: what a cached read did before entries were verified: the source
   file's content key (:func:`~tfr_extensions.data.checksum.file_checksum`, on every
@@ -35,13 +36,19 @@ from tfr_extensions.data import read_libsvm
 from tfr_extensions.data.checksum import file_checksum
 
 
-def _best(function, repeats):
-    times = []
+def _seconds(function):
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def _medians(functions, repeats):
+    """name -> the median seconds of ``functions[name]()``, all run in turn each repeat."""
+    times = {name: [] for name in functions}
     for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, function in functions.items():
+            times[name].append(_seconds(function))
+    return {name: float(np.median(values)) for name, values in times.items()}
 
 
 def _hash_file(path, make):
@@ -80,21 +87,23 @@ def main(argv=None):
         def later_read():
             assert isinstance(read_libsvm(path, cache=cache).features, np.memmap)
 
-        first_open()  # warm the page cache and the verification record
-        results = {"source_mb": source_bytes / 1e6, "documents": int(data.num_documents),
-                   "entry_mb": entry_bytes / 1e6,
-                   "unverified_s": _best(unverified, args.repeats),
-                   "first_open_s": _best(first_open, args.repeats)}
-        later_read()
-        results["later_read_s"] = _best(later_read, args.repeats)
-        results["source_key_s"] = _best(lambda: file_checksum(path), args.repeats)
+        first_open()  # warm the page cache
         features = entry / "features.npy"
         size = features.stat().st_size
-        for name, function in (
-                ("crc32_segments", lambda: file_checksum(features)),
-                ("blake2b_1_thread", lambda: _hash_file(features, hashlib.blake2b)),
-                ("sha256_1_thread", lambda: _hash_file(features, hashlib.sha256))):
-            results[f"{name}_mb_per_s"] = size / 1e6 / _best(function, args.repeats)
+        seconds = _medians({
+            "unverified_s": unverified, "first_open_s": first_open,
+            "later_read_s": later_read,  # after first_open: the entry is verified
+            "source_key_s": lambda: file_checksum(path),
+            "crc32_segments": lambda: file_checksum(features),
+            "blake2b_1_thread": lambda: _hash_file(features, hashlib.blake2b),
+            "sha256_1_thread": lambda: _hash_file(features, hashlib.sha256)}, args.repeats)
+        results = {"source_mb": source_bytes / 1e6, "documents": int(data.num_documents),
+                   "entry_mb": entry_bytes / 1e6}
+        for name, value in seconds.items():
+            if name.endswith("_s"):
+                results[name] = value
+            else:
+                results[f"{name}_mb_per_s"] = size / 1e6 / value
         base = results["unverified_s"]
         results["first_open_overhead"] = results["first_open_s"] / base - 1
         results["later_read_overhead"] = results["later_read_s"] / base - 1

@@ -51,10 +51,11 @@ PYTEST := -m pytest -q --doctest-modules -p no:cacheprovider -n $(WORKERS) --max
 # TensorFlow stacks run all of it inside their whole suite.
 NEUTRAL_SUITE := tests/neutral \
     tests/data/test_libsvm.py tests/data/test_libsvm_group_files.py \
-    tests/data/test_cache.py tests/data/test_checksum.py \
+    tests/data/test_cache.py tests/data/test_cache_damage.py tests/data/test_checksum.py \
     tests/data/test_synthetic.py tests/ops/test_vocabulary.py tests/test_gbdt.py \
     tests/pipelines/test_common.py tests/pipelines/test_flags.py \
     tests/pipelines/test_callbacks.py tests/pipelines/test_rank_accuracy.py \
+    tests/pipelines/test_backup_damage.py tests/pipelines/test_cv_damage.py \
     tfr_extensions pipelines
 
 .PHONY: setup demo test test-backends bench docs clean

@@ -5,9 +5,12 @@ output files, and the one-line summary of an evaluation.
   folder, or of the embedded synthetic data (``data="synthetic"``, the default
   of every job), which also has five LETOR-style folds.
 * :func:`write_json`, :func:`write_atomically`: a reader, or a job killed
-  meanwhile, sees the old file or the new one, never a part; JSON is strict.
+  meanwhile, sees the old file or the new one, never a part, and the new file
+  reaches the disk (``fsync``, also of its folder) before it is published; JSON is strict.
 * :func:`write_evaluations`: ``results.json`` and the per-query CSVs of a run;
-  :func:`write_done`: its completion marker, written last.
+  :func:`write_done`: its completion marker, written last, with the size and
+  checksum of every other output, so that a damaged one is noticed
+  (:func:`pipelines.run_dir.read_done`).
 * :func:`format_summary`: the line a job prints for an evaluation;
   :func:`stored_summary_lines`: those of a finished run's ``results.json``.
 
@@ -98,12 +101,16 @@ def load_splits(data: str, fold: Optional[int] = None, seed: int = 0) -> Splits:
 
 # ----------------------------------------------------------------------------- files
 def write_atomically(path: str, write: Callable[[str], None]) -> None:
-    """``write(temp_path)``, then the temporary file renamed to ``path`` (``os.replace``):
-    a reader, or a run killed meanwhile, sees the old file or the new one, never a part."""
+    """``write(temp_path)``, then the temporary file ``fsync``ed, renamed to ``path``
+    and its folder ``fsync``ed (:func:`tfr_extensions.data.durable.replace_durably`):
+    a reader, or a run killed meanwhile (even by a power loss), sees the old file or
+    the new one, never a part."""
+    from tfr_extensions.data import durable
+
     temp = f"{path}.tmp-{os.getpid()}"
     try:
         write(temp)
-        os.replace(temp, path)
+        durable.replace_durably(temp, path)
     finally:
         if os.path.exists(temp):
             os.remove(temp)
@@ -154,14 +161,26 @@ def write_evaluations(output_dir: str, validation, test, summary: Dict[str, Any]
     write_json(os.path.join(output_dir, RESULTS_FILE), summary)
 
 
+#: ``done.json``'s record of the other outputs of its folder
+DONE_OUTPUTS = "outputs"
+
+
 def write_done(path: str, config: Mapping[str, Any],
                marker: Optional[Mapping[str, Any]] = None) -> None:
     """A run's completion marker (``done.json``, written after every other output): the
-    JSON fields of ``marker``, the finish time (``finished``, UTC) and the run's resolved
-    ``config`` (its JSON form), strict and atomic (:func:`write_json`)."""
-    write_json(path, {**dict(marker or {}),
-                      "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      "config": dict(config)})
+    JSON fields of ``marker``, the finish time (``finished``, UTC), the run's resolved
+    ``config`` (its JSON form) and ``outputs``, the size and checksum of every other
+    file of its folder, sealed by a checksum of its own
+    (:func:`tfr_extensions.data.durable.sealed`); strict and atomic (:func:`write_json`)."""
+    from tfr_extensions.data import durable
+
+    folder = os.path.dirname(os.path.abspath(path))
+    names = sorted(name for name in os.listdir(folder)
+                   if os.path.isfile(os.path.join(folder, name)) and ".tmp-" not in name
+                   and name != os.path.basename(path))
+    write_json(path, durable.sealed({
+        **dict(marker or {}), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": dict(config), DONE_OUTPUTS: durable.describe_files(folder, names)}))
 
 
 # ----------------------------------------------------------------------------- printing

@@ -215,14 +215,19 @@ def _flat(value: Any, prefix: str = "") -> Dict[str, Any]:
 def run_status(path: str, identity: Mapping[str, Any]) -> Tuple[str, List[str]]:
     """``("done", [])`` when ``path`` holds a finished run of ``identity``;
     ``("changed", differences)`` when it holds one of another identity (or a marker
-    without one, from an older version); ``("new", [])`` otherwise."""
+    without one, from an older version); ``("damaged", [reason])`` when its
+    ``done.json`` or an output it records (``results.json``, the per-query CSVs,
+    ``curves.json``) is damaged (:func:`pipelines.run_dir.read_done`), or its
+    ``results.json`` does not parse: that run is done again; ``("new", [])`` otherwise."""
     try:
-        done = run_folder.read_json(os.path.join(path, run_folder.DONE_FILE))
-    except run_folder.OutputDirError:
-        return "changed", ["done.json is not valid JSON"]
+        done = run_folder.read_done(path)
+        if done is not None:
+            run_folder.read_json(os.path.join(path, common.RESULTS_FILE))
+    except run_folder.OutputDirError as error:
+        return "damaged", [str(error)]
     if done is None:
         return "new", []
-    stored = done.get("identity") if isinstance(done, dict) else None
+    stored = done.get("identity")
     if stored is None:
         return "changed", ["done.json records no identity"]
     differences = run_folder.config_differences(_flat(stored), _flat(dict(identity)))
@@ -349,6 +354,8 @@ def run_all(cv: CVConfig, log: Callable[[str], None] = print) -> Dict[str, int]:
             continue
         if status == "changed":
             log(f"{tag}: settings changed ({'; '.join(differences[:3])}), retraining")
+        if status == "damaged":
+            log(f"{tag}: {differences[0]}, retraining")
         if fold not in splits_cache:  # the data of cv.seed for every run's seed
             splits_cache.clear()
             splits_cache[fold] = common.load_splits(cv.data, fold, cv.seed)
@@ -357,7 +364,7 @@ def run_all(cv: CVConfig, log: Callable[[str], None] = print) -> Dict[str, int]:
         run_start = time.perf_counter()
         trainer = train_lambdamart if method.kind == "lambdamart" else train_neural
         trainer(method, point, fold, splits_cache[fold], out, cv, identity,
-                retrain=status == "changed", seed=seed)
+                retrain=status in ("changed", "damaged"), seed=seed)
         seconds = time.perf_counter() - run_start
         counts["trained"] += 1
         summary = load_run(out, method)

@@ -22,18 +22,20 @@ import sys
 from typing import Any, Mapping, Optional
 
 from tfr_extensions import backend
+from tfr_extensions.data import durable
 
 #: this job as a command (the installed console script)
 COMMAND = "tfrx-export"
 
 
 def save_model(model, path: str) -> str:
-    """``model`` saved as a ``.keras`` file at ``path``, atomically (Keras 3)."""
+    """``model`` saved as a ``.keras`` file at ``path``, atomically and durably (Keras 3):
+    the file and its folder are ``fsync``ed around the rename that publishes it."""
     stem, suffix = os.path.splitext(path)
     temp_path = f"{stem}.tmp-{os.getpid()}{suffix}"  # Keras wants the .keras suffix
     try:
         model.save(temp_path)
-        os.replace(temp_path, path)
+        durable.replace_durably(temp_path, path)
     finally:
         if os.path.exists(temp_path):
             os.remove(temp_path)

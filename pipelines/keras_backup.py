@@ -1,9 +1,11 @@
 """The checkpoint of a training run on Keras 3's JAX and PyTorch backends: :class:`KerasBackup`.
 
 The counterpart of :class:`pipelines.resume.TrainingBackup` (TensorFlow) for a run without
-TensorFlow: after every epoch it writes, atomically, one NumPy archive
-(``<backup_dir>/checkpoint.npz``) holding everything a resumed run needs to end
-with the results of an uninterrupted one:
+TensorFlow: after every epoch it writes a generation of the backup
+(:mod:`pipelines.backup_store`: ``<backup_dir>/epoch-<N>/``, the last two good ones
+kept, each verified by its manifest before a restore) holding one NumPy archive,
+``checkpoint.npz``, with everything a resumed run needs to end with the results of
+an uninterrupted one:
 
 * the model's weights (every weight, batch normalization's statistics included);
 * each optimizer's variables (Adam's moments and iteration count), built first;
@@ -13,19 +15,19 @@ with the results of an uninterrupted one:
 * the number of finished epochs, which also places the training stream
   (:class:`pipelines.keras_runtime.TrainingStream`) at its next epoch.
 
-The per-epoch logs go to ``history.json`` beside it (written first, so that it
-holds at least the checkpoint's epochs). Variables are matched by position: the
-same code builds the same model, and a mismatch of shapes fails the restore with a
-message that says to pass ``--overwrite``.
+The per-epoch logs of those epochs go to ``history.json`` beside it. Variables are
+matched by position: the same code builds the same model, and a mismatch of shapes
+fails the restore with a message that says to pass ``--overwrite``.
 """
+import json
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import backup_store
 from . import common
-from . import run_dir
 from tfr_extensions import evaluation
 from tfr_extensions.backend import keras
 
@@ -81,14 +83,7 @@ class KerasBackup(keras.callbacks.Callback):
         self.initial_epoch = 0
         self.history: List[Dict[str, Any]] = []
         self._epoch_start = 0.0
-
-    @property
-    def checkpoint_path(self) -> str:
-        return os.path.join(self.backup_dir, CHECKPOINT_FILE)
-
-    @property
-    def history_path(self) -> str:
-        return os.path.join(self.backup_dir, HISTORY_FILE)
+        self._generations = backup_store.Generations(backup_dir)
 
     def _loss(self):
         return getattr(self._model, "loss", None)
@@ -116,26 +111,31 @@ class KerasBackup(keras.callbacks.Callback):
         return arrays
 
     def save(self, epochs: int) -> str:
-        """Writes the checkpoint of ``epochs`` finished epochs, atomically (the chief;
-        every process reads the state)."""
+        """Writes the backup generation of ``epochs`` finished epochs (the chief; every
+        process reads the state): ``checkpoint.npz`` and the history of those epochs.
+        Returns its folder."""
         arrays = self._arrays(epochs)
+        history = {"epochs": self.history[:epochs]}
         if not self.chief:
-            return self.checkpoint_path
-        os.makedirs(self.backup_dir, exist_ok=True)
+            return os.path.join(self.backup_dir, f"{backup_store.PREFIX}{epochs}")
 
-        def write(temp):
-            with open(temp, "wb") as f:
+        def write(folder):
+            with open(os.path.join(folder, CHECKPOINT_FILE), "wb") as f:
                 np.savez(f, **arrays)
-        common.write_atomically(self.checkpoint_path, write)
-        return self.checkpoint_path
+            common.write_json(os.path.join(folder, HISTORY_FILE), history)
+        return self._generations.write(epochs, write)
 
-    def restore(self) -> int:
-        """Restores the checkpoint, if any, and the history of its epochs; returns its
-        number of epochs (0: a fresh start)."""
+    def restore(self, fail_on_damage: bool = False) -> int:
+        """Restores the newest good backup generation, if any, and the history of its
+        epochs; returns its number of epochs (0: a fresh start). Damaged generations
+        are skipped with a warning (:meth:`pipelines.backup_store.Generations.newest_good`;
+        ``fail_on_damage``: stop when none is good)."""
         self.initial_epoch, self.history = 0, []
-        if not os.path.isfile(self.checkpoint_path):
+        found = self._generations.newest_good(fail_on_damage)
+        if found is None:
             return 0
-        with np.load(self.checkpoint_path) as archive:
+        folder = found[1]
+        with np.load(os.path.join(folder, CHECKPOINT_FILE)) as archive:
             arrays = {key: archive[key] for key in archive.files}
 
         def indexed(prefix):
@@ -159,10 +159,11 @@ class KerasBackup(keras.callbacks.Callback):
                 "best_value": float(arrays[prefix + "best_value"]),
                 "best_weights": indexed(prefix + "weight/")})
         self.initial_epoch = int(arrays["epoch"])
-        stored = (run_dir.read_json(self.history_path) or {}).get("epochs", [])
+        with open(os.path.join(folder, HISTORY_FILE)) as f:
+            stored = json.load(f).get("epochs", [])
         if len(stored) < self.initial_epoch:
             raise RuntimeError(
-                f"{self.history_path} has {len(stored)} epochs, fewer than the "
+                f"{folder}/{HISTORY_FILE} has {len(stored)} epochs, fewer than the "
                 f"{self.initial_epoch} of the checkpoint beside it: pass --overwrite "
                 "to start this run afresh.")
         self.history = stored[:self.initial_epoch]
@@ -180,8 +181,6 @@ class KerasBackup(keras.callbacks.Callback):
         self.history.append({"logs": {k: evaluation.json_metric(float(v))
                                       for k, v in (logs or {}).items()},
                              "seconds": time.perf_counter() - self._epoch_start})
-        if self.chief:
-            common.write_json(self.history_path, {"epochs": self.history})
         self.save(epoch + 1)
 
     def history_by_key(self) -> Dict[str, List[Optional[float]]]:
@@ -192,9 +191,6 @@ class KerasBackup(keras.callbacks.Callback):
 
 
 def backed_up_epochs(backup_dir: str) -> int:
-    """How many epochs the :class:`KerasBackup` checkpoint under ``backup_dir`` holds."""
-    path = os.path.join(backup_dir, CHECKPOINT_FILE)
-    if not os.path.isfile(path):
-        return 0
-    with np.load(path) as archive:
-        return int(archive["epoch"])
+    """How many epochs the newest good :class:`KerasBackup` generation under
+    ``backup_dir`` holds (0: none)."""
+    return backup_store.backed_up_epochs(backup_dir)

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+from . import backup_store
 from . import common
 from . import run_dir
 from . import trainable
@@ -29,8 +30,8 @@ from tfr_extensions import evaluation
 from tfr_extensions import strategies
 from tfr_extensions.backend import keras
 
-CHECKPOINT_DIR = "chief"            # the chief's checkpoint, under BACKUP_DIR
-HISTORY_FILE = "history.json"       # per-epoch logs, beside the checkpoint
+CHECKPOINT_DIR = "chief"            # the chief's backup generations, under BACKUP_DIR
+HISTORY_FILE = "history.json"       # per-epoch logs, beside the checkpoint in a generation
 #: the checkpoint key of the number of finished epochs
 EPOCH_KEY = "epoch/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -146,16 +147,17 @@ class TrainingBackup(keras.callbacks.Callback):
     :func:`tfr_extensions.backend.build_optimizer`), which
     restores at once and fails when the checkpoint misses part of it.
 
-    * :meth:`restore`: every worker restores from the chief's checkpoint
-      (``<backup_dir>/chief``) and returns its epochs; ``fit`` must then start
-      there (``initial_epoch``, checked at the first epoch).
-    * :meth:`on_epoch_end`: the epoch's logs and wall time go to :attr:`history`
-      and, by the chief, to ``<backup_dir>/history.json`` (before the checkpoint,
-      so that it holds at least the checkpoint's epochs); then every worker saves
-      (saving may run collective ops): the chief through a
-      ``tf.train.CheckpointManager`` keeping one checkpoint (atomic: the
-      ``checkpoint`` index file is replaced last), the other workers into a
-      scratch folder they delete at once (TensorFlow's multi-worker pattern).
+    * :meth:`restore`: every worker restores from the chief's newest good backup
+      generation (:mod:`pipelines.backup_store`: ``<backup_dir>/chief/epoch-<N>/``,
+      verified by its manifest; a damaged one is skipped with a warning) and returns
+      its epochs; ``fit`` must then start there (``initial_epoch``, checked at the
+      first epoch).
+    * :meth:`on_epoch_end`: the epoch's logs and wall time go to :attr:`history`;
+      then every worker saves (saving may run collective ops): the chief a new
+      generation (``ckpt-<N>.index``, ``ckpt-<N>.data-*``, ``history.json`` of those
+      epochs, ``manifest.json`` last; the last two good ones kept), the other
+      workers into a scratch folder they delete at once (TensorFlow's multi-worker
+      pattern).
 
     The checkpoint stays after training: the caller deletes ``backup_dir`` once
     its outputs are written.
@@ -170,7 +172,7 @@ class TrainingBackup(keras.callbacks.Callback):
         #: the finished epochs the checkpoint holds
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
         self.checkpoint = tf.train.Checkpoint(epoch=self.epoch, **state)
-        self._manager: Optional[tf.train.CheckpointManager] = None
+        self._generations = backup_store.Generations(self.checkpoint_dir)
         self.initial_epoch = 0
         self.history: List[Dict[str, Any]] = []
         self._epoch_start = 0.0
@@ -178,20 +180,22 @@ class TrainingBackup(keras.callbacks.Callback):
 
     @property
     def checkpoint_dir(self) -> str:
-        """The chief's checkpoint folder, which every worker restores from."""
+        """The chief's backup generations, which every worker restores from."""
         return os.path.join(self.backup_dir, CHECKPOINT_DIR)
 
-    @property
-    def history_path(self) -> str:
-        return os.path.join(self.backup_dir, HISTORY_FILE)
-
-    def restore(self) -> int:
-        """Restores the chief's latest checkpoint, if any, and the history of its
-        epochs; returns its number of epochs (0: a fresh start)."""
+    def restore(self, fail_on_damage: bool = False) -> int:
+        """Restores the chief's newest good backup generation, if any, and the history
+        of its epochs; returns its number of epochs (0: a fresh start). Damaged
+        generations are skipped with a warning
+        (:meth:`pipelines.backup_store.Generations.newest_good`; ``fail_on_damage``:
+        stop when none is good)."""
         self.initial_epoch, self.history = 0, []
-        path = tf.train.latest_checkpoint(self.checkpoint_dir)
-        if path is None:
+        found = self._generations.newest_good(fail_on_damage)
+        if found is None:
             return 0
+        epochs, folder = found
+        path = os.path.join(folder, f"ckpt-{epochs}")
+        history_path = os.path.join(folder, HISTORY_FILE)
         try:
             self.checkpoint.restore(path).assert_existing_objects_matched()
         except (AssertionError, ValueError) as error:  # part missing, or of another shape
@@ -200,10 +204,10 @@ class TrainingBackup(keras.callbacks.Callback):
                 "was it written by another version of the code? Pass --overwrite to start "
                 "this run afresh.") from error
         self.initial_epoch = int(self.epoch.numpy())
-        stored = (read_json(self.history_path) or {}).get("epochs", [])
+        stored = (read_json(history_path) or {}).get("epochs", [])
         if len(stored) < self.initial_epoch:
             raise RuntimeError(
-                f"{self.history_path} has {len(stored)} epochs, fewer than the "
+                f"{history_path} has {len(stored)} epochs, fewer than the "
                 f"{self.initial_epoch} of the checkpoint beside it: pass --overwrite "
                 "to start this run afresh.")
         self.history = stored[:self.initial_epoch]
@@ -211,13 +215,19 @@ class TrainingBackup(keras.callbacks.Callback):
 
     def save(self, epochs: int) -> str:
         """Writes the checkpoint of ``epochs`` finished epochs (every worker must
-        call it); returns the chief's checkpoint path, or the scratch one."""
+        call it); returns the chief's checkpoint path (the prefix of its files in the
+        new generation), or the scratch one."""
         self.epoch.assign(epochs)
+        name = f"ckpt-{epochs}"
         if self.chief:
-            if self._manager is None:
-                self._manager = tf.train.CheckpointManager(
-                    self.checkpoint, self.checkpoint_dir, max_to_keep=1)
-            return self._manager.save(checkpoint_number=epochs)
+            history = {"epochs": self.history[:epochs]}
+
+            def write(folder):
+                tf.train.CheckpointManager(self.checkpoint, folder, max_to_keep=1).save(
+                    checkpoint_number=epochs)
+                os.remove(os.path.join(folder, "checkpoint"))  # its index, of the temp folder
+                common.write_json(os.path.join(folder, HISTORY_FILE), history)
+            return os.path.join(self._generations.write(epochs, write), name)
         scratch = strategies.get_output_filepath(self.backup_dir, self._strategy)
         path = tf.train.CheckpointManager(self.checkpoint, scratch, max_to_keep=1).save(
             checkpoint_number=epochs)
@@ -242,8 +252,6 @@ class TrainingBackup(keras.callbacks.Callback):
         self.history.append({"logs": {k: evaluation.json_metric(float(v))
                                       for k, v in (logs or {}).items()},
                              "seconds": time.perf_counter() - self._epoch_start})
-        if self.chief:
-            common.write_json(self.history_path, {"epochs": self.history})
         self.save(epoch + 1)
 
     def history_by_key(self) -> Dict[str, List[float]]:
@@ -254,9 +262,6 @@ class TrainingBackup(keras.callbacks.Callback):
 
 
 def backed_up_epochs(backup_dir: str) -> int:
-    """How many epochs the :class:`TrainingBackup` checkpoint under ``backup_dir``
-    holds (0: none): its ``epoch`` variable, in ``<backup_dir>/chief``."""
-    path = tf.train.latest_checkpoint(os.path.join(backup_dir, CHECKPOINT_DIR))
-    if path is None:
-        return 0
-    return int(tf.train.load_variable(path, EPOCH_KEY))
+    """How many epochs the newest good :class:`TrainingBackup` generation under
+    ``backup_dir`` holds (0: none), in ``<backup_dir>/chief``."""
+    return backup_store.backed_up_epochs(os.path.join(backup_dir, CHECKPOINT_DIR))

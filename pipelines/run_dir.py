@@ -14,10 +14,12 @@ JAX and PyTorch).
 import json
 import os
 import shutil
+import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from . import common
 from . import trainable
+from tfr_extensions.data import durable
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = common.RESULTS_FILE
@@ -44,17 +46,48 @@ class FinishedRunError(OutputDirError):
     """The output directory holds a finished run of this very config."""
 
 
+class DamagedRunError(OutputDirError):
+    """A finished run's ``done.json``, or an output it records, is damaged."""
+
+
 def read_json(path: str) -> Optional[Any]:
     """The JSON in ``path``; None when the file does not exist; OutputDirError when it
-    is not JSON."""
+    is not JSON (or not UTF-8)."""
     if not os.path.isfile(path):
         return None
     try:
-        with open(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as error:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise OutputDirError(f"{path} is not valid JSON ({error}); pass --overwrite to "
                              "replace the run in its folder.") from error
+
+
+def read_done(folder: str) -> Optional[Dict[str, Any]]:
+    """The completion marker of the run in ``folder`` once it and the outputs it records
+    check (their sizes and checksums; a marker of an older version, which records
+    none, only has to be a JSON object); None when there is none.
+
+    Raises:
+      DamagedRunError: the marker is not JSON or altered, or an output it records is
+        missing, truncated or overwritten: the run is to be done again.
+    """
+    path = os.path.join(folder, DONE_FILE)
+    try:
+        done = read_json(path)
+    except OutputDirError as error:
+        raise DamagedRunError(f"{path} is damaged (not valid JSON)") from error
+    if done is None:
+        return None
+    try:
+        if not isinstance(done, dict):
+            raise durable.DamagedError(f"{DONE_FILE} is not a JSON object")
+        if common.DONE_OUTPUTS in done or "manifest_checksum" in done:
+            durable.check_sealed(done, DONE_FILE)
+            durable.check_files(folder, done.get(common.DONE_OUTPUTS) or {})
+    except durable.DamagedError as error:
+        raise DamagedRunError(f"The finished run in {folder} is damaged ({error})") from error
+    return done
 
 
 def run_identity(config: Any) -> Dict[str, Any]:
@@ -77,7 +110,8 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> List[s
 
 def check_output_dir(config: Any) -> None:
     """Raises unless ``config``'s output dir is new, or holds an unfinished run of
-    the same identity (which is then resumed).
+    the same identity (which is then resumed). A finished run whose marker or outputs
+    are damaged (:func:`read_done`) counts as unfinished, with a warning.
 
     Raises:
       FinishedRunError: a finished run (``done.json``) of the same identity.
@@ -85,7 +119,11 @@ def check_output_dir(config: Any) -> None:
         the first fields that differ and ``--overwrite``), or outputs without a config.
     """
     run_dir = config.resolved_output_dir
-    done = read_json(os.path.join(run_dir, DONE_FILE))
+    try:
+        done = read_done(run_dir)
+    except DamagedRunError as error:  # a run to do again: resumed from its config.json
+        warnings.warn(f"{error}: it is trained again.", UserWarning, stacklevel=2)
+        done = None
     stored = done.get("config") if isinstance(done, dict) else read_json(
         os.path.join(run_dir, CONFIG_FILE))
     if stored is None:

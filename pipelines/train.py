@@ -23,7 +23,10 @@ several machines from ``TF_CONFIG``) and checkpoint; on Keras 3's JAX and PyTorc
 backends, :mod:`pipelines.keras_runtime` (``RankingPyDataset`` input, ``--strategy
 data_parallel`` and several JAX processes) and :mod:`pipelines.keras_backup`, where
 ``--export-dir`` is written by ``tfrx-export`` (:mod:`pipelines.export`) on
-TensorFlow. A killed run resumes from ``backup/`` when rerun with the same config;
+TensorFlow. A killed run resumes from ``backup/`` when rerun with the same config
+(from the newest of its last two backups that is undamaged: a damaged one is skipped
+with a warning, and with none left the run starts from the first epoch, or with
+``--fail-on-damaged-backup`` stops; :mod:`pipelines.backup_store`);
 a finished run of the same config is not trained again; a run of another config in
 the folder is refused unless ``--overwrite``. The ``loss`` names the kind of model
 (:mod:`pipelines.trainable`): ``--loss irgan_<mode>`` trains an IRGAN (TensorFlow),
@@ -175,6 +178,8 @@ class Setup:
     chief: bool
     output_dir: str                    # this worker's (a non-chief's: its scratch folder)
     backup_dir: str                    # the chief's, for every worker
+    fail_on_damaged_backup: bool = False  # stop, rather than start afresh, when every
+    #                                       backup generation is damaged
 
 
 @dataclasses.dataclass
@@ -190,10 +195,11 @@ class Fitted:
 
 
 def prepare(config: TrainConfig, splits: Optional[common.Splits] = None, *,
-            overwrite: bool = False) -> Setup:
+            overwrite: bool = False, fail_on_damaged_backup: bool = False) -> Setup:
     """The strategy (first: collectives need a fresh context), the resolved config,
     the global seed, the checked splits (loaded unless given) and the output folder,
-    checked (:func:`pipelines.run_dir.prepare_output_dir`) with its ``config.json``."""
+    checked (:func:`pipelines.run_dir.prepare_output_dir`) with its ``config.json``;
+    ``fail_on_damaged_backup`` goes to the restore (:class:`Setup`)."""
     if on_tensorflow():
         strategy = make_strategy(config.strategy)
     else:
@@ -212,14 +218,15 @@ def prepare(config: TrainConfig, splits: Optional[common.Splits] = None, *,
             output_dir = tempfile.mkdtemp(prefix=f"tfrx_process{keras_runtime.process_index()}_")
         run_dir.prepare_output_dir(config, output_dir, overwrite, chief=chief,
                                    sync=lambda: keras_runtime.sync_processes("tfrx prepare"))
-        return Setup(config, splits, strategy, chief, output_dir, backup_dir)
+        return Setup(config, splits, strategy, chief, output_dir, backup_dir,
+                     fail_on_damaged_backup)
     from . import resume  # pylint: disable=import-outside-toplevel
     from tfr_extensions import strategies  # pylint: disable=import-outside-toplevel
     chief = resume.is_chief(strategy)
     if not chief:  # TF-Ranking's per-worker scratch directory
         output_dir = strategies.get_output_filepath(output_dir, strategy)
     resume.prepare_output_dir(config, output_dir, strategy, overwrite)
-    return Setup(config, splits, strategy, chief, output_dir, backup_dir)
+    return Setup(config, splits, strategy, chief, output_dir, backup_dir, fail_on_damaged_backup)
 
 
 def _callbacks(setup: Setup, model: trainable.Trainable):
@@ -265,7 +272,8 @@ def _fit_tensorflow(setup: Setup) -> Fitted:
             setup.backup_dir,
             resume.training_state(model, dataset.element_spec, best, config.epochs),
             strategy)
-        done = backup.restore()  # after the model: workers are in step here
+        # after the model: workers are in step here
+        done = backup.restore(setup.fail_on_damaged_backup)
         # first at epoch end: the replicas' copies of a weight made one, then read
         fit_callbacks = [StopOnNonFiniteLoss(), distributed.SyncReplicaCopies(strategy),
                          *best.values(), *curves]
@@ -305,7 +313,7 @@ def _fit_keras(setup: Setup) -> Fitted:
         best, curves = _callbacks(setup, model)
         backup = keras_backup.KerasBackup(setup.backup_dir, model.model, model.optimizers(),
                                           best, chief=setup.chief)
-        done = backup.restore()
+        done = backup.restore(setup.fail_on_damaged_backup)
         stream = keras_runtime.TrainingStream(
             batches, steps_per_epoch(config, splits.train), epoch=done, devices=devices,
             process=keras_runtime.process_index(), processes=keras_runtime.process_count())
@@ -376,19 +384,25 @@ def finish(setup: Setup, fitted: Fitted,
 
 
 def run(config: TrainConfig, splits: Optional[common.Splits] = None, *,
-        overwrite: bool = False, marker: Optional[Mapping[str, Any]] = None) -> TrainResult:
+        overwrite: bool = False, marker: Optional[Mapping[str, Any]] = None,
+        fail_on_damaged_backup: bool = False) -> TrainResult:
     """Trains (resuming from a backup of the same config), restores each scorer's best
     validation epoch, evaluates, writes outputs and then the completion marker
     ``done.json`` (its finish time, the config, and the JSON fields of ``marker``):
-    :func:`prepare`, :func:`fit`, :func:`finish`.
+    :func:`prepare`, :func:`fit`, :func:`finish`. A damaged backup generation is
+    skipped with a warning; with none good left the run starts from the first epoch
+    (a warning says so), unless ``fail_on_damaged_backup``.
 
     Raises:
       FinishedRunError, OutputDirError: see :func:`pipelines.resume.check_output_dir` (not with
         ``overwrite``, which deletes the old outputs first).
+      DamagedBackupError (an OutputDirError): every backup generation is damaged, and
+        ``fail_on_damaged_backup``.
       NonFiniteLossError: the training loss became NaN or infinite.
       ValueError: bad data (:func:`check_splits`) or config.
     """
-    setup = prepare(config, splits, overwrite=overwrite)
+    setup = prepare(config, splits, overwrite=overwrite,
+                    fail_on_damaged_backup=fail_on_damaged_backup)
     return finish(setup, fit(setup), marker)
 
 
@@ -424,11 +438,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="delete the outputs of another run (another config, or a "
                              "finished one) in the output dir and train afresh")
+    parser.add_argument("--fail-on-damaged-backup", action="store_true",
+                        help="when every backup of an interrupted run is damaged, stop with "
+                             "an error instead of training from the first epoch")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The :class:`TrainConfig` of parsed flags (all but ``--overwrite``)."""
+    """The :class:`TrainConfig` of parsed flags (all but ``--overwrite`` and
+    ``--fail-on-damaged-backup``)."""
     return flags.config_from_args(TrainConfig, args)
 
 
@@ -444,7 +462,8 @@ def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
     config = config_from_args(args)
     try:
-        result = run(config, overwrite=args.overwrite)
+        result = run(config, overwrite=args.overwrite,
+                     fail_on_damaged_backup=args.fail_on_damaged_backup)
     except FinishedRunError as finished:
         print(finished)
         for line in common.stored_summary_lines(config.resolved_output_dir):

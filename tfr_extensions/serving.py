@@ -53,12 +53,14 @@ lists of 3 and 2 documents with F = 2 features (padding rows are ignored)::
 """
 import json
 import os
+import shutil
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
+from tfr_extensions.data import durable
 from tfr_extensions.data import elwc
 from tfr_extensions.data.elwc import FeatureSpec, feature_spec
 from tfr_extensions.ops import validation
@@ -224,16 +226,41 @@ def export(model: keras.Model, export_dir: str, num_features: Optional[int] = No
 
     Returns:
       ``export_dir``.
+
+    A local ``export_dir`` is written whole into a temporary sibling folder,
+    ``fsync``ed and renamed into place (its parent ``fsync``ed too), so that TF
+    Serving, or a power loss, never sees half a version; the old version it
+    replaces is deleted only then. A remote one (``gs://...``) is written in place.
     """
     backend.require_tensorflow_backend("tfrx.serving.export")
     if num_features is None:  # the model's config entry
         num_features = getattr(model, "get_config", dict)().get("num_features")
     num_features = validation.validate_int(num_features, "num_features", minimum=1)
-    if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
-        if not overwrite:
-            raise ValueError(f"`export_dir` {export_dir!r} exists and is not empty; pass "
-                             "overwrite=True or a new version number.")
+    exists = tf.io.gfile.exists(export_dir) and bool(tf.io.gfile.listdir(export_dir))
+    if exists and not overwrite:
+        raise ValueError(f"`export_dir` {export_dir!r} exists and is not empty; pass "
+                         "overwrite=True or a new version number.")
+    local = "://" not in export_dir
+    if not local and exists:
         tf.io.gfile.rmtree(export_dir)
+    target = f"{os.path.abspath(export_dir)}.tmp-{os.getpid()}" if local else export_dir
+    try:
+        _write_saved_model(model, target, num_features, feature_name, mask_feature_name,
+                           metadata)
+        if local:
+            if os.path.isdir(export_dir):
+                shutil.rmtree(export_dir)
+            durable.replace_durably(target, export_dir)
+    finally:
+        if local and os.path.isdir(target):
+            shutil.rmtree(target, ignore_errors=True)
+    return export_dir
+
+
+def _write_saved_model(model: keras.Model, export_dir: str, num_features: int,
+                       feature_name: str, mask_feature_name: str,
+                       metadata: Optional[dict]) -> None:
+    """The SavedModel of :func:`export` in ``export_dir``, with ``assets.extra/tfrx.json``."""
     module = _ServingModule(model, num_features, feature_name, mask_feature_name)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     _set_regress_method_name(export_dir)
@@ -242,4 +269,3 @@ def export(model: keras.Model, export_dir: str, num_features: Optional[int] = No
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", "tfrx.json"), "w") as f:
         json.dump(facts, f, indent=2, default=str)
-    return export_dir

@@ -1,5 +1,6 @@
-"""The LibSVM reader's binary cache: hits, invalidation, keys (byte-identical across
-versions, so existing caches stay valid) and an unwritable cache folder."""
+"""The LibSVM reader's binary cache: hits, invalidation, keys (pinned: they change only
+with :data:`CACHE_FORMAT`) and an unwritable cache folder. Damaged entries:
+``test_cache_damage.py``."""
 import os
 import pathlib
 
@@ -20,17 +21,18 @@ def _write(tmp_path, text, name="data.txt"):
 
 
 def test_entry_names_are_those_of_earlier_versions():
-    """Entry names pinned from the reader before the split into modules (format 2)."""
-    assert CACHE_FORMAT == 2
+    """Entry names pinned for format 3 (entries with a manifest); a change of the key
+    function must bump CACHE_FORMAT, which changes them all."""
+    assert CACHE_FORMAT == 3
     cache, path = pathlib.Path("/cache"), pathlib.Path("/data/rank.train")
     options = read_options(num_features=None, null_value=0, docids=False)
     assert options == {"num_features": None, "null_value": 0.0, "docids": False, "group": None}
     assert entry_path(cache, path, "36:0123abcd", options) == (
-        cache / "rank.train.05eaf8d20f.91dbc491825800a6")
+        cache / "rank.train.05eaf8d20f.b3c15dbe5c898714")
     options = read_options(num_features=46, null_value=-1, docids=True,
                            group=pathlib.Path("/data/rank.train.query"), group_bytes=b"2\n1\n")
     assert entry_path(cache, path, "36:0123abcd", options).name == (
-        "rank.train.05eaf8d20f.cc8c6138f29539d8")
+        "rank.train.05eaf8d20f.e25405c243c8655a")
 
 
 def test_unwritable_cache_warns_and_still_reads(tmp_path):
@@ -38,9 +40,6 @@ def test_unwritable_cache_warns_and_still_reads(tmp_path):
     not_a_dir = _write(tmp_path, "x", name="cache_file")
     with pytest.warns(UserWarning, match="could not write the cache entry"):
         assert read_libsvm(path, cache=not_a_dir).features.tolist() == [[1.0]]
-
-
-
 
 
 def test_cache_hit_is_identical_and_memory_mapped(tmp_path):

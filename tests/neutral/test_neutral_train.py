@@ -137,7 +137,7 @@ def test_a_run_killed_with_sigterm_resumes_to_the_results_of_an_uninterrupted_on
     killed = subprocess.Popen([sys.executable, "-m", "pipelines.train",
                                *small_args(tiny_fold, run)], cwd=str(REPO), env=job_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    checkpoint = run / "backup" / "checkpoint.npz"
+    checkpoint = run / "backup" / "epoch-1"  # a backup generation, renamed into place whole
     try:
         deadline = time.monotonic() + 300
         while not checkpoint.exists():

@@ -33,9 +33,10 @@ def test_two_workers_train_in_sync_and_resume_from_the_chiefs_backup(tiny_fold, 
     assert_same_weights(tmp_path)  # different initial values, synchronized
     assert resume.backed_up_epochs(str(tmp_path / "out" / "backup")) == 1
     assert not (tmp_path / "out" / "done.json").exists()
-    # the chief's checkpoint; worker 1 saved too, into a scratch folder it deleted
-    assert sorted(p.name for p in (tmp_path / "out" / "backup").iterdir()) == \
-        ["chief", "history.json"]
+    # the chief's backup generation; worker 1 saved too, into a scratch folder it deleted
+    assert sorted(p.name for p in (tmp_path / "out" / "backup").iterdir()) == ["chief"]
+    assert sorted(p.name for p in (tmp_path / "out" / "backup" / "chief").iterdir()) == \
+        ["epoch-1"]
 
     codes, logs = run_workers(tiny_fold, tmp_path, "2")  # the rerun: both restore epoch 1
     for code, log in zip(codes, logs):

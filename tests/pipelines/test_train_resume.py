@@ -70,8 +70,8 @@ def test_a_killed_run_resumes_and_equals_an_uninterrupted_one(tiny_fold, tmp_pat
     run, reference = tmp_path / "run", tmp_path / "reference"
     killed = start(train_argv(tiny_fold, run, "--verbose", "0"))
     try:
-        # the CheckpointManager writes its `checkpoint` index last: epoch 1's backup is complete
-        wait_for(run / "backup" / "chief" / "checkpoint", killed)
+        # a backup generation appears by a rename once whole: epoch 1's backup is complete
+        wait_for(run / "backup" / "chief" / "epoch-1", killed)
         killed.send_signal(signal.SIGTERM)
         killed.wait(timeout=60)
     finally:

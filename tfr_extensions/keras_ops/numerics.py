@@ -1,4 +1,4 @@
-r"""Numerical tricks that keep values and gradients finite: the ``keras.ops`` twin
+r"""Numerical tricks that keep values and gradients finite: the ``keras.ops`` counterpart
 of :mod:`tfr_extensions.ops.numerics` (the same functions, the same contracts).
 
 >>> from keras import ops

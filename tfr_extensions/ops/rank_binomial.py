@@ -3,7 +3,7 @@ r"""The TensorFlow half of SoftRank's rank distributions
 hand-written gradient, and the exact Rank-Binomial recursion (Eq. 11-12) as a balanced
 product tree. Reached as ``xp.rank_binomial`` in TensorFlow's filling of the array
 namespace (:mod:`tfr_extensions.arrays.tensorflow_namespace`); the ``keras.ops``
-filling's twin, :mod:`tfr_extensions.keras_ops.rank_binomial`, runs the recursion one
+filling's counterpart, :mod:`tfr_extensions.keras_ops.rank_binomial`, runs the recursion one
 document at a time (``lax.scan`` on JAX).
 
 Why per framework: speed. ``python -m benchmarks.loss_throughput --cases

@@ -9,7 +9,8 @@
 #                             ('.[torch,test]'): the backend-neutral suite (NEUTRAL_SUITE), as
 #                             users install it
 # Tests that cross stacks run with TFRX_CROSS_STACK=1 once every stack is set up (.ci/run).
-# The versions are pinned by stacks/$(STACK).txt (pip constraints) and the setup.py extra $(STACK).
+# The versions are pinned by stacks/$(STACK).txt (pip constraints) and the setup.py extra $(STACK);
+# setup installs it with the extras jobs (pandas, SciPy, matplotlib, LightGBM) and test.
 PYTHON ?= python3.11
 STACK ?= tf215
 
@@ -65,7 +66,7 @@ setup: $(STAMP)
 $(STAMP): setup.py stacks/$(STACK).txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c stacks/$(STACK).txt -e '.[$(STACK),test]'
+	$(PY) -m pip install --quiet -c stacks/$(STACK).txt -e '.[$(STACK),jobs,test]'
 	touch $(STAMP)
 
 demo: setup
@@ -115,7 +116,7 @@ docs: $(VENV)/.docs-installed
 endif
 
 $(VENV)/.docs-installed: $(STAMP)
-	$(PY) -m pip install --quiet -c stacks/$(STACK).txt -e '.[$(STACK),test,docs]'
+	$(PY) -m pip install --quiet -c stacks/$(STACK).txt -e '.[$(STACK),jobs,test,docs]'
 	touch $@
 
 clean:

@@ -22,8 +22,20 @@ losses, metrics, scorers, evaluation, NumPy data path, ``gbdt`` and the jobs run
   ``stacks/torch.txt``, as in ``stacks/keras3.txt``); ``pip install -e '.[torch,test]'
   -c stacks/torch.txt``.
 
+The core (``install_requires``) is NumPy alone: with a stack or backend extra, the
+losses, metrics, scorers, the LibSVM reader (NumPy's tokenizer; pandas' faster one when
+pandas is installed) and ``RankingPyDataset`` work, and ``tfr_extensions.gbdt`` where
+LightGBM is installed. Two more extras:
+
+* ``jobs``: what the ``tfrx-*`` jobs need beside the core (:data:`JOBS`: pandas for
+  their tables, SciPy for significance tests, matplotlib for plots, LightGBM for
+  LambdaMART); a job started without it says so in one line. ``pip install
+  'tfr_extensions[jax,jobs]'``.
+* ``test``: pytest, and scikit-learn (the LibSVM loader our reader is checked and
+  benchmarked against); the suites also need ``jobs``.
+
 The ``stacks/*.txt`` constraint files pin the versions CI tests; ``make setup
-STACK=...`` uses them.
+STACK=...`` uses them and installs the stack's extra with ``jobs`` and ``test``.
 """
 from setuptools import find_packages, setup
 
@@ -73,6 +85,10 @@ BACKENDS = {
     "torch": ["keras==3.*", "torch"],
 }
 
+#: what the jobs need beyond the core; pipelines/console.py's JOBS_EXTRA names the same
+#: modules (tests/test_packaging.py checks), and a job started without one says so
+JOBS = ["pandas", "scipy", "matplotlib", "lightgbm"]
+
 #: console script -> job (a module of pipelines/, run by pipelines/console.py)
 CONSOLE_SCRIPTS = {
     "tfrx-train": "train",
@@ -98,14 +114,10 @@ setup(
     entry_points={"console_scripts": [
         f"{script} = tfr_extensions.pipelines.console:{job}"
         for script, job in CONSOLE_SCRIPTS.items()]},
-    install_requires=[  # TensorFlow comes with a stack extra (absent with `jax`/`torch` alone)
-        "numpy",
-        "pandas",
-        "scipy",
-        "matplotlib",
-        "lightgbm",
-        "scikit-learn",  # the LibSVM loader our reader is benchmarked and checked against
-    ],
+    # The core: NumPy; Keras and its backend (or TensorFlow) come with an extra.
+    install_requires=["numpy"],
     # docs: the HTML API reference of `make docs` (pdoc, built on the keras3 stack)
-    extras_require={**STACKS, **BACKENDS, "test": ["pytest", "pytest-xdist"], "docs": ["pdoc==16.*"]},
+    extras_require={**STACKS, **BACKENDS, "jobs": JOBS,
+                    "test": ["pytest", "pytest-xdist", "scikit-learn"],
+                    "docs": ["pdoc==16.*"]},
 )

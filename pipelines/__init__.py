@@ -13,3 +13,11 @@ Each job has a frozen config dataclass, built from flags only in ``main``
 ``run(config)`` that other jobs call. :mod:`pipelines.common` holds what the
 jobs share (data splits, strict atomic files, printed summaries).
 """
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # `python -m pipelines.<job>` is locating its job
+    from .console import check_jobs_extra as _check_jobs_extra
+
+    _job = next((_sys.orig_argv[i + 1] for i, arg in enumerate(_sys.orig_argv[:-1])
+                 if arg == "-m"), __name__)
+    _check_jobs_extra(f"python -m {_job}")

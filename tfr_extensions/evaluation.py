@@ -32,17 +32,24 @@ it as ``None`` (JSON null), never as a bare ``NaN``. :func:`check_evaluable`
 rejects such a set where a number is needed (the validation set that picks the
 best epoch).
 
+The per-query table is pandas' (the ``jobs`` extra installs it): :func:`evaluate` and
+:func:`summarize` need pandas, and say so where it is not installed. The means alone
+(:func:`evaluate_summary`, and :class:`BestEpochCallback`, which uses them) need
+NumPy only.
+
 >>> result = evaluate([0., 1., 2., 0., 0.], [3., 2., 1., 1., 0.], [0, 3, 5],
 ...                   topns=(3,), metrics=("ndcg",))
 >>> round(result.summary["ndcg@3"], 4), result.summary["num_counted"]
 (0.5869, 1)
 """
+from __future__ import annotations
+
 import dataclasses
+import importlib
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
 
 from tfr_extensions import backend
 from tfr_extensions import metrics as tfrx_metrics
@@ -51,6 +58,9 @@ from tfr_extensions.data.dense import bucket_width
 from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
+
+if TYPE_CHECKING:  # the per-query table's type; pandas is imported where a table is made
+    import pandas as pd
 
 NO_RELEVANT_RULES = tfrx_metrics.NO_RELEVANT_RULES  # (re-exported for the pipelines' flags)
 DEFAULT_TOPNS = (1, 3, 5, 10, 20, 50)
@@ -67,6 +77,17 @@ class Evaluation:
 
     per_query: pd.DataFrame
     summary: Dict[str, Any]
+
+
+def _pandas(what: str):
+    """pandas, or an ImportError saying that ``what`` needs it and how to install it."""
+    try:
+        return importlib.import_module("pandas")
+    except ImportError as error:
+        raise ImportError(
+            f"{what} returns a pandas DataFrame, and pandas is not installed: "
+            "pip install 'tfr_extensions[jobs]' (or evaluate_summary: the means alone, "
+            "with NumPy).") from error
 
 
 def _validate_offsets(query_offsets, num_docs: int) -> np.ndarray:
@@ -135,7 +156,39 @@ def evaluate(labels, scores, query_offsets, qids=None,
       An :class:`Evaluation`; ``summary`` holds ``no_relevant``,
       ``num_queries``, ``num_counted`` (queries in the means), each column's
       mean and ``metric_definitions`` (column prefix -> definition).
+
+    Raises:
+      ImportError: pandas is not installed (the ``jobs`` extra).
     """
+    pandas = _pandas("tfr_extensions.evaluation.evaluate")
+    columns, values, relevant, offsets = _metric_table(
+        labels, scores, query_offsets, topns, metrics, no_relevant)
+    frame = pandas.DataFrame(values, columns=columns)
+    frame.insert(0, "has_relevant", relevant)
+    frame.insert(0, "num_docs", np.diff(offsets))
+    frame.insert(0, "qid", np.arange(offsets.size - 1) if qids is None else np.asarray(qids))
+    return Evaluation(per_query=frame, summary=_summary(columns, values, no_relevant))
+
+
+def evaluate_summary(labels, scores, query_offsets, topns: Sequence[int] = DEFAULT_TOPNS,
+                     metrics: Sequence[str] = DEFAULT_METRICS,
+                     no_relevant: str = "exclude") -> Dict[str, Any]:
+    """The ``summary`` of :func:`evaluate` (the same numbers) without the per-query
+    table, with NumPy alone.
+
+    >>> summary = evaluate_summary([0., 1., 2., 0., 0.], [3., 2., 1., 1., 0.], [0, 3, 5],
+    ...                            topns=(3,), metrics=("ndcg",))
+    >>> round(summary["ndcg@3"], 4), summary["num_counted"]
+    (0.5869, 1)
+    """
+    columns, values, _, _ = _metric_table(labels, scores, query_offsets, topns, metrics,
+                                          no_relevant)
+    return _summary(columns, values, no_relevant)
+
+
+def _metric_table(labels, scores, query_offsets, topns, metrics, no_relevant):
+    """``(columns, values float64 [Q, C], has_relevant bool [Q], offsets [Q + 1])`` of
+    :func:`evaluate`, in NumPy."""
     validation.validate_choice(no_relevant, NO_RELEVANT_RULES, "no_relevant")
     metrics = list(dict.fromkeys(column_prefixes(metrics)))  # "ap" and "map": one column
     labels = np.asarray(labels, np.float32).reshape(-1)
@@ -157,22 +210,28 @@ def evaluate(labels, scores, query_offsets, qids=None,
                 COLUMN_METRICS[metric](padded_labels, padded_scores, topn=k))
     if no_relevant != "zero":
         values[~relevant] = np.nan if no_relevant == "exclude" else 1.0
-    frame = pd.DataFrame(values, columns=columns)
-    frame.insert(0, "has_relevant", relevant)
-    frame.insert(0, "num_docs", np.diff(offsets))
-    frame.insert(0, "qid", np.arange(num_queries) if qids is None else np.asarray(qids))
-    return Evaluation(per_query=frame, summary=summarize(frame, no_relevant))
+    return columns, values, relevant, offsets
 
 
 def summarize(per_query: pd.DataFrame, no_relevant: str) -> Dict[str, Any]:
     """Means of the metric columns (NaN = excluded), the rule that made them,
     and the definition of each column prefix (``metric_definitions``)."""
     metric_columns = [c for c in per_query.columns if "@" in c]
-    counted = per_query[metric_columns].notna().all(axis=1)
-    summary = {"no_relevant": no_relevant, "num_queries": int(len(per_query)),
-               "num_counted": int(counted.sum())}
-    summary.update({c: float(per_query[c].mean()) for c in metric_columns})
-    prefixes = dict.fromkeys(c.partition("@")[0] for c in metric_columns)
+    return _summary(metric_columns, per_query[metric_columns].to_numpy(np.float64),
+                    no_relevant)
+
+
+def _summary(columns: Sequence[str], values: np.ndarray, no_relevant: str) -> Dict[str, Any]:
+    """:func:`summarize` of the metric columns ``columns`` (``values`` float64 ``[Q, C]``,
+    NaN = excluded): each mean over its non-NaN values, as pandas' ``mean``."""
+    excluded = np.isnan(values)
+    counts = (~excluded).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # no value counted: NaN
+        means = np.where(excluded, 0.0, values).sum(axis=0) / counts
+    summary = {"no_relevant": no_relevant, "num_queries": int(values.shape[0]),
+               "num_counted": int((~excluded).all(axis=1).sum())}
+    summary.update({c: float(mean) for c, mean in zip(columns, means)})
+    prefixes = dict.fromkeys(c.partition("@")[0] for c in columns)
     summary["metric_definitions"] = {
         prefix: vocabulary.definition(vocabulary.metric_of_column(prefix)) for prefix in prefixes}
     return summary
@@ -431,9 +490,11 @@ class BestEpochCallback(keras.callbacks.Callback):
             self._write_state(weights_changed=True)
 
     def _evaluate(self, data) -> float:
-        result = evaluate_model(self.scorer, data, no_relevant=self.no_relevant,
-                                topns=(self._topn,), metrics=(self._name,))
-        return float(result.summary[f"{self._name}@{self._topn}"])
+        scores = predict_scores(self.scorer, data)
+        summary = evaluate_summary(data.labels, scores, data.query_offsets,
+                                   topns=(self._topn,), metrics=(self._name,),
+                                   no_relevant=self.no_relevant)
+        return float(summary[f"{self._name}@{self._topn}"])
 
     def on_train_begin(self, logs=None):
         self._state_read = self._state is None

@@ -7,7 +7,11 @@ SavedModel takes raw features.
 
 Input: a dict ``{"features": float [B, L, F], "mask": bool [B, L]}`` (``mask``
 optional: every document valid when absent; a numeric mask, such as the int8 of
-``tfrx.data.numeric_masks``, means non-zero = valid). Output: scores ``float32 [B, L]``
+``tfrx.data.numeric_masks``, means non-zero = valid), or the features ``[B, L, F]``
+alone, as :class:`tfrx.data.RankingPyDataset` yields them by default: every document
+valid (the labels' -1 still marks padding for the losses; with ``with_mask=True`` the
+dataset's mask also keeps padding out of the z-score and the batch-normalization
+moments). Output: scores ``float32 [B, L]``
 (also under the ``mixed_float16`` policy: the output layer computes in
 float32). Padded documents get finite scores that mean nothing; losses and
 metrics ignore them through their labels (< 0).
@@ -49,6 +53,8 @@ nature needs it: :func:`input_signature_of` (``tf.TensorSpec``) and
 >>> import numpy as np
 >>> model = scorer("R4.L", num_features=3, hidden_units=8)
 >>> tuple(model({"features": np.ones([2, 5, 3], np.float32)}).shape)
+(2, 5)
+>>> tuple(model(np.ones([2, 5, 3], np.float32)).shape)  # the features alone: all valid
 (2, 5)
 """
 import dataclasses
@@ -116,19 +122,28 @@ _ACTIVATION_FUNCTIONS = {"relu": relu, "celu": celu, "gelu": gelu}
 
 
 def _features_and_mask(inputs):
-    """``(features float32 [B, L, F], mask bool [B, L])`` of a scorer's input dict; a
-    missing mask is all True, a numeric one is True where non-zero."""
-    if not isinstance(inputs, dict) or "features" not in inputs:
-        raise ValueError("The scorer's input must be a dict with key 'features' "
-                         "[batch, list_size, num_features] and optional 'mask'; got "
-                         f"{type(inputs).__name__}.")
-    mask = inputs.get("mask")
+    """``(features float32 [B, L, F], mask bool [B, L])`` of a scorer's input: a dict
+    ``{"features", "mask"}`` or the features alone. A missing mask is all True, a
+    numeric one is True where non-zero."""
+    if isinstance(inputs, dict):
+        if "features" not in inputs:
+            raise ValueError("The scorer's input dict must have the key 'features' "
+                             "[batch, list_size, num_features] (and optionally 'mask'); "
+                             f"got the keys {sorted(inputs)}.")
+        features, mask = inputs["features"], inputs.get("mask")
+    else:
+        features, mask = inputs, None
+    features = _cast(features, "float32")
+    shape = features.shape
+    rank = shape.rank if hasattr(shape, "rank") else len(shape)  # TensorShape or tuple
+    if rank is not None and rank != 3:
+        raise ValueError("The scorer's input must be the features [batch, list_size, "
+                         "num_features] or a dict {'features': ..., 'mask': ...}; got "
+                         f"features of shape {tuple(shape)}.")
     if USES_KERAS_OPS:
-        features = ops.cast(inputs["features"], "float32")
         if mask is None:
             return features, ops.ones(ops.shape(features)[:2], dtype="bool")
         return features, ops.cast(mask, "bool")
-    features = tf.cast(inputs["features"], tf.float32)
     if mask is None:
         return features, tf.ones(tf.shape(features)[:2], tf.bool)
     return features, tf.cast(mask, tf.bool)
@@ -212,7 +227,8 @@ class QueryZScore(keras.layers.Layer):
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")
 class Scorer(keras.Model):
-    """A per-document feed-forward scorer over ``{"features", "mask"}`` dicts.
+    """A per-document feed-forward scorer over ``{"features", "mask"}`` dicts or
+    features ``[B, L, F]`` alone.
 
     Build it with :func:`scorer`. ``call`` returns float32 scores ``[B, L]``.
     """
@@ -338,8 +354,8 @@ def scorer(notation: str, num_features: int, hidden_units: int = 100,
       name: the Keras model's name.
 
     Returns:
-      A built :class:`Scorer`: ``{"features": [B, L, F], "mask": [B, L]}`` ->
-      float32 scores ``[B, L]``.
+      A built :class:`Scorer`: ``{"features": [B, L, F], "mask": [B, L]}``, or the
+      features ``[B, L, F]`` alone (every document valid) -> float32 scores ``[B, L]``.
     """
     model = Scorer(notation, num_features, hidden_units=hidden_units,
                    batch_norm=batch_norm, normalization=normalization, l2=l2, name=name)

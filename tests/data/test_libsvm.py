@@ -291,9 +291,14 @@ def test_a_directory_as_path_says_it_is_a_directory(tmp_path):
     assert str(error.value) == f"{folder}: is a directory, not a LibSVM file"
 
 
-def test_fast_parser_agrees_with_slow_parser_on_mutated_lines():
+@pytest.mark.parametrize("tokenizer", ["pandas", "numpy"])
+def test_fast_parser_agrees_with_slow_parser_on_mutated_lines(tokenizer, monkeypatch):
     """The vectorized parser accepts exactly the lines the reference parser accepts,
-    with identical output (so the fast path never changes what a file means)."""
+    with identical output (so the fast path never changes what a file means), with
+    either tokenizer (pandas' where installed, NumPy's in the core install)."""
+    if tokenizer == "pandas":
+        pytest.importorskip("pandas")
+    monkeypatch.setattr(_parse, "read_pairs", getattr(_parse, f"read_pairs_{tokenizer}"))
     rng = np.random.default_rng(0)
     junk = [b":", b" ", b"x", b"-", b".", b"e", b"qid:", b"NULL", b"#", b"\t", b"0", b"9", b"+",
             b"\x00", b"\xef\xbb\xbf", b"e38", b"e39", b"99"]
@@ -324,8 +329,12 @@ def test_fast_parser_agrees_with_slow_parser_on_mutated_lines():
     assert accepted > 100 and rejected > 100, (accepted, rejected)
 
 
-def test_fast_parser_handles_regular_letor_blocks():
+@pytest.mark.parametrize("tokenizer", ["pandas", "numpy"])
+def test_fast_parser_handles_regular_letor_blocks(tokenizer, monkeypatch):
     """The vectorized path (not the per-token fallback) reads LETOR's usual forms."""
+    if tokenizer == "pandas":
+        pytest.importorskip("pandas")
+    monkeypatch.setattr(_parse, "read_pairs", getattr(_parse, f"read_pairs_{tokenizer}"))
     text = (b"2 qid:10 1:0.5 2:NULL 3:1e-3 #docid = GX008 inc = 1\n"
             b"0\tqid:10 1:1 2:2 3:3 \r\n1 qid:11 3:1 1:2\n")
     chunk = _parse.parse_fast(text, b"0.0", None)

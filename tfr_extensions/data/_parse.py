@@ -2,9 +2,13 @@
 
 Two parsers read a block of whole lines and return the same :class:`Chunk`:
 
-* ``parse_fast`` rewrites the block so that pandas' C CSV tokenizer reads it as
-  a two-column table (one row per ``a:b`` token, the space as line terminator,
-  ``:`` as separator), then checks the row structure with NumPy. Every line
+* ``parse_fast`` rewrites the block so that a tokenizer reads it as a two-column
+  table (one row per ``a:b`` token), then checks the row structure with NumPy. The
+  tokenizer (:func:`read_pairs`) is pandas' C CSV reader (the space as line
+  terminator, ``:`` as separator) where pandas is installed (the ``jobs`` extra
+  brings it), else NumPy's string functions (:func:`read_pairs_numpy`), which accept
+  the same tokens but take several times as long (``docs/stacks.md``): the core
+  installs with NumPy alone. Every line
   becomes ``-2:<label> qid:<id> <index>:<value> ...``: the ``-2`` marks labels
   (no real feature index is negative), ``qid`` parses as NaN in column 0, so the
   structure "label, qid, features*" per line is checked by comparing positions.
@@ -39,7 +43,11 @@ import re
 from typing import List, NamedTuple, Optional
 
 import numpy as np
-import pandas as pd
+
+try:  # the faster tokenizer; the core installs without pandas (read_pairs_numpy then)
+    import pandas as pd
+except ImportError:
+    pd = None
 
 #: Feature indices beyond this are surely typos (the output is dense); the
 #: ceiling of :func:`~tfr_extensions.data.read_libsvm`'s ``max_features``.
@@ -130,8 +138,9 @@ def _normalize(text: bytes, null_token: bytes, lines: bool) -> Optional[bytes]:
     return text
 
 
-def _read_pairs(body: bytes):
-    """pandas' C tokenizer over ``a:b`` tokens; None when a token is not numeric."""
+def read_pairs_pandas(body: bytes):
+    """pandas' C tokenizer over ``a:b`` tokens: ``(first, second)`` float64 ``[T]``
+    (``qid`` reads as NaN); None when a token is not two numbers."""
     try:
         frame = pd.read_csv(
             io.BytesIO(body), sep=":", lineterminator=" ", header=None, names=[0, 1],
@@ -141,6 +150,48 @@ def _read_pairs(body: bytes):
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
         return None
     return frame[0].to_numpy(), frame[1].to_numpy()
+
+
+# The bytes a token of a regular block may hold: digits, signs, '.', exponents, the ':'
+# separator, ``qid`` and ``inf``/``infinity``/``nan`` in any case. NumPy's float parsing
+# (Python's) also takes '_' between digits ('1_0'), which LibSVM does not.
+_PAIR_BYTES = b"0123456789+-.eE: qidnaftyQIDNAFTY"
+
+
+def read_pairs_numpy(body: bytes):
+    """:func:`read_pairs_pandas` with NumPy alone (no pandas): the same pairs, or None
+    for the same tokens.
+
+    >>> first, second = read_pairs_numpy(b"-2:1 qid:7 1:0.5 2:-1e3")
+    >>> first.tolist(), second.tolist()
+    ([-2.0, nan, 1.0, 2.0], [1.0, 7.0, 0.5, -1000.0])
+    >>> read_pairs_numpy(b"1:2:3"), read_pairs_numpy(b"1:1_0")
+    (None, None)
+    """
+    if body.translate(None, _PAIR_BYTES):  # a byte no number holds ('_', NUL, quotes)
+        return None
+    tokens = np.array(body.split())  # bytes [T]
+    if tokens.size == 0:
+        return None
+    parts = np.char.partition(tokens, b":")  # [T, 3]: before, ':', after
+    after = parts[:, 2]
+    if not ((parts[:, 1] == b":").all() and (np.char.find(after, b":") < 0).all()):
+        return None  # a token without ':' or with two
+    before = parts[:, 0]
+    is_qid = before == b"qid"
+    before[is_qid] = b"0"
+    try:
+        first, second = before.astype(np.float64), after.astype(np.float64)
+    except ValueError:  # not a number: '', 'x', '1e', 'qidx'
+        return None
+    if not np.isfinite(first).all():  # only 'qid' reads as NaN ('nan:1' is no query id)
+        return None
+    first[is_qid] = np.nan
+    return first, second
+
+
+#: the tokenizer of :func:`parse_fast`: pandas' where installed, else NumPy's
+read_pairs = read_pairs_pandas if pd is not None else read_pairs_numpy
 
 
 def _finite_float32(values: np.ndarray) -> bool:
@@ -215,7 +266,7 @@ def parse_fast(text: bytes, null_token: bytes, num_features: Optional[int],
         return _empty_chunk() if lines else None
     body = b"-2:" + text[:-1].replace(b"\n", b" -2:")
     num_lines = (len(body) - len(text) + 1) // 3  # each newline grew by 3 bytes
-    pairs = _read_pairs(body)
+    pairs = read_pairs(body)
     if pairs is None:
         return None
     first, second = pairs

@@ -250,8 +250,11 @@ class RankingPyDataset(_BATCHES_BASE):
       data, list_size, normalization, drop_no_relevant, seed: as :func:`to_dense`.
       batch_size: queries per batch (the last batch may be smaller).
       shuffle: a new query order every epoch (training); False keeps file order.
-      with_mask: inputs as the scorers of :mod:`tfr_extensions.models` take them,
-        ``{"features": [B, L, F], "mask": bool [B, L]}``, instead of the features.
+      with_mask: inputs ``{"features": [B, L, F], "mask": bool [B, L]}`` instead of
+        the features. The scorers of :mod:`tfr_extensions.models` take either: the
+        features alone mean every document is valid (the labels' -1 still keeps
+        padding out of the loss), the mask also keeps padding out of the scorers'
+        per-query z-score and batch-normalization moments.
       bucket_list_sizes: pad each batch to :func:`bucket_width` of its longest
         list rather than to that list, so that a compiled step sees few shapes.
       **kwargs: ``PyDataset``'s (``workers``, ``use_multiprocessing``,

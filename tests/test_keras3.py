@@ -414,7 +414,7 @@ losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ndcg", t
 out = {"backend": keras.backend.backend(), "describe": backend.describe(),
        "twin": np.asarray(losses).tolist(), "weights": np.asarray(weights).tolist(),
        "ndcg": tfrx.metrics.to_numpy(tfrx.metrics.ndcg(labels, scores, topn=3)).tolist(),
-       "ranks": tfrx.ops.twin_sigmoid_ranks(scores, labels, tie_break=False).numpy().tolist()}
+       "ranks": np.asarray(tfrx.ops.twin_sigmoid_ranks(scores, labels, tie_break=False)).tolist()}
 plain = keras.Sequential([keras.Input((4, 2)), keras.layers.Dense(1)])
 export_dir = os.path.join(tempfile.mkdtemp(), "export")
 loss = tfrx.losses.get("twin_ndcg_type3", topn=3)

@@ -99,7 +99,16 @@ bench: setup
 # annotation it cannot resolve (pdoc.doc_types), a name of __all__ that does not resolve
 # (pdoc.doc). Markup pdoc cannot read (a :math: role broken over lines, say) is shown as
 # written: check the page.
-DOCS_MODULES := tfr_extensions '!tfr_extensions\.(pipeline|tfranking)$$' pipelines
+# Two parts: what users import (docs/api/index.html: the package's outline, then each public
+# namespace by its __all__, and the jobs), and the implementation apart
+# (docs/api/implementation/: the array namespace, the per-framework primitives, the
+# checks, the TensorFlow strategies), so that the internals do not stand beside the
+# public names.
+INTERNALS := arrays|keras_ops|torch_ops|compat|evaluation_state|strategies
+DOCS_MODULES := tfr_extensions '!tfr_extensions\.(pipeline|tfranking)$$' \
+    '!tfr_extensions\.($(INTERNALS))' '!tfr_extensions\.ops\.' pipelines
+IMPLEMENTATION_MODULES := $(foreach m,$(subst |, ,$(INTERNALS)),tfr_extensions.$(m)) \
+    tfr_extensions.ops '!tfr_extensions\.ops$$'
 PDOC_WARNINGS := -W error:::pdoc.doc -W error:::pdoc.docstrings -W error:::pdoc.doc_types \
     -W "default:Couldn't import tfr_extensions.tfranking" \
     -W "default:Couldn't import tfr_extensions.pipeline"
@@ -112,6 +121,8 @@ docs: $(VENV)/.docs-installed
 	rm -rf docs/api
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) $(PDOC_WARNINGS) -m pdoc --docformat google --math \
 	    -o docs/api $(DOCS_MODULES)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) $(PDOC_WARNINGS) -m pdoc --docformat google --math \
+	    -o docs/api/implementation $(IMPLEMENTATION_MODULES)
 	@echo "API reference: docs/api/index.html"
 endif
 

@@ -62,7 +62,9 @@ from tfr_extensions.ops import vocabulary
 if TYPE_CHECKING:  # the per-query table's type; pandas is imported where a table is made
     import pandas as pd
 
-NO_RELEVANT_RULES = tfrx_metrics.NO_RELEVANT_RULES  # (re-exported for the pipelines' flags)
+#: what a list without a relevant document scores (:data:`tfr_extensions.metrics.NO_RELEVANT_RULES`)
+NO_RELEVANT_RULES = tfrx_metrics.NO_RELEVANT_RULES
+#: the cutoffs k of every metric@k that :func:`evaluate` reports by default
 DEFAULT_TOPNS = (1, 3, 5, 10, 20, 50)
 #: column prefix -> exact per-list metric, for every metric of the vocabulary
 COLUMN_METRICS = {metric.column: tfrx_metrics.METRIC_FUNCTIONS[metric.name]
@@ -519,3 +521,18 @@ class BestEpochCallback(keras.callbacks.Callback):
         self._read_state()
         if self._best_weights is not None:
             self.scorer.set_weights(self._best_weights)
+
+#: the public names, in the order a user meets them (the API reference documents these)
+__all__ = [
+    "evaluate",
+    "evaluate_summary",
+    "evaluate_model",
+    "predict_scores",
+    "Evaluation",
+    "BestEpochCallback",
+    "parse_metric",
+    "check_evaluable",
+    "DEFAULT_TOPNS",
+    "DEFAULT_METRICS",
+    "NO_RELEVANT_RULES",
+]

@@ -255,3 +255,18 @@ class RankingMetric(keras.metrics.Mean):
         config.update({"metric": self._metric, "topn": self._topn,
                        "no_relevant": self._no_relevant})
         return config
+
+#: the public names, in the order a user meets them (the API reference documents these)
+__all__ = [
+    "ndcg",
+    "average_precision",
+    "average_precision_min",
+    "precision",
+    "nerr",
+    "has_relevant",
+    "RankingMetric",
+    "metric_function",
+    "to_numpy",
+    "METRIC_FUNCTIONS",
+    "NO_RELEVANT_RULES",
+]

@@ -83,6 +83,7 @@ else:  # Keras 2: TensorFlow is the point
 
 ACTIVATIONS = {"R": "relu", "CE": "celu", "GE": "gelu"}
 BRUCH_WIDTHS = (64, 128, 256, 512, 1024)
+#: the notations :func:`scorer` accepts (the papers' ``R4.L``, ``CE4.L``, ``B64`` ...)
 ACCEPTED_FORMS = ("R<n>", "CE<n>", "GE<n>", "R<n>.L", "CE<n>.L", "GE<n>.L",
                   "B64", "B128", "B256", "B512", "B1024")
 
@@ -406,3 +407,15 @@ class TrainingModel(keras.Model):
 
     def call(self, inputs, training=None):
         return self.scorer(inputs, training=training)
+
+#: the public names, in the order a user meets them (the API reference documents these)
+__all__ = [
+    "scorer",
+    "parse_notation",
+    "Scorer",
+    "TrainingModel",
+    "QueryZScore",
+    "Architecture",
+    "input_signature_of",
+    "ACCEPTED_FORMS",
+]

@@ -68,7 +68,9 @@ from tfr_extensions.ops import validation
 PREDICT = tf.saved_model.PREDICT_METHOD_NAME      # "tensorflow/serving/predict"
 REGRESS = tf.saved_model.REGRESS_METHOD_NAME      # "tensorflow/serving/regress"
 DEFAULT = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY  # "serving_default"
+#: the key of the signature that scores dense ``[B, L, F]`` features with list lengths
 PREDICT_DENSE = "predict_dense"
+#: the signature keys of an exported SavedModel
 SIGNATURE_KEYS = (DEFAULT, PREDICT, REGRESS, PREDICT_DENSE)
 
 
@@ -269,3 +271,12 @@ def _write_saved_model(model: keras.Model, export_dir: str, num_features: int,
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", "tfrx.json"), "w") as f:
         json.dump(facts, f, indent=2, default=str)
+
+#: the public names, in the order a user meets them (the API reference documents these)
+__all__ = [
+    "export",
+    "elwc_predict_function",
+    "check_dense_inputs",
+    "SIGNATURE_KEYS",
+    "PREDICT_DENSE",
+]

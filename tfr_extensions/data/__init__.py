@@ -36,6 +36,14 @@ TENSORFLOW_ONLY = {
 }
 
 
+#: the public names, in the order a user meets them (the API reference documents these;
+#: the TensorFlow ones where TensorFlow is installed)
+__all__ = ["read_libsvm", "LibSVMData", "RankingPyDataset", "to_dense", "synthetic",
+           "write_libsvm", "group_by_query", "select_queries", "query_zscore_rows",
+           "default_cache_dir"] + (["ranking_dataset", "numeric_masks", "query_zscore",
+                                     "to_elwc", "elwc_feature_specs"] if HAS_TENSORFLOW else [])
+
+
 def __getattr__(name):
     if name in TENSORFLOW_ONLY and not HAS_TENSORFLOW:
         raise ImportError(f"tfr_extensions.data.{name} is TensorFlow by nature and TensorFlow "

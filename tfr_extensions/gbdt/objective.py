@@ -40,6 +40,7 @@ HESSIANS = ("exact", "lambdamart")
 OBJECTIVE_NAMES = tuple(f"twin_{m}_{g}" for m in SUPPORTED_METRICS
                         for g in vocabulary.GRADIENT_TYPES)
 
+#: a seed of the objectives: None (fresh draws), an int or a pair of ints
 Seed = Union[None, int, Sequence[int]]
 
 

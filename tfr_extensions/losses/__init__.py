@@ -1,5 +1,9 @@
 """Ranking losses: a pure function per loss, its Keras class, and :func:`get` by name.
 
+    loss = tfrx.losses.get("twin_ndcg_type3", topn=10)       # by name, with options
+    loss = tfrx.losses.TwinSigmoidLoss(metric="ndcg", topn=10) # the same class
+    losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, topn=10)  # per list
+
 Each loss is a function ``fn(labels, scores, *, mask=None, <options>) ->
 (losses, weights)`` (per list, ``[batch]`` each; see
 :mod:`tfr_extensions.losses.base` for the conventions and the bad-input
@@ -10,8 +14,8 @@ Every module of this package but its infrastructure (:data:`INFRASTRUCTURE`) is 
 family of losses, imported here whole: a loss module's registered classes and their
 functions are this package's names, with no list to keep by hand. No module is named
 like a function: ``tfrx.losses.lambda_loss`` is LambdaLoss's function (its module is
-:mod:`~tfr_extensions.losses.lambda_framework`, NeuralNDCG's
-:mod:`~tfr_extensions.losses.relaxed_sorting`). The module paths of an earlier release
+:mod:`tfr_extensions.losses.lambda_framework`, NeuralNDCG's
+:mod:`tfr_extensions.losses.relaxed_sorting`). The module paths of an earlier release
 (:data:`RENAMED_MODULES`) still import, and their names work with a
 ``DeprecationWarning`` that names the new module.
 """
@@ -65,6 +69,9 @@ for _old, _new in RENAMED_MODULES.items():
     if _old not in globals():  # no function of that name: the old module, deprecated
         globals()[_old] = sys.modules[f"{__name__}.{_old}"]
 
-__all__ = sorted(["RankingLoss", "SampledRankingMetric", "get", "names"]
-                 + [cls.__name__ for cls in registry.classes().values()]
-                 + [cls.spec.function.__name__ for cls in registry.classes().values()])
+#: the public names, in the order a user meets them (the API reference follows it):
+#: ``get`` and ``names``, then each loss's class beside its function, then the base classes
+__all__ = (["get", "names"]
+           + [name for cls in registry.classes().values()
+              for name in (cls.__name__, cls.spec.function.__name__)]
+           + ["RankingLoss", "SampledRankingMetric"])

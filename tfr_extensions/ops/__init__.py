@@ -29,3 +29,8 @@ from tfr_extensions.ops.twin_sigmoid import (  # (the same)
 
 if HAS_TENSORFLOW:
     from tfr_extensions.ops import lists, numerics, sorting
+
+#: the public names (the API reference documents these; the modules of the
+#: implementation are in its "implementation" part)
+__all__ = ["twin_sigmoid", "twin_sigmoid_ranks", "twin_sigmoid_derivative",
+           "rank_distributions", "sample_rankings", "plackett_luce_log_prob"]

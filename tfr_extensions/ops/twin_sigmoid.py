@@ -93,8 +93,19 @@ def _validate(alpha_b, gradient, label_signs) -> float:
     return validation.validate_positive(alpha_b, "alpha_b")
 
 
-def _times_derivative(upstream, v, signs, alpha_b, gradient):
-    return upstream * twin_sigmoid_derivative(v, alpha_b, gradient, signs)
+def _in_namespace(implementation: str, function, *args):
+    """``function(*args)`` with implementation ``implementation``'s namespace: a backward
+    pass runs with the namespace of its forward pass, also where the gradient is taken
+    outside an :func:`arrays.use` block (no switch where they are the same)."""
+    if arrays.current() == implementation:
+        return function(*args)
+    with arrays.use(implementation):
+        return function(*args)
+
+
+def _times_derivative(upstream, v, signs, alpha_b, gradient, implementation):
+    return _in_namespace(implementation, lambda: upstream * twin_sigmoid_derivative(
+        v, alpha_b, gradient, signs))
 
 
 def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=None):
@@ -112,7 +123,8 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     x = xp.convert_to_tensor(x)
     out = xp.where(x > 0, xp.ones_like(x), xp.where(x < 0, xp.zeros_like(x), xp.full_like(x, 0.5)))
     signs = None if label_signs is None else xp.convert_to_tensor(label_signs)
-    backward = functools.partial(_times_derivative, alpha_b=alpha_b, gradient=gradient)
+    backward = functools.partial(_times_derivative, alpha_b=alpha_b, gradient=gradient,
+                                 implementation=arrays.current())
     return xp.with_gradient(out, x, backward, signs)
 
 
@@ -289,10 +301,9 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
     return xp.where(valid, xp.cast(positions, scores.dtype), xp.zeros_like(scores)), positions
 
 
-def _rank_gradient(upstream, scores, labels, valid, alpha_b, gradient):
-    xp = arrays.namespace()
-    return xp.run_over_lists(_ranks_backward, (upstream, scores, labels, valid),
-                             (alpha_b, gradient))
+def _rank_gradient(upstream, scores, labels, valid, alpha_b, gradient, implementation):
+    return _in_namespace(implementation, lambda: arrays.namespace().run_over_lists(
+        _ranks_backward, (upstream, scores, labels, valid), (alpha_b, gradient)))
 
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
@@ -336,7 +347,8 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
         scores, valid = xp.screening.prepare_scores(scores, mask)
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
     forward, _ = exact_forward_ranks(scores, valid, tie_break, seed)
-    backward = functools.partial(_rank_gradient, alpha_b=alpha_b, gradient=gradient)
+    backward = functools.partial(_rank_gradient, alpha_b=alpha_b, gradient=gradient,
+                                 implementation=arrays.current())
     return xp.with_gradient(forward, scores, backward, labels, valid)
 
 

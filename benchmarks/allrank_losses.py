@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Tuple
 
-from benchmarks.backend_throughput import make_batch
+from benchmarks.backend_throughput import best_rates, make_batch
 
 _TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
 if _TESTS not in sys.path:  # the vendored allRank code lives with the tests
@@ -81,26 +81,6 @@ def step(loss: Callable) -> Callable:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def best_rates(runs: Dict[str, Callable], labels, scores, windows: int,
-               seconds: float, clock: Callable[[], float] = time.perf_counter) -> Dict[str, float]:
-    """Lists per second of each run: the runs alternate, ``windows`` windows of about
-    ``seconds`` each (by ``clock``), the best window kept."""
-    for run in runs.values():
-        run(labels, scores)  # warm up
-    best = {name: 0.0 for name in runs}
-    for _ in range(windows):
-        for name, run in runs.items():
-            calls, start = 0, clock()
-            while True:
-                run(labels, scores)
-                calls += 1
-                elapsed = clock() - start
-                if elapsed >= seconds:
-                    break
-            best[name] = max(best[name], calls * labels.shape[0] / elapsed)
-    return best
-
-
 def main(argv=None) -> List[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), choices=list(CASES))
@@ -137,8 +117,8 @@ def main(argv=None) -> List[dict]:
             name, kwargs, function, peer_kwargs = CASES[case]
             runs = {"ours": step(our_loss(name, kwargs)),
                     "allrank": step(allrank_loss(function, peer_kwargs))}
-            rates = best_rates(runs, labels, scores, args.windows, args.seconds,
-                               CLOCKS[args.clock])
+            rates = best_rates(runs, {name: (labels, scores) for name in runs},
+                               labels.shape[0], args.windows, args.seconds, CLOCKS[args.clock])
             ratio = rates["ours"] / rates["allrank"]
             rows.append({"case": case, "size": size, "lists": args.lists, "clock": args.clock,
                          "threads": torch.get_num_threads(),

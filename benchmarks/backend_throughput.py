@@ -299,19 +299,20 @@ def tensorflow_step(loss_and_xla, steps: int) -> Callable:
 # --- timing ---------------------------------------------------------------------
 
 def best_rates(runs: Dict[str, Callable], args_for: Dict[str, tuple], lists_per_call: int,
-               windows: int, seconds: float) -> Dict[str, float]:
+               windows: int, seconds: float,
+               clock: Callable[[], float] = time.perf_counter) -> Dict[str, float]:
     """Lists per second of each run: competitors alternate, ``windows`` windows of
-    about ``seconds`` each, best window kept."""
+    about ``seconds`` each (by ``clock``), best window kept."""
     for name, run in runs.items():
         run(*args_for[name])  # compile / warm up
     best = {name: 0.0 for name in runs}
     for _ in range(windows):
         for name, run in runs.items():
-            calls, start = 0, time.perf_counter()
+            calls, start = 0, clock()
             while True:
                 run(*args_for[name])
                 calls += 1
-                elapsed = time.perf_counter() - start
+                elapsed = clock() - start
                 if elapsed >= seconds:
                     break
             best[name] = max(best[name], calls * lists_per_call / elapsed)

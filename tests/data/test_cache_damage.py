@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
+from support.damage import empty, overwrite, truncate_to_half
 from tfr_extensions.data import cache as cache_module
 from tfr_extensions.data import read_libsvm, synthetic, write_libsvm
 from tfr_extensions.data.durable import MANIFEST_FILE
@@ -22,24 +23,10 @@ FILES = ("features.npy", "labels.npy", "qids.npy", "query_offsets.npy", "docids.
 ARRAYS = ("features", "labels", "qids", "query_offsets", "docids")
 
 
-def truncate_to_half(path):
-    os.truncate(path, os.path.getsize(path) // 2)
-
-
-def empty(path):
-    os.truncate(path, 0)
-
-
-def overwrite(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        f.write(bytes(range(200, 255)) + b"\xff" * 9)  # 64 bytes, never what was there
-
-
 DAMAGE = {
     "truncated_to_half": truncate_to_half,
     "emptied": empty,
-    "64_bytes_overwritten": lambda path: overwrite(path, max(os.path.getsize(path) // 2 - 32, 0)),
+    "64_bytes_overwritten": overwrite,
     "header_overwritten": lambda path: overwrite(path, 0),
 }
 

@@ -25,8 +25,7 @@ def _constant_is_documented(module: types.ModuleType, name: str) -> bool:
             continue
         for i, line in enumerate(lines):
             if re.match(rf"^{re.escape(name)}\s*(:[^=]*)?=", line):
-                above = [l for l in lines[max(0, i - 6):i]]
-                if above and any(l.startswith("#:") for l in above[-3:]):
+                if any(above.startswith("#:") for above in lines[max(0, i - 3):i]):
                     return True
     return False
 

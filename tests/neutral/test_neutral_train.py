@@ -6,7 +6,6 @@ The TensorFlow path of the same job (tf.data, TensorFlow's strategies and checkp
 tested by ``tests/pipelines``; here the module skips on Keras 2 and on Keras 3's
 TensorFlow backend.
 """
-import json
 import os
 import pathlib
 import signal
@@ -20,6 +19,7 @@ import pandas as pd
 import pytest
 
 from support import oracles
+from support.run_results import assert_same_results, read_results
 import tfr_extensions as tfrx
 from tfr_extensions import backend
 
@@ -67,11 +67,6 @@ def run_job(args, env=None, timeout=600):
     env = job_env(env)
     return subprocess.run([sys.executable, "-m", "pipelines.train", *args], cwd=str(REPO),
                           env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def read_results(folder):
-    with open(folder / "results.json") as f:
-        return json.load(f)
 
 
 def test_mq2008_fold1_writes_every_output_and_the_model_file_scores_them(mq2008_dir,
@@ -157,14 +152,7 @@ def test_a_run_killed_with_sigterm_resumes_to_the_results_of_an_uninterrupted_on
     assert uninterrupted.returncode == 0, uninterrupted.stderr
     got, want = read_results(run), read_results(reference)
     assert got["resumed_from_epoch"] >= 1 and want["resumed_from_epoch"] == 0
-    assert got["best_epoch"] == want["best_epoch"]
-    for key, values in want["history"].items():
-        np.testing.assert_allclose(got["history"][key], values, rtol=TOLERANCE, atol=TOLERANCE,
-                                   err_msg=key)
-    for part in ("validation", "test"):
-        for key, value in want[part].items():
-            if isinstance(value, float):
-                assert got[part][key] == pytest.approx(value, rel=TOLERANCE, abs=TOLERANCE), key
+    assert_same_results(got, want, TOLERANCE)
     pd.testing.assert_frame_equal(pd.read_csv(run / "test_per_query.csv"),
                                   pd.read_csv(reference / "test_per_query.csv"),
                                   rtol=TOLERANCE, atol=TOLERANCE)

@@ -19,6 +19,8 @@ import pytest
 
 from pipelines import backup_store
 from pipelines import train
+from support.damage import empty, overwrite, truncate_to_half
+from support.run_results import assert_same_results, read_results
 from tfr_extensions.backend import keras
 from tfr_extensions.data.durable import MANIFEST_FILE
 
@@ -27,20 +29,6 @@ ON_TENSORFLOW = train.on_tensorflow()
 FILES = ((lambda epochs: [f"ckpt-{epochs}.index", f"ckpt-{epochs}.data-00000-of-00001"])
          if ON_TENSORFLOW else (lambda epochs: ["checkpoint.npz"]))
 TOLERANCE = 1e-6
-
-
-def truncate_to_half(path):
-    os.truncate(path, os.path.getsize(path) // 2)
-
-
-def empty(path):
-    os.truncate(path, 0)
-
-
-def overwrite(path):
-    with open(path, "r+b") as f:
-        f.seek(max(os.path.getsize(path) // 2 - 32, 0))
-        f.write(bytes(range(200, 255)) + b"\xff" * 9)
 
 
 DAMAGE = {"truncated_to_half": truncate_to_half, "emptied": empty,
@@ -185,10 +173,6 @@ def test_the_flag_that_refuses_a_fresh_start():
         fail_on_damaged_backup
 
 
-def _results(folder):
-    return json.loads((folder / "results.json").read_text())
-
-
 def test_a_run_whose_newest_backup_is_damaged_ends_as_an_uninterrupted_one(tiny_fold, tmp_path,
                                                                            monkeypatch):
     """Interrupted after its second epoch of three; the newest backup's checkpoint
@@ -221,12 +205,6 @@ def test_a_run_whose_newest_backup_is_damaged_ends_as_an_uninterrupted_one(tiny_
         resumed = train.run(config)
     reference = train.run(dataclasses.replace(config, output_dir=str(tmp_path / "reference")))
     assert resumed.resumed_from_epoch == 1 and reference.resumed_from_epoch == 0
-    got, want = _results(tmp_path / "run"), _results(tmp_path / "reference")
-    assert got["best_epoch"] == want["best_epoch"]
-    for key, values in want["history"].items():
-        np.testing.assert_allclose(got["history"][key], values, rtol=TOLERANCE, atol=TOLERANCE,
-                                   err_msg=key)
-    for part in ("validation", "test"):
-        for key, value in want[part].items():
-            assert got[part][key] == pytest.approx(value, abs=TOLERANCE), (part, key)
+    assert_same_results(read_results(tmp_path / "run"), read_results(tmp_path / "reference"),
+                        TOLERANCE)
     assert not (tmp_path / "run" / "backup").exists()

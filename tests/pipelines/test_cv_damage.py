@@ -1,27 +1,13 @@
 """``tfrx-cv``: a finished run whose ``results.json`` or ``done.json`` is damaged is done
 again, and the report never crashes on it; ``tfrx-train`` trains such a run again too."""
 import json
-import os
 import shutil
 
 import pytest
 
 from pipelines import cv_presets, cv_report, cv_runner, flags, run_dir, train
 from pipelines.train import TrainConfig
-
-
-def truncate_to_half(path):
-    os.truncate(path, os.path.getsize(path) // 2)
-
-
-def empty(path):
-    os.truncate(path, 0)
-
-
-def overwrite(path):
-    with open(path, "r+b") as f:
-        f.seek(max(os.path.getsize(path) // 2 - 32, 0))
-        f.write(bytes(range(200, 255)) + b"\xff" * 9)
+from support.damage import empty, overwrite, truncate_to_half
 
 
 def digit_changed(path):

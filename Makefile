@@ -36,8 +36,9 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# The keras.ops implementation's suite, run once per Keras 3 backend by test-backends
-# (the TensorFlow backend runs it inside the whole suite).
+# The keras.ops implementation's suite, run by test-backends on the two Keras 3 backends
+# that compute with it, JAX and PyTorch (on the TensorFlow backend the losses compute
+# with TensorFlow's ops; tests/keras_ops/conftest.py).
 BACKEND_SUITE := tests/keras_ops tfr_extensions/keras_ops tfr_extensions/data/dense.py
 # pytest-xdist runs the suite in WORKERS processes (auto: one per core, at most 4: a
 # TensorFlow worker reaches 4-5 GB), each test file whole in one of them (its module

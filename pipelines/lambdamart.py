@@ -41,15 +41,13 @@ Presets (``PRESETS``; ``seeds`` is an alias of ``paper``):
   up to 1000 trees with early stopping after 200 rounds without a better
   validation nDCG@5. Sized for MSLR-WEB30K-like data (millions of rows).
 * ``small``: the same but 31 leaves, ``min_data_in_leaf`` 20 and
-  ``min_sum_hessian_in_leaf`` 1e-3 (LightGBM's defaults), for LETOR 4.0-sized
-  data. Why ``paper`` fails there: lambdarank hessians are small
-  (:math:`\\sum` over a document's pairs of :math:`\\rho(1-\\rho)|\\Delta
-  \\mathrm{nDCG}|`, well below 1 per document), so on MQ2008 Fold1 (9,630
-  rows) no split of the root leaves both children with a hessian sum >= 200.
-  The first tree is a single leaf, LightGBM stops ("no more leaves that meet
-  the split requirements") and the model is one constant tree (validation
-  nDCG@5 = LightGBM's score of the original order).
-  ``tests/pipelines/test_lambdamart.py`` checks this.
+  ``min_sum_hessian_in_leaf`` 1e-3 (LightGBM's defaults), for LETOR 4.0-sized data. Why
+  ``paper`` fails there: lambdarank hessians are small (:math:`\\sum` over a document's
+  pairs of :math:`\\rho(1-\\rho)|\\Delta \\mathrm{nDCG}|`, well below 1 per document), so on
+  MQ2008 Fold1 (9,630 rows) no split of the root leaves both children with a hessian sum >=
+  200. The first tree is a single leaf, LightGBM stops ("no more leaves that meet the split
+  requirements") and the model is one constant tree (validation nDCG@5 = LightGBM's score of
+  the original order). ``tests/pipelines/test_lambdamart.py`` checks this.
 * ``auto`` (default): ``small`` below 100,000 training rows, else ``paper``;
   ``results.json`` records the preset used.
 """

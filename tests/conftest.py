@@ -32,9 +32,10 @@ OPS_WITHOUT_TENSORFLOW = ("test_vocabulary.py",)
 
 
 def _tf_ops_suites_ignored():
-    """``tests/ops`` where :data:`stack.TF_OPS_SUITES_ON` says another stack runs the
-    same TensorFlow's op suites (tf221: keras3 runs TF 2.21's); without TensorFlow (the
-    jax and torch stacks), its TensorFlow files (all but :data:`OPS_WITHOUT_TENSORFLOW`)."""
+    """``tests/ops`` where :data:`stack.TF_OPS_SUITES_ON` says that another stack runs
+    the exhaustive suites of TensorFlow's ops (tf221, keras3: tf215 runs them);
+    without TensorFlow (the jax and torch stacks), its TensorFlow files (all but
+    :data:`OPS_WITHOUT_TENSORFLOW`)."""
     from support import stack  # pylint: disable=import-outside-toplevel
     from tfr_extensions import backend  # pylint: disable=import-outside-toplevel
     if stack.TF_OPS_SUITES_ON[stack.THIS_STACK]:
@@ -68,5 +69,6 @@ def pytest_terminal_summary(terminalreporter):
             "backend-neutral suite).")
     elif "ops" in collect_ignore:
         terminalreporter.write_line(
-            "tests/ops not collected on this stack: the keras3 stack runs the same "
-            "TensorFlow's op suites (tests/support/stack.py, TF_OPS_SUITES_ON).")
+            "tests/ops not collected on this stack: the exhaustive suites of TensorFlow's "
+            "ops run on tf215, and tests/neutral holds TensorFlow 2.21's ops to the same "
+            "oracles on keras3 (tests/support/stack.py, TF_OPS_SUITES_ON).")

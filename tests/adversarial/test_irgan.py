@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfr_extensions as tfrx
+from support import stack
 from support.stack import REPO
 from tfr_extensions.adversarial import IRGAN
 from tfr_extensions.backend import keras
@@ -173,6 +174,7 @@ json.dump({"first": run(5), "again": run(5), "other": run(6)}, sys.stdout)
 """
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_training_under_mirrored_strategy_is_reproducible_with_replicas_drawing_apart():
     """Two logical CPU replicas: the step counter (ON_WRITE, ONLY_FIRST_REPLICA)
     advances once per step, each replica folds in its id (the replicas draw

@@ -1,11 +1,11 @@
 """Shared machinery of the ``keras.ops`` implementation's suite (``tests/keras_ops``).
 
-The suite runs once per Keras 3 backend (``KERAS_BACKEND=tensorflow|jax|torch``, see
-the Makefile's ``test-backends``) and holds the ``keras.ops`` implementation
-(:mod:`tfr_extensions.keras_ops`, the bodies named ``"keras_ops"`` in each loss's spec)
-to the independent NumPy oracles of ``tests/support`` by itself; only
-``test_cross_implementation.py`` compares it with the TensorFlow implementation. This
-module imports no TensorFlow.
+The suite runs once per Keras 3 backend that computes with ``keras.ops``
+(``KERAS_BACKEND=jax|torch``, see the Makefile's ``test-backends``) and holds the
+``keras.ops`` implementation (:mod:`tfr_extensions.keras_ops`, the bodies named
+``"keras_ops"`` in each loss's spec) to the independent NumPy oracles of
+``tests/support`` by itself; only ``test_cross_implementation.py`` compares it with the
+TensorFlow implementation. This module imports no TensorFlow.
 
 * :func:`value_and_grad`: value and gradient with the backend's own autodiff
   (:func:`support.autodiff.value_and_grad`).

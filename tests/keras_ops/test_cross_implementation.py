@@ -8,8 +8,8 @@ Each implementation stands on the NumPy oracles by itself (``tests/losses``,
 ``tests/ops`` for TensorFlow; the other files of ``tests/keras_ops`` and
 ``tests/neutral`` for ``keras.ops``); this file is the one place that compares them,
 and the only file of this suite that imports TensorFlow: it is skipped where TensorFlow
-is not installed. The ``keras.ops`` side runs on Keras's backend (the suite runs once per
-backend), the TensorFlow side with TensorFlow's eager ops and ``tf.GradientTape``.
+is not installed. The ``keras.ops`` side runs on Keras's backend (the suite runs on JAX and
+PyTorch), the TensorFlow side with TensorFlow's eager ops and ``tf.GradientTape``.
 """
 import importlib
 

@@ -1,5 +1,5 @@
 """``keras_ops.sorting``, ``ops.rank_metrics`` and ``tfrx.metrics.RankingMetric``
-on every Keras 3 backend against the float64 NumPy oracles: the metrics of ranks and
+on Keras 3's JAX and PyTorch backends against the float64 NumPy oracles: the metrics of ranks and
 their rank derivatives (:mod:`support.oracles_rank_metrics`, Eq. 13-16 and 29-33 of
 the twin-sigmoid paper), the exact metrics (:mod:`support.oracles`), and sorts,
 positions and midranks from NumPy and SciPy, on the shared cases."""

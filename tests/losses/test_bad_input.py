@@ -17,6 +17,9 @@ gradient) that the oracle gives for each possible ranking.
 
 TF-Ranking's names (which ``tfrx.losses.get`` passes to TF-Ranking where it
 imports) keep TF-Ranking's own behaviour and are not checked here.
+
+It runs on tf215 (:data:`support.stack.TF_OPS_SUITES_ON`); on Keras 3 the backend-neutral
+suite (``tests/neutral/test_neutral_losses.py``) holds every backend to the same policy.
 """
 import math
 
@@ -29,8 +32,12 @@ import tfr_extensions as tfrx
 from tfr_extensions.arrays import tie_keys
 from support.loss_modes import value_and_grad
 from support import oracles
+from support.loss_options import QUICK_TO_COMPILE
 from support.oracles_bad_input import oracle_candidates
+from support.stack import tensorflow_ops_suite
 from tfr_extensions.ops import lists
+
+pytestmark = tensorflow_ops_suite
 
 
 def _distinct_configurations():
@@ -163,7 +170,7 @@ def test_a_batch_of_zero_lists_or_of_empty_lists_gives_zero(name, shape):
 @pytest.mark.parametrize("name", CLASS_NAMES)
 @pytest.mark.parametrize("xla", [False, True], ids=["graph", "xla"])
 def test_a_batch_of_zero_lists_in_graph_mode_and_under_xla(name, xla):
-    loss = build(name)
+    loss = build(name, **QUICK_TO_COMPILE.get(name, {}))
     static = tf.function(lambda l, s: value_and_grad(loss, l, s), jit_compile=xla)
     for shape in [(0, 5), (0, 0)] if xla else [(0, 0)]:
         value, grad = static(tf.zeros(shape), tf.zeros(shape))
@@ -343,11 +350,12 @@ def test_the_loss_function_applies_the_same_policy(name):
 def test_bad_input_policy_holds_in_graph_mode_and_under_xla(name):
     """One batch mixing the cases: graph mode and XLA give the eager values and
     gradients (NaN lists 0 and 6, zeros for lists 3-4 and for padding)."""
-    eager = run(name, MIXED_LABELS, MIXED_SCORES)
+    options = QUICK_TO_COMPILE.get(name, {})
+    eager = run(name, MIXED_LABELS, MIXED_SCORES, **options)
     assert np.isnan(eager[0][[0, 6]]).all() and np.isfinite(np.delete(eager[0], [0, 6])).all()
     assert (eager[0][[3, 4]] == 0).all() and (eager[1][[0, 3, 4, 6]] == 0).all()
     for xla in (False, True):
-        loss = build(name, reduction="none")
+        loss = build(name, reduction="none", **options)
         value, grad = tf.function(lambda l, s: value_and_grad(loss, l, s), jit_compile=xla)(
             MIXED_LABELS, MIXED_SCORES)
         np.testing.assert_allclose(value.numpy().reshape(-1), eager[0], rtol=1e-5, atol=1e-6)

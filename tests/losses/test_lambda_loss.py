@@ -32,7 +32,7 @@ import pytest
 import tensorflow as tf
 
 from support import oracles_lambda
-from support.stack import needs_tf_ranking, tfr
+from support.stack import needs_tf_ranking, tensorflow_ops_suite, tfr
 import tfr_extensions as tfrx
 from tfr_extensions.losses.lambda_framework import WEIGHTINGS
 
@@ -121,6 +121,7 @@ def test_long_lists_equal_the_oracle():
         np.testing.assert_allclose(grads, want_grads, rtol=1e-8, atol=1e-13)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("size", [9, 200])  # XLA counts ranks at 9, sorts at 200 (TF 2.15)
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 def test_xla_equals_graph_mode(weighting, size):
@@ -144,6 +145,7 @@ def test_xla_equals_graph_mode(weighting, size):
             np.testing.assert_allclose(graph[1].numpy(), want_grads, rtol=2e-5, atol=1e-6)
 
 
+@tensorflow_ops_suite
 def test_lists_of_a_thousand_documents_under_xla():
     labels, scores = random_lists(batch=4, size=1000, seed=4, dtype=np.float32)
     loss = tfrx.losses.LambdaLoss()

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from support import oracles_listwise
 import tfr_extensions as tfrx
-from support.stack import needs_tf_ranking, tfr
+from support.stack import needs_tf_ranking, tensorflow_ops_suite, tfr
 
 PAD = -1.0
 
@@ -137,6 +137,7 @@ def test_a_small_temperature_approaches_the_exact_ndcg():
     np.testing.assert_allclose(-losses.numpy(), np.reshape(exact.numpy(), -1), rtol=1e-12)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("key", ["approx_ndcg", "listnet"])
 @pytest.mark.parametrize("temperature", [0.1, 1.0, 3.0])
 def test_gradients_match_finite_differences(key, temperature):

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import tfr_extensions as tfrx
 from support import oracles_neural_ndcg as oracle
+from support.stack import tensorflow_ops_suite
 from tfr_extensions.backend import keras
 from tfr_extensions.losses import relaxed_sorting
 from tfr_extensions.ops import sinkhorn
@@ -130,6 +131,7 @@ def test_float32_values_and_gradients_equal_the_oracle(temperature, topn, transp
     np.testing.assert_allclose(grad, grads, rtol=1e-4, atol=2e-6)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("transposed", [False, True])
 def test_gradients_match_finite_differences(transposed):
     """TensorFlow's derivative through the Sinkhorn iterations (a fixed number:
@@ -234,6 +236,7 @@ def test_ties_in_scores_split_evenly_and_stay_finite():
 
 # --- Sinkhorn ---------------------------------------------------------------------------
 
+@tensorflow_ops_suite
 def test_sinkhorn_makes_the_valid_block_doubly_stochastic_and_stops_per_list():
     """The relaxed matrix after Sinkhorn: rows and columns of the valid block sum to 1
     within the tolerance, 0 elsewhere, and it equals the oracle's. With a loose
@@ -271,6 +274,7 @@ def test_sinkhorn_makes_the_valid_block_doubly_stochastic_and_stops_per_list():
 
 # --- compilation, dtypes, the class -------------------------------------------------------
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("transposed,tolerance", [(False, 1e-6), (True, 0.0)])
 def test_xla_equals_graph_mode(transposed, tolerance):
     labels, scores = batch(9, np.float32)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tfr_extensions.backend import keras
 
 from support import oracles
+from support.stack import tensorflow_ops_suite
 import tfr_extensions as tfrx
 from tfr_extensions.losses import pairwise
 
@@ -44,6 +45,7 @@ def test_ranknet_tied_labels_have_target_one_half():
     np.testing.assert_allclose(grad, [p - 0.5, 0.5 - p], rtol=1e-12)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("name", ["ranknet", "ndcg_beta_hinge"])
 def test_gradients_match_finite_differences(name):
     labels, scores = random_lists(seed=2)

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from support.oracles_pl import dcg_at, expected_ndcg_gradient, ndcg_at, pl_log_prob, softmax
-from support.stack import needs_tf_ranking
+from support.stack import needs_tf_ranking, tensorflow_ops_suite
 import tfr_extensions as tfrx
 from tfr_extensions.arrays import tie_keys
 from tfr_extensions.backend import keras
@@ -31,6 +31,7 @@ def _gradient(loss, labels, scores):
     return value, tape.gradient(value, scores)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("topn", [4, 2])
 @pytest.mark.parametrize("kind", sorted(LOSSES))
 def test_mean_estimate_converges_to_exact_gradient_of_expected_ndcg(kind, topn):
@@ -167,6 +168,7 @@ def test_padding_no_relevant_extremes_and_short_lists(name):
     assert np.all(per_list[1:] == 0.0)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("name", ["expected_utility", "mdprank"])
 def test_xla_matches_graph_and_eager_and_mixed_precision(name):
     labels = tf.constant([[2.0, 0.0, 1.0, 0.0, -1.0], [0.0, 1.0, 0.0, 3.0, 1.0]])

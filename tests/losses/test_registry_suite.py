@@ -30,8 +30,8 @@ import pytest
 import tensorflow as tf
 
 from support.loss_modes import value_and_grad
-from support.loss_options import BAD_OPTION, NON_DEFAULT
-from support.stack import needs_tf_ranking, tfr
+from support.loss_options import BAD_OPTION, NON_DEFAULT, QUICK_TO_COMPILE
+from support.stack import needs_tf_ranking, tensorflow_ops_suite, tfr
 import tfr_extensions as tfrx
 from tfr_extensions.arrays import tie_keys
 from tfr_extensions import backend
@@ -338,6 +338,7 @@ def _sampled_outcomes(name, kwargs, labels, scores, order, seeds, size):
     return outcomes
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("name,kwargs", PROPERTY_CASES,
                          ids=[f"{n}-{'-'.join(map(str, k.values())) or 'defaults'}"
                               for n, k in PROPERTY_CASES])
@@ -369,8 +370,10 @@ def test_masking_equals_deleting_and_permuting_changes_nothing(name, kwargs):
             np.testing.assert_allclose(grad, reference[value], rtol=1e-9, atol=1e-12)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("key,kwargs", KEY_CASES, ids=KEY_IDS)
 def test_xla_matches_graph_mode(key, kwargs):
+    kwargs = {**QUICK_TO_COMPILE.get(key, {}), **kwargs}
     graph_loss, xla_loss = build(key, **kwargs), build(key, **kwargs)
     graph = tf.function(lambda s: value_and_grad(graph_loss, LABELS, s))(SCORES)
     xla = tf.function(lambda s: value_and_grad(xla_loss, LABELS, s), jit_compile=True)(SCORES)

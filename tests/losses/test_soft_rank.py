@@ -8,6 +8,7 @@ from tfr_extensions.losses.soft_rank import SoftNDCGLoss
 from tfr_extensions.losses.soft_rank import training_discount
 from support.loss_modes import graph_xla_and_half
 from support.oracles_softrank import soft_ndcg_and_gradient, train_and_validate
+from support.stack import tensorflow_ops_suite
 
 
 def _batch(batch, size, seed, pad=True):
@@ -43,6 +44,7 @@ def test_value_and_gradient_match_paper_recursion():
         [soft_ndcg_and_gradient(scores[b], labels[b], 0.8)[0] for b in range(3)]), atol=1e-12)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("kwargs", [
     {"method": "exact"}, {"method": "exact", "topn": 3}, {"method": "normal", "topn": 4},
     {"method": "exact", "topn": 3, "discount_alpha": -0.5, "sinkhorn_iterations": 3},
@@ -95,6 +97,7 @@ def test_lists_without_relevant_documents_and_extreme_scores():
         assert np.all(grad[0] == 0) and np.all(grad[2] == 0)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("method", ["exact", "normal"])
 def test_xla_and_mixed_precision_give_the_same_values(method):
     labels, scores = _batch(4, 12, seed=5)

@@ -9,6 +9,7 @@ import tensorflow as tf
 from tfr_extensions.backend import keras
 
 from support import oracles
+from support.stack import tensorflow_ops_suite
 import tfr_extensions as tfrx
 
 METRICS = ("precision", "ap", "ap_min", "ndcg", "nerr")
@@ -36,6 +37,7 @@ def test_forward_value_is_minus_the_exact_metric(metric, topn):
     np.testing.assert_allclose(per_list, expected, rtol=1e-12, atol=1e-12)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("metric,gradient,topn,graph",
                          [case + (False,) for case in itertools.product(METRICS, GRADIENTS,
                                                                         [None, 4])]
@@ -62,6 +64,7 @@ def test_gradient_equals_the_papers_closed_form(metric, gradient, topn, graph):
     assert (grads[2] == 0).all()  # no relevant document: zero gradient
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("gradient", GRADIENTS)
 def test_long_lists_gradient_equals_the_papers_closed_form(gradient):
     labels, scores = random_lists(batch=3, size=90, seed=8)
@@ -95,6 +98,7 @@ def test_default_reduction_averages_over_lists_with_tf_ranking_weights():
                                -np.mean(list_weight * ndcgs), rtol=1e-12)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("gradient", GRADIENTS)
 def test_xla_and_mixed_precision_match_graph_mode(gradient):
     labels, scores = random_lists(seed=7, dtype=np.float32)
@@ -179,6 +183,7 @@ def test_a_keras_scorer_trains_and_saves_with_the_loss(name, tmp_path):
                                rtol=1e-6)
 
 
+@tensorflow_ops_suite
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("spread", [4.0, 500.0])  # 500: e^-spread underflows float32
 @pytest.mark.parametrize("reduction", ["none", "sum_over_batch_size"])

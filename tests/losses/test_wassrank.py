@@ -9,6 +9,7 @@ from tfr_extensions.losses import wassrank as wassrank_spec
 from tfr_extensions.losses import wassrank  # (the math and its helpers)
 from tfr_extensions.losses.wassrank import WassRankLoss
 from support.oracles_softrank import entropic_ot, sinkhorn_numpy, train_and_validate
+from support.stack import tensorflow_ops_suite
 
 
 def exact_transport(a, b, cost):
@@ -79,6 +80,7 @@ def test_cost_matrix_types():
     assert p1[3, 0] == 3.0  # ideal positions: doc 3 first, doc 0 last
 
 
+@tensorflow_ops_suite
 def test_gradient_is_the_dual_potential_and_matches_entropic_ot():
     """The paper's gradient: a_i (f_i - <a, f>) through the softmax. At
     convergence it is the gradient of OT_lambda = <P, C> - lambda H(P)."""

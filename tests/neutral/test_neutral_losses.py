@@ -24,6 +24,7 @@ from support import autodiff, oracles, oracles_listwise, oracles_pairwise, oracl
 from support.loss_suite import (  # noqa: E402
     BACKEND, BAD, CLASSES, FUNCTIONS, KEYS, LABELS, OPTIONS, PROPERTY_RTOL, RELEVANT, SAMPLED,
     SCORES, SEEDED, VALID, assert_close, per_list, run)
+from support.loss_options import QUICK_TO_COMPILE  # noqa: E402
 
 SOFTRANK = oracles_softrank
 
@@ -385,10 +386,10 @@ TORCH_COMPILE_SKIP = ("torch.compile takes tens of seconds per loss on CI's CPUs
 def test_compiled_value_and_gradient_equal_eager(key):
     if BACKEND == "torch" and key not in TORCH_COMPILED:
         pytest.skip(TORCH_COMPILE_SKIP)
-    function = FUNCTIONS[key]
+    function, options = FUNCTIONS[key], {**OPTIONS[key], **QUICK_TO_COMPILE.get(key, {})}
 
     def fn(y, s):
-        losses, weights = function(y, s, **OPTIONS[key])
+        losses, weights = function(y, s, **options)
         return losses * weights
 
     value, grad = autodiff.compiled_value_and_grad(fn, LABELS, SCORES)
@@ -405,10 +406,10 @@ def test_gradient_through_a_compiled_loss_equals_eager(key):
     if BACKEND == "torch":
         pytest.skip("on PyTorch a compiled function's gradient is its compiled backward: "
                     "test_compiled_value_and_gradient_equal_eager")
-    function = FUNCTIONS[key]
+    function, options = FUNCTIONS[key], {**OPTIONS[key], **QUICK_TO_COMPILE.get(key, {})}
 
     def fn(y, s):
-        losses, weights = function(y, s, **OPTIONS[key])
+        losses, weights = function(y, s, **options)
         return losses * weights
 
     value, grad = autodiff.value_and_grad(autodiff.compiled(fn), LABELS, SCORES)

@@ -1,5 +1,6 @@
 """twin_sigmoid and twin_sigmoid_ranks: forward values, Eq. 11/20/21 derivatives,
 tie breaking, padding, extreme scores, and XLA."""
+import functools
 import importlib
 
 import numpy as np
@@ -150,6 +151,21 @@ def test_rank_jacobian_equals_eq_17_18_in_numpy(gradient):
                                rtol=1e-10, atol=1e-14)
 
 
+@functools.lru_cache(maxsize=None)
+def _ranks_vjp(gradient: str, alpha_b: float, xla: bool):
+    """``upstream``'s vector-Jacobian product with the ranks, one program per shape and
+    dtype for the whole module (the spreads of one dtype share its compiles)."""
+    def vjp(scores, labels, upstream):
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            ranks = ops.twin_sigmoid_ranks(scores, labels, gradient=gradient, alpha_b=alpha_b,
+                                           seed=0)
+            objective = tf.reduce_sum(upstream * ranks)
+        return tape.gradient(objective, scores)
+
+    return tf.function(vjp, jit_compile=xla)
+
+
 @pytest.mark.parametrize("gradient", GRADIENTS)
 @pytest.mark.parametrize("dtype, spread", [(np.float64, 20.0), (np.float64, 2000.0),
                                            (np.float32, 55.0), (np.float32, 200.0)])
@@ -163,16 +179,8 @@ def test_backward_equals_eq_17_18_on_any_list_length_and_spread(gradient, dtype,
         scores = scores / np.ptp(scores) * spread / alpha
         valid = labels >= 0
         upstream = np.random.default_rng(size).normal(size=labels.shape).astype(dtype)
-
-        def grads(s):
-            with tf.GradientTape() as tape:
-                tape.watch(s)
-                ranks = ops.twin_sigmoid_ranks(s, tf.constant(labels), gradient=gradient,
-                                               alpha_b=alpha, seed=0)
-                objective = tf.reduce_sum(upstream * ranks)
-            return tape.gradient(objective, s)
-
-        got = tf.function(grads, jit_compile=xla)(tf.constant(scores)).numpy()
+        got = _ranks_vjp(gradient, alpha, xla)(tf.constant(scores), tf.constant(labels),
+                                               tf.constant(upstream)).numpy()
         for b in range(len(labels)):
             v = valid[b]
             with np.errstate(over="ignore"):  # the oracle's 1 / (1 + exp(-x)) -> 0
@@ -270,16 +278,8 @@ def test_counting_with_tie_keys_equals_sorting(ties, size):
     np.testing.assert_array_equal(np.where(mask, lazily, 0), np.where(mask, by_sort, 0))
 
 
-def assert_xla_equals_eager(metric, size, ties, seed, any_length=False):
-    """The twin metric and its gradient under XLA equal eager's, on 6 lists of
-    ``size`` documents (with ``ties``: all lists but the first tied, the keyed
-    count); ``any_length``: the XLA program is traced for lists of any length."""
+def _metric_value_and_gradient(metric):
     twin = importlib.import_module("tfr_extensions.ops.twin_sigmoid")
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
-    scores = rng.normal(size=(6, size)).astype(np.float32)
-    if ties:
-        scores[1:] = rng.integers(-3, 4, size=(5, size))
 
     def value_and_gradient(labels, s):
         with tf.GradientTape() as tape:
@@ -288,10 +288,28 @@ def assert_xla_equals_eager(metric, size, ties, seed, any_length=False):
                                              topn=10, gradient="type3", seed=3)
         return value, tape.gradient(value, s)
 
+    return value_and_gradient
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_metric(metric, any_length):
+    """One XLA program per shape for the module (tied and untied lists share it)."""
     signature = [tf.TensorSpec([None, None], tf.float32)] * 2 if any_length else None
-    compiled = tf.function(value_and_gradient, jit_compile=True, input_signature=signature)
-    eager = value_and_gradient(tf.constant(labels), tf.constant(scores))
-    xla = compiled(tf.constant(labels), tf.constant(scores))
+    return tf.function(_metric_value_and_gradient(metric), jit_compile=True,
+                       input_signature=signature)
+
+
+def assert_xla_equals_eager(metric, size, ties, seed, any_length=False):
+    """The twin metric and its gradient under XLA equal eager's, on 6 lists of
+    ``size`` documents (with ``ties``: all lists but the first tied, the keyed
+    count); ``any_length``: the XLA program is traced for lists of any length."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(-1, 4, size=(6, size)).astype(np.float32)
+    scores = rng.normal(size=(6, size)).astype(np.float32)
+    if ties:
+        scores[1:] = rng.integers(-3, 4, size=(5, size))
+    eager = _metric_value_and_gradient(metric)(tf.constant(labels), tf.constant(scores))
+    xla = _compiled_metric(metric, any_length)(tf.constant(labels), tf.constant(scores))
     for a, b in zip(eager, xla):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
     assert np.abs(eager[1].numpy()).sum() > 0

@@ -14,8 +14,10 @@ from scipy import stats
 from pipelines import cross_validate, cv_presets, cv_report, cv_runner, flags
 from pipelines.lambdamart import LambdaMARTConfig
 from pipelines.train import TrainConfig
+from support import stack
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_smoke_one_fold_two_methods_and_resume(mq2008_dir, tmp_path, capsys):
     argv = ["--name", "smoke", "--data", str(mq2008_dir), "--folds", "1",
             "--methods", "twin_ndcg_type3,lambdamart", "--epochs", "1",
@@ -105,6 +107,7 @@ def test_grid_and_config_validation():
         cv_presets.resolve_method("twin_ndcg_type3[scorer]")
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_changed_settings_retrain_and_the_report_uses_matching_runs_only(tiny_fold, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -252,6 +255,7 @@ def tiny_cv(tiny_fold, tmp_path, **overrides):
         report_dir=str(tmp_path / "report")), **overrides)
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_an_interrupted_neural_run_resumes_from_its_backup(tiny_fold, tmp_path, monkeypatch):
     from pipelines import train
 
@@ -277,6 +281,7 @@ def test_an_interrupted_neural_run_resumes_from_its_backup(tiny_fold, tmp_path, 
     assert json.loads((run / "results.json").read_text())["resumed_from_epoch"] == 0
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_irgan_trains_both_players_and_reports_each(tiny_fold, tmp_path):
     config = tiny_cv(tiny_fold, tmp_path, methods=("irgan_pair",))
     assert cv_runner.run_all(config, log=lambda line: None) == {"trained": 1, "skipped": 0}

@@ -7,7 +7,12 @@ import pytest
 
 from pipelines import cv_presets, cv_report, cv_runner, flags, run_dir, train
 from pipelines.train import TrainConfig
+from support import stack
 from support.damage import empty, overwrite, truncate_to_half
+
+# tfrx-cv's runner is the same code under each Keras: tf215 and keras3 run it (and the
+# stacks without TensorFlow, their own trainer)
+pytestmark = stack.heavy_integration("tf215", "keras3", "jax", "torch")
 
 
 def digit_changed(path):

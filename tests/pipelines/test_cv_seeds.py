@@ -12,6 +12,7 @@ from pipelines import cross_validate, cv_presets, cv_report, cv_runner, flags
 from pipelines.cv_config import CVConfig
 from pipelines.lambdamart import LambdaMARTConfig
 from pipelines.train import TrainConfig
+from support import stack
 
 METRIC = cv_runner.SELECTION_METRIC
 
@@ -111,6 +112,7 @@ def per_query(run_folder):
     return pd.read_csv(run_folder / "test_per_query.csv")[["qid", METRIC]].set_index("qid")[METRIC]
 
 
+@stack.heavy_integration("tf215", "keras3")
 def test_seeded_runs_report_per_query_means_and_the_spread(tiny_fold, tmp_path, capsys):
     cv = tiny_seeds_cv(tiny_fold, tmp_path)
     lines = []

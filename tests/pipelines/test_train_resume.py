@@ -222,6 +222,7 @@ def assert_results_equal(got, want):
                 assert scores_got[part][key] == pytest.approx(value, abs=TOLERANCE), (part, key)
 
 
+@stack.heavy_integration("tf215", "keras3")
 @pytest.mark.parametrize("overrides", [
     {"loss": "irgan_pair"},                                    # two players, two optimizers
     {"strategy": "mirrored", "mixed_precision": True},         # loss scaling's state too
@@ -244,8 +245,8 @@ def test_an_interrupted_run_resumes_exactly(tiny_fold, tmp_path, monkeypatch, ov
     assert_results_equal(got, want)
 
 
-@pytest.mark.parametrize("loss", [
-    "ranknet", pytest.param("irgan_point", marks=stack.heavy_integration("tf215", "keras3"))])
+@stack.heavy_integration("tf215", "keras3")
+@pytest.mark.parametrize("loss", ["ranknet", "irgan_point"])
 def test_two_replicas_of_a_mirrored_strategy_resume_exactly(tiny_fold, tmp_path, loss):
     """Keras's fit under a MirroredStrategy of two replicas (Keras 3 first averages a
     batch over them, and opens a second iterator on the training stream)."""

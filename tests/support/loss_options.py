@@ -11,3 +11,7 @@ NON_DEFAULT = {key: examples[0] for key, examples in EXAMPLES.items()}
 BAD_OPTION = {key: (name, cls.spec.checks[name].rejects)
               for key, cls in registry.classes().items()
               for name in list(cls.spec.defaults)[:1]}
+#: registry key -> options that keep its XLA compile short, for the tests that compile
+#: every loss: NeuralNDCG unrolls its 50 Sinkhorn iterations, 20-30 s to compile on 2 CPU
+#: cores (``tests/losses/test_neural_ndcg.py`` compiles its defaults)
+QUICK_TO_COMPILE = {"neural_ndcg": {"sinkhorn_iterations": 5}}

@@ -63,11 +63,24 @@ THIS_STACK = _this_stack()
 #: the TensorFlow stacks other than this one (the cross-stack tests' partners)
 OTHER_STACKS = tuple(name for name in STACKS if name != THIS_STACK)
 
-#: The TensorFlow-op suites (``tests/ops``) of TF 2.21 run on the keras3 stack; tf221 runs
-#: the same TensorFlow and skips them, keeping its Keras 2 suites (CI's time budget).
-#: The stacks without TensorFlow have no TensorFlow ops to test.
-TF_OPS_SUITES_ON = {"tf215": True, "tf221": False, "keras3": True,
+#: Where the exhaustive suites of TensorFlow's ops run: ``tests/ops`` and the tests of
+#: ``tests/losses`` marked :data:`tensorflow_ops_suite` (graph mode against eager, XLA,
+#: gradients against closed forms and finite differences). They run on tf215, the default
+#: stack. TensorFlow 2.21's ops are held to the same oracles by the backend-neutral suite
+#: (``tests/neutral``: every loss against its oracle, eager and under XLA, and the
+#: bad-input policy), which keras3 runs on them; tf221 has the same TensorFlow and keeps
+#: its Keras 2 suites (CI's time budget). The stacks without TensorFlow have no
+#: TensorFlow ops.
+TF_OPS_SUITES_ON = {"tf215": True, "tf221": False, "keras3": False,
                     "jax": False, "torch": False}
+
+#: Marks a test of TensorFlow's ops through the loss functions (graph mode against eager,
+#: XLA, gradients against closed forms or finite differences): it runs where
+#: :data:`TF_OPS_SUITES_ON` says.
+tensorflow_ops_suite = pytest.mark.skipif(
+    not TF_OPS_SUITES_ON[THIS_STACK],
+    reason="an exhaustive test of TensorFlow's ops: runs on tf215 (TensorFlow 2.21's ops: "
+           "tests/neutral on keras3; CI's time budget)")
 
 
 def heavy_integration(*stacks: str):

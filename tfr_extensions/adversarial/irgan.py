@@ -11,17 +11,16 @@ step runs ``d_steps`` discriminator updates, then ``g_steps`` generator updates
 (REINFORCE) on samples drawn from its softmax / Plackett-Luce distribution at
 ``temperature``, with the discriminator's reward held constant.
 
-* ``"point"``: the generator samples ``num_samples`` documents per query with
-  replacement, :math:`p_\theta(d) \propto e^{f_\theta(d)/T}`; the discriminator
-  :math:`D(d) = \sigma(f_\phi(d))` separates relevant documents (label > 0)
-  from sampled ones; generator reward :math:`-\log(1 - D(d)) =
-  \mathrm{softplus}(f_\phi(d))`.
-* ``"pair"``: ``num_samples`` pairs per query: a relevant document i drawn
-  uniformly, then a less relevant document k drawn from the generator's
-  softmax over the documents with a lower label; the discriminator
-  :math:`D(i, k) = \sigma(f_\phi(i) - f_\phi(k))` is trained to order the pair
-  (RankNet on generated pairs); generator reward :math:`-\log D(i, k) =
-  \mathrm{softplus}(f_\phi(k) - f_\phi(i))` (hard negatives score high).
+* ``"point"``: the generator samples ``num_samples`` documents per query with replacement,
+  :math:`p_\theta(d) \propto e^{f_\theta(d)/T}`; the discriminator
+  :math:`D(d) = \sigma(f_\phi(d))` separates relevant documents (label > 0) from sampled
+  ones; generator reward :math:`-\log(1 - D(d)) = \mathrm{softplus}(f_\phi(d))`.
+* ``"pair"``: ``num_samples`` pairs per query: a relevant document i drawn uniformly, then
+  a less relevant document k drawn from the generator's softmax over the documents with a
+  lower label; the discriminator :math:`D(i, k) = \sigma(f_\phi(i) - f_\phi(k))` is trained
+  to order the pair (RankNet on generated pairs); generator reward
+  :math:`-\log D(i, k) = \mathrm{softplus}(f_\phi(k) - f_\phi(i))` (hard negatives score
+  high).
 * ``"list"``: the generator samples ``num_samples`` (K) rankings of size
   ``topn`` (10) by PL-sampling (Eq. 12, Gumbel trick); the discriminator is the
   PL likelihood of a ranking under its own scores, :math:`D_\phi(\pi)` (Eq. 14),

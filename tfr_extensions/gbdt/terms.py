@@ -16,22 +16,22 @@ weights held constant, :mod:`tfr_extensions.gbdt.metric_form`), let
 
 **Hessian** (``hessian``). Write the type's twin-sigmoid derivative as
 :math:`g_{ij} = \psi_{ij}'(s_i - s_j)`: the "virtual ranks"
-:math:`\tilde r_i = 1 + \sum_{j \ne i} (1 - \psi_{ij}(s_i - s_j))` have exactly
-the Jacobian of Eq. 17-18 (for type1, :math:`\psi = \sigma_b`: the smoothed rank
-of Eq. 12; for type3, :math:`\psi_{ij}(z) = 2\log\sigma_b(z)` if
-:math:`u_{ij} = 1` and :math:`2\log\sigma_b(-z)` if :math:`u_{ij}=-1`, a RankNet
-term). With :math:`\delta` piecewise constant in :math:`s` (it depends on the
-exact ranks only), the gradient above is :math:`-\nabla_s \sum_i \delta_i
-\tilde r_i(s)` between rank swaps, and its derivative along :math:`s_k` is
+:math:`\tilde r_i = 1 + \sum_{j \ne i} (1 - \psi_{ij}(s_i - s_j))` have exactly the Jacobian
+of Eq. 17-18 (for type1, :math:`\psi = \sigma_b`: the smoothed rank of Eq. 12; for type3,
+:math:`\psi_{ij}(z) = 2\log\sigma_b(z)` if :math:`u_{ij} = 1` and :math:`2\log\sigma_b(-z)`
+if :math:`u_{ij}=-1`, a RankNet term). With :math:`\delta` piecewise constant in :math:`s`
+(it depends on the exact ranks only), the gradient above is
+:math:`-\nabla_s \sum_i \delta_i \tilde r_i(s)` between rank swaps, and its derivative along
+:math:`s_k` is
 
 .. math::
     H_{kk} = -\sum_i \delta_i \frac{\partial^2 \tilde r_i}{\partial s_k^2}
            = \delta_k \sum_j h_{kj} + \sum_i \delta_i\, h_{ik},\qquad
     h_{ij} = \psi_{ij}''(s_i - s_j).
 
-With :math:`q_{ij} = \sigma(\alpha_b(s_j - s_i))` (so :math:`\sigma_b(s_i - s_j)
-= 1 - q_{ij}`): type1 :math:`h = \alpha_b^2 q(1-q)(2q-1)`, type2 the same
-times :math:`u_{ij}`, type3 :math:`h = -2\alpha_b^2 q(1-q)|u_{ij}|`.
+With :math:`q_{ij} = \sigma(\alpha_b(s_j - s_i))` (so
+:math:`\sigma_b(s_i - s_j) = 1 - q_{ij}`): type1 :math:`h = \alpha_b^2 q(1-q)(2q-1)`, type2
+the same times :math:`u_{ij}`, type3 :math:`h = -2\alpha_b^2 q(1-q)|u_{ij}|`.
 
 * ``"exact"`` (default): that diagonal. For type3, :math:`\delta \le 0` and
   :math:`h \le 0` make it non-negative with no change, and it equals
@@ -60,17 +60,16 @@ depend on ``alpha_b``: it only scales the scores by :math:`1/\alpha_b` (and
 the Hessian sums that ``min_sum_hessian_in_leaf`` bounds). The neural loss has
 no such invariance; here the learning rate is the knob.
 
-**Pair terms.** Every :math:`g` and :math:`h` above is a polynomial in
-:math:`q` (:class:`PairTerm`: :math:`q`, :math:`q^2`, :math:`q^3`, and for
-``"lambdamart"`` :math:`q(1-q)|\Delta M|`). Over the pairs that
-:mod:`tfr_extensions.gbdt.layout` lays out ``[B, R, C]``, each term's row sums
-and :math:`\delta`-weighted column sums are two batched matrix products, and
-the gradient and Hessian are combinations of those sums. The terms are written
-into one reused buffer per thread (:func:`tfr_extensions.gbdt.threads.workspace`).
-The logistic of each pair comes from one ``exp`` per document (:math:`q_{ij} =
-1 / (1 + e_i / e_j)`, :math:`e = e^{\alpha_b (s - \max s)}`) while a list's
-scores spread less than 60 / :math:`\alpha_b` (float32; 600 in float64), else
-from one ``exp`` per pair.
+**Pair terms.** Every :math:`g` and :math:`h` above is a polynomial in :math:`q`
+(:class:`PairTerm`: :math:`q`, :math:`q^2`, :math:`q^3`, and for ``"lambdamart"``
+:math:`q(1-q)|\Delta M|`). Over the pairs that :mod:`tfr_extensions.gbdt.layout` lays out
+``[B, R, C]``, each term's row sums and :math:`\delta`-weighted column sums are two batched
+matrix products, and the gradient and Hessian are combinations of those sums. The terms are
+written into one reused buffer per thread (:func:`tfr_extensions.gbdt.threads.workspace`).
+The logistic of each pair comes from one ``exp`` per document
+(:math:`q_{ij} = 1 / (1 + e_i / e_j)`, :math:`e = e^{\alpha_b (s - \max s)}`) while a list's
+scores spread less than 60 / :math:`\alpha_b` (float32; 600 in float64), else from one
+``exp`` per pair.
 
 >>> [term.value for term in BlockTerms("ndcg", None, "type1", "exact", 1.0, 0.1, True,
 ...                                    np.dtype(np.float32)).pair_terms]

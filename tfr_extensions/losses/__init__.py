@@ -31,9 +31,15 @@ from tfr_extensions.losses.registry import get, names
 
 #: the modules of this package that hold no loss
 INFRASTRUCTURE = ("base", "registry")
-#: the loss modules, in import order
-LOSS_MODULES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
-                            if info.name not in INFRASTRUCTURE))
+#: the families this package is for, in the order the API reference shows them: the
+#: twin-sigmoid direct optimization first, then ApproxNDCG and ListNet, SoftRank, the
+#: Plackett-Luce policy gradients, RankNet and the NDCG-beta hinge
+LEADING_MODULES = ("twin_sigmoid", "listwise", "soft_rank", "policy_gradient", "pairwise")
+#: the loss modules, in import order (so in the order of ``__all__``): the leading
+#: families, then every other module (the baselines) by name
+LOSS_MODULES = LEADING_MODULES + tuple(sorted(
+    info.name for info in pkgutil.iter_modules(__path__)
+    if info.name not in INFRASTRUCTURE + LEADING_MODULES))
 for _module in LOSS_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 globals().update({cls.__name__: cls for cls in registry.classes().values()})

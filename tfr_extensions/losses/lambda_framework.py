@@ -8,13 +8,13 @@ A list's loss is :math:`-\sum_{(i,j)} \log_2 \sigma(\sigma_s (s_i - s_j))^{w_{ij
 with weights :math:`w_{ij}` computed at the current ranks (a constant of the
 backward pass), so its gradient is LambdaRank's "lambdas" for the chosen scheme.
 
-Extreme scores: the loss sums up to :math:`L^2` terms that grow linearly with
-the score gaps, so the scores are clipped to :math:`\pm b`, :math:`b =
-\sqrt{\text{dtype.max}}/4` (4.6e18 in float32; the bound of the squared hinge,
-:func:`tfr_extensions.arrays.extremes.clip_scores`), before and after the
-scaling by :math:`\sigma_s`: each term is at most :math:`2b/\ln 2` times its
-weight, and the sum stays finite. Below :math:`b` nothing changes; beyond it
-scores saturate: distinct ones tie (ranked by index) and get gradient 0.
+Extreme scores: the loss sums up to :math:`L^2` terms that grow linearly with the score
+gaps, so the scores are clipped to :math:`\pm b`, :math:`b = \sqrt{\text{dtype.max}}/4`
+(4.6e18 in float32; the bound of the squared hinge,
+:func:`tfr_extensions.arrays.extremes.clip_scores`), before and after the scaling by
+:math:`\sigma_s`: each term is at most :math:`2b/\ln 2` times its weight, and the sum stays
+finite. Below :math:`b` nothing changes; beyond it scores saturate: distinct ones tie
+(ranked by index) and get gradient 0.
 
 Every shape is static (the weighting and ``topn`` are Python values, the pairs one
 ``[B, L, L]`` computation), with no data-dependent Python branch: it runs under XLA,

@@ -34,11 +34,11 @@ def approx_ndcg_loss(labels, scores, *, mask=None,
                      temperature: validation.Positive = 0.1):
     r"""ApproxNDCG: minus nDCG at the smooth ranks of Eq. 5-6.
 
-    Per list, :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 +
-    \hat\pi(i))}` (Eq. 3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
-    \sigma((s_j - s_i)/T)` over the valid documents
-    (:func:`tfr_extensions.ops.approx_ranks.approx_ranks`, Eq. 6
-    with :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG.
+    Per list,
+    :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 + \hat\pi(i))}` (Eq.
+    3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i} \sigma((s_j - s_i)/T)` over the valid
+    documents (:func:`tfr_extensions.ops.approx_ranks.approx_ranks`, Eq. 6 with
+    :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG.
 
     TF-Ranking's ``ApproxNDCGLoss``: the same per-list value (TF-Ranking divides
     both DCGs by :math:`2^{\max y}`, which cancels) and weight (1 for lists with
@@ -76,17 +76,17 @@ def listnet_loss(labels, scores, *, mask=None,
                  temperature: validation.Positive = 1.0):
     r"""ListNet: cross entropy of the top-one probabilities, weighted by the label sum.
 
-    Per list, the loss is :math:`-\sum_i \frac{y_i}{\sum_k y_k}
-    \log\frac{e^{s_i/T}}{\sum_j e^{s_j/T}}` (sums over the valid documents: the
-    cross entropy between the labels normalized to sum 1 and the softmax of
-    the scores) and the weight is :math:`\sum_k y_k`, so ``losses * weights``
-    is TF-Ranking's per-list :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i`.
-    Numerics: with :math:`x = s/T` clipped as the module docstring says and
-    :math:`m` the list's largest valid :math:`x` (a constant of the backward
-    pass), :math:`-\log\mathrm{softmax}(x)_i = \log\sum_j e^{x_j - m} - (x_i -
-    m)`: every ``exp`` argument is <= 0, the sum is >= 1, and the value is exact
-    where :math:`x_i - m` is (two relevant documents tied at :math:`10^{30}`
-    give :math:`\log 2` each, where :math:`\mathrm{logsumexp}(x) - x_i` gives 0).
+    Per list, the loss is
+    :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log\frac{e^{s_i/T}}{\sum_j e^{s_j/T}}` (sums over
+    the valid documents: the cross entropy between the labels normalized to sum 1 and the
+    softmax of the scores) and the weight is :math:`\sum_k y_k`, so ``losses * weights`` is
+    TF-Ranking's per-list :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i`. Numerics: with
+    :math:`x = s/T` clipped as the module docstring says and :math:`m` the list's largest
+    valid :math:`x` (a constant of the backward pass),
+    :math:`-\log\mathrm{softmax}(x)_i = \log\sum_j e^{x_j - m} - (x_i - m)`: every ``exp``
+    argument is <= 0, the sum is >= 1, and the value is exact where :math:`x_i - m` is (two
+    relevant documents tied at :math:`10^{30}` give :math:`\log 2` each, where
+    :math:`\mathrm{logsumexp}(x) - x_i` gives 0).
 
     TF-Ranking's ``SoftmaxLoss`` maps onto ``(losses, weights)`` exactly so: its
     ``compute_per_list`` returns this cross entropy and the weight

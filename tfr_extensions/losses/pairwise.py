@@ -4,14 +4,13 @@ Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s
 RankNet, Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt``
 (Eq. 4-5). Pairs are unordered pairs of valid documents of one list.
 
-Extreme scores: both losses grow linearly with score gaps (quadratically for
-the squared hinge), so their exact value at gaps near float max is not
-representable. They clip the scores to :math:`\pm b` first, :math:`b` =
-``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for the squared hinge): every
-value then stays finite (about 8.5e37 at most in float32). Below
-:math:`b` (scores of :math:`\pm 10^{30}` included, and :math:`\pm 4.6 \cdot
-10^{18}` for the squared hinge) nothing changes; beyond it scores saturate:
-distinct ones tie, and their gradient is 0, as ``tf.clip_by_value`` gives
+Extreme scores: both losses grow linearly with score gaps (quadratically for the squared
+hinge), so their exact value at gaps near float max is not representable. They clip the
+scores to :math:`\pm b` first, :math:`b` = ``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for
+the squared hinge): every value then stays finite (about 8.5e37 at most in float32). Below
+:math:`b` (scores of :math:`\pm 10^{30}` included, and :math:`\pm 4.6 \cdot 10^{18}` for the
+squared hinge) nothing changes; beyond it scores saturate: distinct ones tie, and their
+gradient is 0, as ``tf.clip_by_value`` gives
 (:func:`tfr_extensions.arrays.extremes.clip_scores`).
 """
 from tfr_extensions import arrays
@@ -37,11 +36,10 @@ def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
     r"""RankNet cross entropy per pair (Eq. 4), ``[B, L, L]`` (0 off the pairs), and
     the pairs' mask.
 
-    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) +
-    \log(1 + e^{-\sigma(s_i - s_j)})` with :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`,
-    i.e. cross entropy against the target :math:`\bar P_{ij} = (1 + S_{ij})/2`
-    (Eq. 3), so tied labels have target 1/2. Symmetric in (i, j). Computed with
-    ``softplus`` on :math:`\sigma s` clipped to +-``dtype.max / 4``
+    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) + \log(1 + e^{-\sigma(s_i - s_j)})`
+    with :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`, i.e. cross entropy against the target
+    :math:`\bar P_{ij} = (1 + S_{ij})/2` (Eq. 3), so tied labels have target 1/2. Symmetric
+    in (i, j). Computed with ``softplus`` on :math:`\sigma s` clipped to +-``dtype.max / 4``
     (:func:`~tfr_extensions.arrays.extremes.clip_scores`), finite for any score gap.
     """
     xp = arrays.namespace()

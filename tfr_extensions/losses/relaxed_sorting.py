@@ -17,14 +17,13 @@ variant. Per list, with n valid documents, scores :math:`s`, gains :math:`g_i = 
    ``sinkhorn_iterations`` (allRank's rule, 50 and 1e-6, applied per list here where
    allRank stops when the whole batch has converged). ``sinkhorn_tolerance=0`` runs
    every iteration.
-3. NeuralNDCG@k (k = ``topn``, all positions if None), with
-   :math:`D_r = 1/\log_2(1 + r)` for r <= k and 0 beyond:
-   :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`, the discounted expected gain of
-   each position; ``transposed=True``: :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat
-   P^T D)_i`, each document's gain at its expected discount (allRank's
-   ``neuralNDCG_transposed``). Both are the bilinear form :math:`D^T\hat P g`, so the
-   two variants are equal up to rounding (allRank's too); they differ in the order of
-   the sums only.
+3.  NeuralNDCG@k (k = ``topn``, all positions if None), with :math:`D_r = 1/\log_2(1 + r)`
+   for r <= k and 0 beyond: :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`, the discounted
+   expected gain of each position; ``transposed=True``:
+   :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat P^T D)_i`, each document's gain at its expected
+   discount (allRank's ``neuralNDCG_transposed``). Both are the bilinear form
+   :math:`D^T\hat P g`, so the two variants are equal up to rounding (allRank's too); they
+   differ in the order of the sums only.
 
 The loss is minus NeuralNDCG@k; IDCG@k is the ideal DCG of the labels. The gradient is
 the backend's derivative through every Sinkhorn iteration run (as allRank's).
@@ -152,10 +151,11 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
                      sinkhorn_tolerance: validation.Number(minimum=0.0) = 1e-6):
     r"""NeuralNDCG: minus nDCG@k at NeuralSort's Sinkhorn-scaled relaxed sorting.
 
-    Per list, :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P)
-    g)_r}{\log_2(1 + r)}` with :math:`\hat P[r, :] = \mathrm{softmax}(((n + 1 - 2r)\,s
-    - A_s\mathbb 1)/\tau)` and :math:`g = 2^y - 1`; the module docstring has the
-    definition, the Sinkhorn stopping rule, the transposed variant and the numerics.
+    Per list,
+    :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P) g)_r}{\log_2(1 + r)}`
+    with :math:`\hat P[r, :] = \mathrm{softmax}(((n + 1 - 2r)\,s - A_s\mathbb 1)/\tau)` and
+    :math:`g = 2^y - 1`; the module docstring has the definition, the Sinkhorn stopping
+    rule, the transposed variant and the numerics.
 
     Args:
       labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.

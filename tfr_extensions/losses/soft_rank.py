@@ -36,8 +36,8 @@ def softndcg_loss(labels, scores, *, mask=None,
     discounts (Section 4.7, Figures 5-6), with :math:`u = r/n` and n the
     number of ranks that count (valid documents, at most ``topn``):
 
-    * :math:`0 \le \alpha \le 1`: :math:`D_\alpha(r) = \frac{\alpha}{\log_2(2 + r)}
-      + (1 - \alpha)(1 - u)`;
+    * :math:`0 \le \alpha \le 1`:
+      :math:`D_\alpha(r) = \frac{\alpha}{\log_2(2 + r)} + (1 - \alpha)(1 - u)`;
     * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
 
     ``discount_alpha=1`` is nDCG's :math:`1/\log_2(2 + r)`, so as
@@ -108,8 +108,8 @@ def training_discount(num_ranks, count, alpha: float, dtype):
     With :math:`u = r / n` (``n`` = ``count``, the ranks that count in the list:
     its valid documents, capped at ``topn``):
 
-    * :math:`0 \le \alpha \le 1`: :math:`D_\alpha(r) = \alpha\,\frac{1}{\log_2(2 + r)}
-      + (1 - \alpha)(1 - u)`;
+    * :math:`0 \le \alpha \le 1`:
+      :math:`D_\alpha(r) = \alpha\,\frac{1}{\log_2(2 + r)} + (1 - \alpha)(1 - u)`;
     * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
 
     :math:`\alpha = 1` is nDCG's discount, 0 the linear one, -1 the convex

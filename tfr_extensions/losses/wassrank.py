@@ -20,15 +20,15 @@ and policy-gradient papers. Per list, with n valid documents:
   :math:`f_i = \lambda\log a_i - \lambda\,\mathrm{LSE}_j\big((g_j - C_{ij})/\lambda\big)`,
   :math:`P_{ij} = \exp\big((f_i + g_j - C_{ij})/\lambda\big)`.
 
-Gradient (as in the paper, after Frogner et al., "Learning with a Wasserstein
-Loss", NeurIPS 2015): the dual potential :math:`f` is taken as the gradient
-with respect to :math:`a`, which is the exact gradient of the regularized
-objective :math:`\mathrm{OT}_\lambda(a, b) = \langle P_\lambda, C\rangle - \lambda
-H(P_\lambda)` at convergence; through the softmax,
-:math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations run
-on ``stop_gradient(scores)`` and the gradient enters as :math:`\sum_i \bar g_i (s_i -
-\bar s_i)` (bars: no gradient), exactly 0 in value: no [B, L, L] tensor is kept per
-iteration for a backward pass.
+Gradient (as in the paper, after Frogner et al., "Learning with a Wasserstein Loss", NeurIPS
+2015): the dual potential :math:`f` is taken as the gradient with respect to :math:`a`,
+which is the exact gradient of the regularized objective
+:math:`\mathrm{OT}_\lambda(a, b) = \langle P_\lambda, C\rangle - \lambda H(P_\lambda)` at
+convergence; through the softmax,
+:math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations run on
+``stop_gradient(scores)`` and the gradient enters as
+:math:`\sum_i \bar g_i (s_i - \bar s_i)` (bars: no gradient), exactly 0 in value: no [B, L,
+L] tensor is kept per iteration for a backward pass.
 
 Convergence (our addition, ``epsilon_scaling=True``): with the paper's
 :math:`\lambda = 0.1` and costs up to :math:`10^2`, the kernel
@@ -64,14 +64,13 @@ tied scores of :math:`10^{10}` still share their mass exactly; documents
 with zero target mass (non-relevant ones under ``target="gain"``) and padded
 documents are excluded from the log-sum-exps by masking their arguments.
 
-Large labels: the costs grow as :math:`\beta^y`, and the Sinkhorn iterations
-resolve :math:`(f_i + g_j - C_{ij}) / \lambda` only to the rounding unit of
-:math:`C_{max}/\lambda`. With the defaults (:math:`\beta = 4`, :math:`\lambda =
-0.1`) float32 is accurate to about 1e-4 relative for labels up to 7 (3% off
-at 8, 20% at 10); float64 to label 20 or so. Up to the maximum label
-(:func:`max_label`: 31, lower for :math:`\beta > 4`) values and gradients stay finite, but past
-those labels they are not the entropic transport distance: use float64 scores,
-a larger ``regularization`` or a smaller ``gain_base`` there.
+Large labels: the costs grow as :math:`\beta^y`, and the Sinkhorn iterations resolve
+:math:`(f_i + g_j - C_{ij}) / \lambda` only to the rounding unit of :math:`C_{max}/\lambda`.
+With the defaults (:math:`\beta = 4`, :math:`\lambda = 0.1`) float32 is accurate to about
+1e-4 relative for labels up to 7 (3% off at 8, 20% at 10); float64 to label 20 or so. Up to
+the maximum label (:func:`max_label`: 31, lower for :math:`\beta > 4`) values and gradients
+stay finite, but past those labels they are not the entropic transport distance: use float64
+scores, a larger ``regularization`` or a smaller ``gain_base`` there.
 """
 import math
 

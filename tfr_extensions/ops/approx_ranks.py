@@ -13,9 +13,9 @@ from tfr_extensions import arrays
 
 
 def approx_ranks(scores, mask=None, temperature: float = 1.0):
-    r"""Smooth ranks, Eq. 5-6: :math:`\hat\pi(i) = 1 + \sum_{j \ne i}
-    \sigma\big((s_j - s_i)/T\big)` over the valid documents j (:math:`\alpha = 1/T`
-    in Eq. 6).
+    r"""Smooth ranks, Eq. 5-6:
+    :math:`\hat\pi(i) = 1 + \sum_{j \ne i} \sigma\big((s_j - s_i)/T\big)` over the valid
+    documents j (:math:`\alpha = 1/T` in Eq. 6).
 
     Without ``mask``, TF-Ranking's ``losses_impl.approx_ranks`` of ``scores / T``.
     TF-Ranking pushes padded logits 1000/T below the others instead of masking

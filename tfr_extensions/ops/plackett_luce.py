@@ -143,13 +143,12 @@ def _reverse_log_softmax(xp, values, log_weights, count):
     r""":math:`v_j - \log\sum_{i \ge j} w_i e^{v_i}` for the first ``count``
     positions j of the last axis, ``w = exp(log_weights)``.
 
-    For up to ``_PAIRWISE_MAX_POSITIONS`` entries: a masked log-sum-exp per
-    position (the masked argument is the finite excluded logit), shifted by the
-    largest remaining value :math:`m_j`, as :math:`(v_j - m_j) - \log\sum_{i \ge
-    j} w_i e^{v_i - m_j}`: exact at any magnitude (scores tied at 1e30 give
-    :math:`-\log 2`), and its derivative :math:`w_i e^{v_i - o_j}` is a plain
-    softmax (a one-document list gets 0 exactly). Longer (or of unknown length):
-    ``xp.cumulative_logsumexp``.
+    For up to ``_PAIRWISE_MAX_POSITIONS`` entries: a masked log-sum-exp per position (the
+    masked argument is the finite excluded logit), shifted by the largest remaining value
+    :math:`m_j`, as :math:`(v_j - m_j) - \log\sum_{i \ge j} w_i e^{v_i - m_j}`: exact at any
+    magnitude (scores tied at 1e30 give :math:`-\log 2`), and its derivative
+    :math:`w_i e^{v_i - o_j}` is a plain softmax (a one-document list gets 0 exactly).
+    Longer (or of unknown length): ``xp.cumulative_logsumexp``.
     """
     size = values.shape[-1]
     if size is None or size > _PAIRWISE_MAX_POSITIONS:

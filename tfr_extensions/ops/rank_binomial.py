@@ -60,13 +60,12 @@ def win_probabilities(scaled: tf.Tensor, losers: tf.Tensor, columns: Optional[tf
                       neutral_z: float) -> tf.Tensor:
     r""":math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, ``[L_i, B, K]``, with
     :math:`z_{ij}` = ``scaled[b, i] - losers[b, k]`` (``losers``: the scaled scores of the
-    documents ``columns``, int ``[B, K]``, or all of them when None), and ``neutral_z``
-    for the pairs i == j (selected, not added to :math:`s_i - s_i = 0`). One vectorized
-    ``erf`` per pair (``erfc`` has no vectorized CPU kernel and costs ~7x more). The
-    gradient is written by hand, :math:`\partial\pi_{ij}/\partial z_{ij} =
-    e^{-z_{ij}^2}/\sqrt\pi` reduced straight onto the two scores, and recomputes z
-    instead of keeping it: this op then holds no ``[L, B, K]`` tensor for the backward
-    pass.
+    documents ``columns``, int ``[B, K]``, or all of them when None), and ``neutral_z`` for
+    the pairs i == j (selected, not added to :math:`s_i - s_i = 0`). One vectorized ``erf``
+    per pair (``erfc`` has no vectorized CPU kernel and costs ~7x more). The gradient is
+    written by hand, :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi`
+    reduced straight onto the two scores, and recomputes z instead of keeping it: this op
+    then holds no ``[L, B, K]`` tensor for the backward pass.
     """
     dtype = scaled.dtype
     size = tf.shape(scaled)[1]
@@ -110,8 +109,8 @@ def _multiply(a: List[tf.Tensor], b: List[tf.Tensor], max_len: Optional[int]) ->
 
 def _first_level(win: tf.Tensor, max_len: Optional[int]) -> List[tf.Tensor]:
     r"""The products of the factors of ``win``'s two halves, written in w alone:
-    :math:`(1-a)(1-b) = 1 - (a+b) + ab` and :math:`a(1-b) + b(1-a) = (a+b) -
-    2ab`: one product, whose gradient keeps only w."""
+    :math:`(1-a)(1-b) = 1 - (a+b) + ab` and :math:`a(1-b) + b(1-a) = (a+b) - 2ab`: one
+    product, whose gradient keeps only w."""
     first, second = tf.split(win, 2, axis=0)
     both, either = first * second, first + second
     return [(1.0 - either) + both, either - 2.0 * both, both][:max_len]

@@ -42,16 +42,14 @@ those columns only.
 Cost :math:`O(B L^2 R)` time either way (:math:`O(B L^3)` for the full
 distribution).
 
-``method="normal"`` (Section 3.6): :math:`r_j` is approximated by a normal with
-mean :math:`\mu_j = \sum_{i\ne j}\pi_{ij}` and variance
-:math:`v_j = \sum_{i\ne j}\pi_{ij}(1-\pi_{ij})`, discretized with a continuity
-correction over the ranks :math:`0..n-1` of a list of n valid documents:
-:math:`p_j(r) = \Phi(\frac{r + 1/2 - \mu_j}{\sqrt{v_j}}) -
-\Phi(\frac{r - 1/2 - \mu_j}{\sqrt{v_j}})` with the outer bounds at
-:math:`\mp\infty`, so each row sums to 1. Cost :math:`O(B L^2 + B L R)`.
-``method="auto"`` uses ``exact`` for lists of at most
-``AUTO_EXACT_MAX_LIST_SIZE`` documents (the padded list size) and ``normal``
-beyond.
+``method="normal"`` (Section 3.6): :math:`r_j` is approximated by a normal with mean
+:math:`\mu_j = \sum_{i\ne j}\pi_{ij}` and variance
+:math:`v_j = \sum_{i\ne j}\pi_{ij}(1-\pi_{ij})`, discretized with a continuity correction
+over the ranks :math:`0..n-1` of a list of n valid documents:
+:math:`p_j(r) = \Phi(\frac{r + 1/2 - \mu_j}{\sqrt{v_j}}) - \Phi(\frac{r - 1/2 - \mu_j}{\sqrt{v_j}})`
+with the outer bounds at :math:`\mp\infty`, so each row sums to 1. Cost
+:math:`O(B L^2 + B L R)`. ``method="auto"`` uses ``exact`` for lists of at most
+``AUTO_EXACT_MAX_LIST_SIZE`` documents (the padded list size) and ``normal`` beyond.
 
 ``sinkhorn_iterations > 0`` (end of Section 3.2): alternately divide each
 column of :math:`[p_j(r)]` by its sum and each row by its sum. With a cutoff R
@@ -59,21 +57,19 @@ column of :math:`[p_j(r)]` by its sum and each row by its sum. With a cutoff R
 columns' targets are 1), so the result approaches a matrix whose rows sum to 1
 and whose rank columns sum to 1.
 
-Numerics: :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))` with one
-vectorized ``erf`` per pair, accurate to a unit of 1.0 (what sums of
-products of probabilities need); the recursion only multiplies and adds
-numbers in [0, 1], so it cannot overflow, and its gradient is bounded. The
-scaled scores :math:`s / 2\sigma` are clamped to :math:`\pm b`, :math:`b` =
-:func:`scaled_score_bound` (``dtype.max / 4`` in float32, :math:`2^{509}
-\approx 1.7 \times 10^{153}` in float64); padded documents take no rank (their
-row is 0) and the scaled score :math:`-2b`, so they beat nobody (:math:`\pi =
-0`) and get exactly zero gradient; pairs ``i == j`` get ``NEUTRAL_Z``. Every
-argument of ``erf`` is then below :math:`3b` in magnitude: finite, and in
-float64 below :math:`2^{512} = \sqrt{\text{float64 max}}`, past which TF
-2.21's float64 ``erf`` (which squares its argument) returns NaN. The clamp
-changes nothing below :math:`b`: it only makes distinct valid scores beyond
-:math:`\pm b` tie (:math:`\pi = 1/2` between them, where the exact value
-is 0 or 1), and gives them zero gradient, as the exact one is. Infinite scores
+Numerics: :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))` with one vectorized ``erf`` per
+pair, accurate to a unit of 1.0 (what sums of products of probabilities need); the recursion
+only multiplies and adds numbers in [0, 1], so it cannot overflow, and its gradient is
+bounded. The scaled scores :math:`s / 2\sigma` are clamped to :math:`\pm b`, :math:`b` =
+:func:`scaled_score_bound` (``dtype.max / 4`` in float32,
+:math:`2^{509} \approx 1.7 \times 10^{153}` in float64); padded documents take no rank
+(their row is 0) and the scaled score :math:`-2b`, so they beat nobody (:math:`\pi = 0`) and
+get exactly zero gradient; pairs ``i == j`` get ``NEUTRAL_Z``. Every argument of ``erf`` is
+then below :math:`3b` in magnitude: finite, and in float64 below
+:math:`2^{512} = \sqrt{\text{float64 max}}`, past which TF 2.21's float64 ``erf`` (which
+squares its argument) returns NaN. The clamp changes nothing below :math:`b`: it only makes
+distinct valid scores beyond :math:`\pm b` tie (:math:`\pi = 1/2` between them, where the
+exact value is 0 or 1), and gives them zero gradient, as the exact one is. Infinite scores
 clamp to :math:`\pm b` too.
 """
 from typing import Optional
@@ -131,10 +127,10 @@ def _clamp(xp, x, bound: float):
 def win_probabilities(scores, mask, sigma: float, columns=None):
     r"""The pairwise win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``.
 
-    :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, :math:`z_{ij} =
-    (s_i - s_j) / 2\sigma`, for the documents j in ``columns`` (int ``[B, K]``;
-    all L when None). The beating document i comes first, so the recursion
-    walks the leading axis.
+    :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`,
+    :math:`z_{ij} = (s_i - s_j) / 2\sigma`, for the documents j in ``columns`` (int ``[B,
+    K]``; all L when None). The beating document i comes first, so the recursion walks the
+    leading axis.
 
     Pairs that do not count get :math:`\pi = 0` exactly, with exactly zero
     gradient, without any ``[L, B, L]`` mask: valid scaled scores are clamped

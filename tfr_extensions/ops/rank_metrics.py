@@ -17,13 +17,12 @@ index by position (``i`` in Eq. 13, the inner sum of Eq. 30, the products of
 Eq. 16) are constants of the backward pass; the gradient flows through the
 ranks ``r_d`` only, which gives exactly the derivatives of Eq. 29 and 31-33.
 
-Every metric here is a normalized weighted sum :math:`M = \frac{1}{Z}\sum_d w_d
-f(r_d)`, with weights :math:`w_d` and norm :math:`Z` that are constants of the
-backward pass and :math:`f(r) = 1/r` (Precision, AP, ERR) or
-:math:`f(r) = 1/\log_2(1 + r)` (DCG), so :math:`\partial M / \partial r_d =
-w_d f'(r_d) / Z`: Eq. 29 and 31-33 in one line.
-:func:`value_and_rank_gradient` returns that derivative directly, for the
-twin-sigmoid losses, which then need no autodiff through the metric.
+Every metric here is a normalized weighted sum :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`,
+with weights :math:`w_d` and norm :math:`Z` that are constants of the backward pass and
+:math:`f(r) = 1/r` (Precision, AP, ERR) or :math:`f(r) = 1/\log_2(1 + r)` (DCG), so
+:math:`\partial M / \partial r_d = w_d f'(r_d) / Z`: Eq. 29 and 31-33 in one line.
+:func:`value_and_rank_gradient` returns that derivative directly, for the twin-sigmoid
+losses, which then need no autodiff through the metric.
 
 A list without relevant documents (label > 0) scores 0 with zero gradient.
 Relevance for Precision and AP is binary: label > 0. :data:`RANK_METRICS` is keyed
@@ -219,8 +218,11 @@ def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
 
 def average_precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""AP@k, Eq. 14 in the form of Eq. 30:
-    :math:`\frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
-    \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
+
+    .. math::
+
+       \frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
+       \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}
 
     ``|Y^+|`` counts all relevant documents of the list, also beyond the cutoff,
     as TF-Ranking's ``MeanAveragePrecisionMetric`` does. Gradient: Eq. 31.
@@ -230,8 +232,12 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None, positions
 
 def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     r"""AP@k normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
-    (LightGBM's ``map@k``): :math:`\frac{1}{\min(k, |Y^+|)}\sum_{d: p_d\le k}
-    b_d \frac{p_d}{r_d} \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`.
+    (LightGBM's ``map@k``):
+
+    .. math::
+
+       \frac{1}{\min(k, |Y^+|)}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
+       \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}
 
     Equal to :func:`average_precision` without a cutoff or when the list has
     at most k relevant documents. Gradient: Eq. 31 with that norm.
@@ -260,8 +266,9 @@ def ideal_dcg(labels, mask, topn: Optional[int] = None):
 
 
 def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r"""nDCG@k, Eq. 15: :math:`\frac{1}{DCG^*@k}\sum_{d: p_d\le k}
-    \frac{2^{y_d}-1}{\log_2(r_d+1)}`. Gradient: Eq. 32."""
+    r"""nDCG@k, Eq. 15:
+    :math:`\frac{1}{DCG^*@k}\sum_{d: p_d\le k} \frac{2^{y_d}-1}{\log_2(r_d+1)}`.
+    Gradient: Eq. 32."""
     return _evaluate(_ndcg_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 

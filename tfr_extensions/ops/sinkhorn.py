@@ -58,10 +58,10 @@ def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: 
 
 def _step_gradient(m, done, gradient):
     r"""The gradient with respect to ``m`` of one Sinkhorn iteration, given the
-    gradient with respect to its output. With column sums :math:`c_j`, :math:`a =
-    m / c` and row sums :math:`q_i` of :math:`a`, the iteration gives :math:`b = a / q`,
-    so :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and :math:`\bar m
-    = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0, as the
+    gradient with respect to its output. With column sums :math:`c_j`, :math:`a = m / c` and
+    row sums :math:`q_i` of :math:`a`, the iteration gives :math:`b = a / q`, so
+    :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
+    :math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0, as the
     forward's division is); a stopped list passes the gradient through."""
     columns = tf.reduce_sum(m, axis=1, keepdims=True)
     a = numerics.safe_divide(m, columns)

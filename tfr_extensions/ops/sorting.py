@@ -148,10 +148,10 @@ def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):
     r""":func:`_count_positions` with tie keys, which are drawn (a function)
     and compared only when some list of the batch has tied scores.
 
-    One pass over the pairs sums :math:`2^{16} h_j + t_j`, :math:`h_j = \#\{i: s_i >
-    s_j\}`, :math:`t_j = \#\{i: s_i = s_j\}` (j included). Where every valid :math:`t_j
-    = 1` the positions are :math:`1 + h_j` (padded documents after, in index order);
-    otherwise (a tie, a NaN) the keyed count runs, in an XLA conditional.
+    One pass over the pairs sums :math:`2^{16} h_j + t_j`, :math:`h_j = \#\{i: s_i > s_j\}`,
+    :math:`t_j = \#\{i: s_i = s_j\}` (j included). Where every valid :math:`t_j = 1` the
+    positions are :math:`1 + h_j` (padded documents after, in index order); otherwise (a
+    tie, a NaN) the keyed count runs, in an XLA conditional.
     """
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))

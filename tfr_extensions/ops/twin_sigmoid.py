@@ -5,10 +5,10 @@ Yu, "Optimize What You Evaluate With: A Simple Yet Effective Framework For
 Direct Optimization Of IR Metrics" (``twin-sigmoid-direct-metric-optimization.txt``),
 Sections 4.2 and 5, Appendix A-B.
 
-The twin-sigmoid :math:`\sigma^+` outputs the hard step (its forward sigmoid
-with :math:`\alpha_f \to \infty`: 0 for z < 0, 1/2 at 0, 1 for z > 0) and
-back-propagates the derivative of a soft sigmoid :math:`\sigma_b(z) =
-1/(1+e^{-\alpha_b z})`, in one of three variants (``gradient``):
+The twin-sigmoid :math:`\sigma^+` outputs the hard step (its forward sigmoid with
+:math:`\alpha_f \to \infty`: 0 for z < 0, 1/2 at 0, 1 for z > 0) and back-propagates the
+derivative of a soft sigmoid :math:`\sigma_b(z) = 1/(1+e^{-\alpha_b z})`, in one of three
+variants (``gradient``):
 
 * ``"type1"`` (Eq. 11): :math:`\alpha_b \sigma_b(z)(1-\sigma_b(z))`;
 * ``"type2"`` (Eq. 20): the same times :math:`u_{ij}`, the sign of the label
@@ -207,9 +207,9 @@ class _LogisticsByTanh:
 
 def _pair_derivatives(xp, logistics, labels_i, labels_j, alpha_b: float, gradient: str):
     r"""G: :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)` of Eq. 11, 20 or 21, with
-    :math:`\sigma_b(s_i - s_j) = 1 - q_{ij} = b / d` and :math:`1 - \sigma_b =
-    q_{ij} = a / d` (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}` from the
-    labels of the rows and columns (padded ones below every valid label)."""
+    :math:`\sigma_b(s_i - s_j) = 1 - q_{ij} = b / d` and
+    :math:`1 - \sigma_b = q_{ij} = a / d` (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}`
+    from the labels of the rows and columns (padded ones below every valid label)."""
     a, b, d = logistics
     if gradient == "type3":  # Eq. 21: 2a(1 - sigma_b) if u = 1, -2a sigma_b if u = -1
         return (2.0 * alpha_b) * xp.where(labels_i > labels_j, a,
@@ -232,16 +232,16 @@ def _exp_is_exact(xp, scores, mask, alpha_b: float):
 def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradient):
     r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
 
-    With :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` and :math:`\delta =
-    \partial L / \partial r`, :math:`\partial L/\partial s_k = \sum_j \delta_j
-    g_{jk} - \delta_k \sum_j g_{kj}`. Type1 G is symmetric, type2 and type3 G
-    antisymmetric (:math:`u_{jk} = -u_{kj}`), so both sums are one sum over row k
-    of G: :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs for type2 and
-    type3, lower for type1); the diagonal cancels (type1) or vanishes
+    With :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` and
+    :math:`\delta = \partial L / \partial r`,
+    :math:`\partial L/\partial s_k = \sum_j \delta_j g_{jk} - \delta_k \sum_j g_{kj}`. Type1
+    G is symmetric, type2 and type3 G antisymmetric (:math:`u_{jk} = -u_{kj}`), so both sums
+    are one sum over row k of G: :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper
+    signs for type2 and type3, lower for type1); the diagonal cancels (type1) or vanishes
     (:math:`u_{kk} = 0`). Every :math:`g_{kj}` is a function of the logistic
-    :math:`\sigma(\alpha_b(s_j - s_k))`, from ``logistics``, which also zero the pairs
-    of padded documents: no ``[B, L, L]`` mask is formed, and ``row_sums`` fuses the
-    pairs into one pass where the compiler can.
+    :math:`\sigma(\alpha_b(s_j - s_k))`, from ``logistics``, which also zero the pairs of
+    padded documents: no ``[B, L, L]`` mask is formed, and ``row_sums`` fuses the pairs into
+    one pass where the compiler can.
     """
     xp = arrays.namespace()
     values = logistics.per_document(xp, scores * alpha_b, mask)
@@ -312,14 +312,14 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
 
     :math:`r_i = 1 + \sum_{j \ne i,\, j\ \mathrm{valid}} (1 - \sigma^+(s_i - s_j))`.
 
-    With ``tie_break=True`` (Section 4.2) ties in score are broken by a random
-    permutation per list (the keys of :mod:`tfr_extensions.arrays.tie_keys`, the same
-    on every framework for a seed); without it tied documents share the mean of their
-    positions (:math:`\sigma^+(0) = 1/2`). The forward pass is one sort (or a count);
-    the backward pass implements Eq. 17-18 (27-28) with the derivative of
-    ``gradient``: :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`,
-    :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} =
-    \sigma^{+\prime}(s_i - s_j)` with :math:`u_{ij}` from the labels.
+    With ``tie_break=True`` (Section 4.2) ties in score are broken by a random permutation
+    per list (the keys of :mod:`tfr_extensions.arrays.tie_keys`, the same on every framework
+    for a seed); without it tied documents share the mean of their positions
+    (:math:`\sigma^+(0) = 1/2`). The forward pass is one sort (or a count); the backward
+    pass implements Eq. 17-18 (27-28) with the derivative of ``gradient``:
+    :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`,
+    :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`
+    with :math:`u_{ij}` from the labels.
 
     Args:
       scores: float ``[B, L]``.
@@ -371,16 +371,18 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
                         gradient: str = "type1", alpha_b: float = 1.0, tie_break: bool = True,
                         seed=None):
     r"""A rank metric ``[B]`` at the exact ranks of :func:`twin_sigmoid_ranks`,
-    with the twin-sigmoid gradient (Eq. 17-18 chained onto Eq. 29, 31-33).
+    with the twin-sigmoid gradient (Eq. 17-18 chained onto Eq. 29, 31-33):
 
-    :math:`\partial v / \partial s_k = \sum_d \frac{\partial v}{\partial r_d}
-    \frac{\partial r_d}{\partial s_k}`, with :math:`\partial v / \partial r`
-    from :func:`rank_metrics.value_and_rank_gradient` (positions held constant)
-    and the rank derivatives of :func:`twin_sigmoid_ranks`: the same gradient as
-    differentiating ``v(twin_sigmoid_ranks(scores))``, without autodiff through
-    ``v``. Value and gradient come from one pass (on TensorFlow one XLA program,
-    the caller's or one of its own); the backward pass scales that gradient by the
-    upstream.
+    .. math::
+
+       \frac{\partial v}{\partial s_k} = \sum_d \frac{\partial v}{\partial r_d}
+       \frac{\partial r_d}{\partial s_k}
+
+    with :math:`\partial v / \partial r` from :func:`rank_metrics.value_and_rank_gradient`
+    (positions held constant) and the rank derivatives of :func:`twin_sigmoid_ranks`: the
+    same gradient as differentiating ``v(twin_sigmoid_ranks(scores))``, without autodiff
+    through ``v``. Value and gradient come from one pass (on TensorFlow one XLA program, the
+    caller's or one of its own); the backward pass scales that gradient by the upstream.
 
     Args:
       metric: a metric name of :mod:`~tfr_extensions.ops.vocabulary`.

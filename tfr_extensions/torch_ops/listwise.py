@@ -3,13 +3,12 @@ r"""ApproxNDCG and ListNet in PyTorch: the PyTorch-native bodies of
 :func:`tfr_extensions.losses.listnet_loss` (the contracts of their ``keras.ops``
 bodies, :mod:`tfr_extensions.keras_ops.losses.listwise`).
 
-ApproxNDCG (``approxndcg-revisited.txt``, Eq. 3-6) is one
-``torch.autograd.Function``. With :math:`x = s / T`, :math:`S_{ij} = \sigma(x_j -
-x_i)` and :math:`m` the valid documents, the smooth ranks are :math:`\hat\pi_i =
-\tfrac12 + (S m)_i` (Eq. 5-6; the diagonal gives the 1/2 that makes them 1-based),
-the loss :math:`-\frac{1}{IDCG}\sum_i g_i / \log_2(1 + \hat\pi_i)` (Eq. 3-4). Its
-gradient, from :math:`c_i = \partial\,\mathrm{nDCG} / \partial \hat\pi_i` and the
-symmetric :math:`P = S \odot (1 - S)`:
+ApproxNDCG (``approxndcg-revisited.txt``, Eq. 3-6) is one ``torch.autograd.Function``. With
+:math:`x = s / T`, :math:`S_{ij} = \sigma(x_j - x_i)` and :math:`m` the valid documents, the
+smooth ranks are :math:`\hat\pi_i = \tfrac12 + (S m)_i` (Eq. 5-6; the diagonal gives the 1/2
+that makes them 1-based), the loss :math:`-\frac{1}{IDCG}\sum_i g_i / \log_2(1 + \hat\pi_i)`
+(Eq. 3-4). Its gradient, from :math:`c_i = \partial\,\mathrm{nDCG} / \partial \hat\pi_i` and
+the symmetric :math:`P = S \odot (1 - S)`:
 
 .. math:: \frac{\partial\,\mathrm{nDCG}}{\partial s_k} = \frac{m_k}{T}
    \left[(P c)_k - c_k (P m)_k\right]
@@ -98,11 +97,11 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
 
 
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
-    r"""ListNet, per list: the cross entropy :math:`-\sum_i \frac{y_i}{\sum_k y_k}
-    \log \mathrm{softmax}(s/T)_i` over the valid documents, weight :math:`\sum_k
-    y_k`; the PyTorch-native form of
-    :func:`tfr_extensions.keras_ops.losses.listwise.listnet_loss` (the same
-    clipping and the same shift by the largest valid logit).
+    r"""ListNet, per list: the cross entropy
+    :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log \mathrm{softmax}(s/T)_i` over the valid
+    documents, weight :math:`\sum_k y_k`; the
+    PyTorch-native form of :func:`tfr_extensions.keras_ops.losses.listwise.listnet_loss`
+    (the same clipping and the same shift by the largest valid logit).
 
     >>> losses, weights = listnet_loss(torch.tensor([[1., 0.]]), torch.tensor([[0., 0.]]),
     ...                                mask=torch.tensor([[True, True]]))

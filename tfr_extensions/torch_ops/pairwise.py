@@ -3,12 +3,12 @@ r"""RankNet in PyTorch: the PyTorch-native body of
 :func:`tfr_extensions.keras_ops.losses.pairwise.ranknet_loss`).
 
 ``ranknet-and-ndcg-beta-report.txt``, Eq. 1-4. The pair cost
-:math:`C(o, \bar P) = (1 - \bar P)\,o + \log(1 + e^{-o}) = \mathrm{softplus}(o) -
-\bar P o` with :math:`o_{ij} = \sigma (s_i - s_j)` and target :math:`\bar P_{ij} =
-(1 + u_{ij})/2`, :math:`u_{ij} = \mathrm{sign}(y_i - y_j)`, is the same for
-:math:`(i, j)` and :math:`(j, i)`; so the sum over the unordered pairs is half the
-sum over all ordered pairs of valid documents, less the diagonal's :math:`n \log 2`,
-and, as :math:`\sum_{ij} m_i m_j o_{ij} = 0`,
+:math:`C(o, \bar P) = (1 - \bar P)\,o + \log(1 + e^{-o}) = \mathrm{softplus}(o) - \bar P o`
+with :math:`o_{ij} = \sigma (s_i - s_j)` and target :math:`\bar P_{ij} = (1 + u_{ij})/2`,
+:math:`u_{ij} = \mathrm{sign}(y_i - y_j)`, is the same for :math:`(i, j)` and
+:math:`(j, i)`; so the sum over the unordered pairs is half the sum over all ordered pairs
+of valid documents, less the diagonal's :math:`n \log 2`, and, as
+:math:`\sum_{ij} m_i m_j o_{ij} = 0`,
 
 .. math:: \sum_{i<j} C_{ij} = \tfrac12\Big[\sum_{ij} m_i m_j\big(\mathrm{softplus}(o_{ij})
    - \tfrac12 u_{ij} o_{ij}\big) - n \log 2\Big], \qquad

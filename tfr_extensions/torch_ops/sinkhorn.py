@@ -6,21 +6,21 @@ each iteration divides every column of a list's matrix by its sum, then every ro
 sum (a zero sum leaves its zeros); a list is frozen after the first iteration at which all
 its valid row and column sums are within ``tolerance`` of 1.
 
-Per framework because of its cost. The generic loop guards each division with two
-selects over ``[B, L, L]``, freezes the stopped lists with a third, and leaves autograd to
-differentiate the ten or so ``[B, L, L]`` operations of each iteration. Here every select
-is over sums, ``[B, L]``: each iteration multiplies the columns, then the rows, by their
+Per framework because of its cost. The generic loop guards each division with two selects
+over ``[B, L, L]``, freezes the stopped lists with a third, and leaves autograd to
+differentiate the ten or so ``[B, L, L]`` operations of each iteration. Here every select is
+over sums, ``[B, L]``: each iteration multiplies the columns, then the rows, by their
 inverse sums (0 for a zero sum), a stopped list by 1 (it stays as it is, to the bit), the
 stopping test's column sums are the next iteration's, and the backward is one
 ``torch.autograd.Function``: per iteration, with :math:`a = m / c` and :math:`b = a / q`,
-:math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and :math:`\bar m = (\bar a -
-\sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a stopped list passes its gradient
-through), four ``[B, L, L]`` element-wise operations and two reductions. Every iteration
-runs, with no value read back to the host (a GPU's queue never waits on it) and one
-``torch.compile`` graph. ``KERAS_BACKEND=torch python -m benchmarks.allrank_losses``: at 64
-lists of 32 and of 128, NeuralNDCG's forward and backward ran at 0.34-0.51x and
-0.41-0.46x allRank 1.4.3's code with the generic loop, at the figures of ``docs/speed.md``
-with this one.
+:math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
+:math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a stopped
+list passes its gradient through), four ``[B, L, L]`` element-wise operations and two
+reductions. Every iteration runs, with no value read back to the host (a GPU's queue never
+waits on it) and one ``torch.compile`` graph. ``KERAS_BACKEND=torch python -m
+benchmarks.allrank_losses``: at 64 lists of 32 and of 128, NeuralNDCG's forward and backward
+ran at 0.34-0.51x and 0.41-0.46x allRank 1.4.3's code with the generic loop, at the figures
+of ``docs/speed.md`` with this one.
 """
 import torch
 

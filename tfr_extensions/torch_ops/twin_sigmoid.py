@@ -5,15 +5,15 @@ Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization
 The value is the exact metric at the exact ranks (Eq. 12), computed by
 :func:`tfr_extensions.ops.twin_sigmoid.exact_forward_ranks` and
 :func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient` (a sort,
-O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`); the gradient chains the metric's rank derivative
-:math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
+O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`); the gradient
+chains the metric's rank derivative :math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
 
 .. math:: \frac{\partial M}{\partial s_k} = -c \sum_j g_{kj}\,(\delta_j + c\,\delta_k),
    \qquad c = +1 \text{ (type2, type3)}, \; -1 \text{ (type1)},
 
 with :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` of Eq. 11, 20 or 21. With
-:math:`t_{kj} = \tanh(\alpha_b (s_j - s_k) / 2)` (so :math:`\sigma_b(s_k - s_j) =
-(1 - t)/2`) and :math:`u_{kj} = \mathrm{sign}(y_k - y_j)`:
+:math:`t_{kj} = \tanh(\alpha_b (s_j - s_k) / 2)` (so
+:math:`\sigma_b(s_k - s_j) = (1 - t)/2`) and :math:`u_{kj} = \mathrm{sign}(y_k - y_j)`:
 
 * type1 (Eq. 11): :math:`g = \frac{\alpha_b}{4}(1 - t^2)`;
 * type2 (Eq. 20): :math:`g = \frac{\alpha_b}{4}(1 - t^2)\,u`;
@@ -55,8 +55,9 @@ def _pair_derivatives(x, u, gradient: str):
     return p.mul_(u) if gradient == "type2" else p
 
 
-#: ``(c, k)`` of each type: :math:`\partial L / \partial s_k = -k c \alpha_b \sum_j
-#: g'_{kj} (\delta_j + c\,\delta_k m_j)` with :math:`g'` of :func:`_pair_derivatives`
+#: ``(c, k)`` of each type:
+#: :math:`\partial L / \partial s_k = -k c \alpha_b \sum_j g'_{kj} (\delta_j + c\,\delta_k m_j)`
+#: with :math:`g'` of :func:`_pair_derivatives`
 #: (:math:`\frac14 (1 - t^2) = p (1 - p)`, :math:`1 + \tanh(z / 2) = 2 \sigma(z)`)
 _SIGN_AND_SCALE = {"type1": (-1.0, 1.0), "type2": (1.0, 1.0), "type3": (1.0, 2.0)}
 
@@ -127,13 +128,13 @@ def _pair_sums(delta, x, labels, weights, gradient: str):
 
 
 def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
-    r""":math:`\partial L / \partial s` ``[B, L]`` from :math:`\delta = \partial L /
-    \partial r` ``[B, L]`` (module docstring), with :math:`x_{kj} = \alpha_b (s_j -
-    s_k)` and :math:`t = \tanh(x / 2)`: :math:`\frac{\alpha_b}{4}(1 - t^2) = \alpha_b
-    \sigma(x) \sigma(-x)` and :math:`\alpha_b u (1 + t u) = 2 \alpha_b u\,\sigma(u x)`,
-    one logistic per pair: eagerly by blocks of rows, under ``torch.compile`` as one
-    fused reduction. ``delta``, ``scores`` and ``labels`` may hold anything finite at
-    padded documents.
+    r""":math:`\partial L / \partial s` ``[B, L]`` from :math:`\delta = \partial L / \partial r`
+    ``[B, L]`` (module docstring), with :math:`x_{kj} = \alpha_b (s_j - s_k)`
+    and :math:`t = \tanh(x / 2)`:
+    :math:`\frac{\alpha_b}{4}(1 - t^2) = \alpha_b \sigma(x) \sigma(-x)` and
+    :math:`\alpha_b u (1 + t u) = 2 \alpha_b u\,\sigma(u x)`, one logistic per pair: eagerly
+    by blocks of rows, under ``torch.compile`` as one fused reduction. ``delta``, ``scores``
+    and ``labels`` may hold anything finite at padded documents.
 
     >>> s = torch.tensor([[0.0, 1.0]]); y = torch.tensor([[1.0, 0.0]])
     >>> ranks_backward(torch.tensor([[1.0, 0.0]]), s, y, y >= 0, 1.0, "type3")

@@ -32,7 +32,8 @@ class TrainConfig:
       loss: any tfrx.losses.get name (ours or TF-Ranking's), or irgan_point, irgan_pair,
         irgan_list: an IRGAN of two scorers.
       loss_args: JSON keyword arguments of the loss (of IRGAN for irgan_*), e.g. '{"topn": 10}'.
-      scorer: scorer notation of tfrx.models: R5, CE5, GE5, R4.L, CE4.L, B64..B1024.
+      scorer: scorer notation of tfrx.models: R5, CE5, GE5, R4.L, CE4.L, B64..B1024, or SA<n>
+        (n self-attention blocks over each list, context-aware).
       hidden_units: hidden units per layer of the scorer.
       batch_norm: batch normalization in the scorer.
       epochs: training epochs.

@@ -147,3 +147,37 @@ def test_config_round_trip_through_json():
     assert clone.get_config() == model.get_config()
     np.testing.assert_allclose(clone(inputs).numpy(), model(inputs).numpy(), rtol=1e-6)
 
+
+
+# --- the context-aware scorer SA<n> (Keras 3: tests/neutral/test_neutral_attention_scorer.py)
+
+
+def test_sa_notation_and_its_scores_against_the_numpy_oracle():
+    from support import oracles_attention  # pylint: disable=import-outside-toplevel
+    assert models.parse_notation("SA3", 32) == models.Architecture((32,), "relu", False, 3)
+    keras.utils.set_random_seed(0)
+    model = models.scorer("SA2", F, hidden_units=16, attention_heads=2, batch_norm=False)
+    inputs = batch(seed=4)
+    mask = inputs["mask"].numpy()
+    want = oracles_attention.scores(inputs["features"].numpy(), mask,
+                                    oracles_attention.weights_of(model, np.asarray))
+    got = model(inputs, training=False).numpy()
+    np.testing.assert_allclose(got[mask], want[mask], rtol=2e-5, atol=2e-5)
+
+
+def test_sa_scores_ignore_padding_anywhere_and_follow_permutations():
+    keras.utils.set_random_seed(1)
+    model = models.scorer("SA2", F, hidden_units=16, attention_heads=2)
+    inputs = batch(seed=5)
+    features, mask = inputs["features"].numpy(), inputs["mask"].numpy()
+    want = model(inputs, training=False).numpy()
+    for position in (0, 2, 6):
+        padded = {"features": np.insert(features, position, np.nan, axis=1),
+                  "mask": np.insert(mask, position, False, axis=1)}
+        got = np.delete(model(padded, training=False).numpy(), position, axis=1)
+        np.testing.assert_allclose(got[mask], want[mask], rtol=1e-6, atol=1e-6)
+    permutation = np.random.default_rng(2).permutation(features.shape[1])
+    got = model({"features": features[:, permutation], "mask": mask[:, permutation]},
+                training=False).numpy()
+    valid = mask[:, permutation]
+    np.testing.assert_allclose(got[valid], want[:, permutation][valid], rtol=1e-6, atol=1e-6)

@@ -438,6 +438,44 @@ def test_univariate_scorer_scores_each_document_alone():
         tfranking.UnivariateScorer(feature_names=["other"])({}, {"features": features}, mask)
 
 
+def test_listwise_scorer_scores_whole_lists_and_checks_its_notation():
+    scorer = tfranking.ListwiseScorer("SA1", hidden_units=8, attention_heads=2)
+    features = tf.random.stateless_normal([2, 5, 4], seed=[1, 2])
+    mask = tf.constant([[True] * 5, [True, True, True, False, False]])
+    logits = scorer({}, {"features": features}, mask).numpy()
+    assert logits.shape == (2, 5) and np.isfinite(logits).all()
+    with pytest.raises(ValueError, match="`notation` 'Q9' is not a known scorer"):
+        tfranking.ListwiseScorer("Q9")
+    with pytest.raises(ValueError, match=r"Example features \['other'\] not among"):
+        tfranking.ListwiseScorer(feature_names=["other"])({}, {"features": features}, mask)
+
+
+def test_listwise_scorer_trains_in_the_pipeline(short_lists_builder, tmp_path):
+    builder = short_lists_builder
+    context_spec, example_spec = builder.feature_specs()
+    ranker = tfr.keras.model.ModelBuilder(
+        input_creator=tfr.keras.model.FeatureSpecInputCreator(context_spec, example_spec),
+        preprocessor=tfranking.QueryZScorePreprocessor(),
+        scorer=tfranking.ListwiseScorer("SA1", hidden_units=8, attention_heads=2),
+        mask_feature_name=builder.mask_feature_name, name="ranker")
+    pipeline = RecordingPipeline(ranker, builder, hparams_for(tmp_path, "approx_ndcg"))
+    pipeline.write_exports = False
+    pipeline.train_and_validate()
+    (logs,) = pipeline.recorder.logs
+    assert np.isfinite(logs["loss"]) and 0.0 <= logs["val_metric/nerr_10"] <= 1.0
+    # the built model scores in context: padding changes no score, another document does
+    model = ranker.build()
+    features = np.random.default_rng(0).normal(size=(1, 4, example_spec["features"].shape[0]))
+    inputs = {"features": features.astype(np.float32),
+              builder.mask_feature_name: np.array([[True, True, True, False]])}
+    scores = model(inputs, training=False).numpy()
+    inputs["features"][0, 3] = 50.0  # padding
+    np.testing.assert_allclose(model(inputs, training=False).numpy()[0, :3], scores[0, :3],
+                               rtol=1e-6, atol=1e-6)
+    inputs["features"][0, 2] += 3.0  # a valid document
+    assert np.abs(model(inputs, training=False).numpy()[0, 0] - scores[0, 0]) > 1e-5
+
+
 # --------------------------------------------------------------------------- the old name
 
 

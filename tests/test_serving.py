@@ -113,6 +113,20 @@ def test_fresh_tensorflow_process_reproduces_scores(exported):
     assert_serves(serve_in_fresh_process(path, features), mask, want)
 
 
+def test_a_context_aware_scorer_serves_whole_lists(tmp_path):
+    """``SA<n>``: each signature (ELWC, tf.Example, dense) scores a request's list at
+    once, each document in the context of the list's other documents."""
+    model = models.scorer("SA2", F, hidden_units=8, attention_heads=2)
+    features = np.random.default_rng(1).normal(2.0, 3.0, size=(len(LENGTHS), max(LENGTHS), F))
+    features = features.astype(np.float32)
+    mask = np.arange(max(LENGTHS))[None] < np.array(LENGTHS)[:, None]
+    features[~mask] = 0.0
+    want = model({"features": features, "mask": mask}, training=False).numpy()
+    path = str(tmp_path / "context_aware" / "1")
+    serving.export(model, path)
+    assert_serves(serve_in_fresh_process(path, features), mask, want)
+
+
 # Runs on the other stack: builds and exports a scorer, prints its scores.
 EXPORTER = textwrap.dedent("""
     import json, sys

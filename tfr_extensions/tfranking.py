@@ -17,7 +17,8 @@ name table and reads ELWC TFRecords only. This module plugs into it:
   ``predict`` over ELWC), so ``export_saved_model`` and ``export_best_model``
   work unchanged.
 * :class:`UnivariateScorer` puts a ``tfrx.models`` scorer (``R4.L``, ``CE5``,
-  ``B256``, ...) into ``tfr.keras.model.ModelBuilder``;
+  ``B256``, ...) into ``tfr.keras.model.ModelBuilder``, and :class:`ListwiseScorer`
+  a context-aware one (``SA<n>``: self-attention over each list's documents);
   :class:`QueryZScorePreprocessor` z-scores the features per list inside the
   model (so an exported model takes raw features).
 
@@ -330,3 +331,41 @@ class UnivariateScorer(tfr.keras.model.UnivariateScorer):
                                      normalization="none", **self._config)
         # Each document is a list of one: [B * L, 1, F] -> scores [B * L, 1].
         return network({"features": flat[:, None, :]})
+
+
+class ListwiseScorer(tfr.keras.model.Scorer):
+    """A ``tfrx.models`` scoring network over whole lists as TF-Ranking's ``Scorer``: the
+    context-aware ``SA<n>`` (self-attention over each list's valid documents, ``mask``;
+    see :func:`tfr_extensions.models.scorer`), or any other notation.
+
+    The documents' example features (concatenated in ``feature_names`` order, default
+    all of them sorted by name) reach the network as ``[B, L, F]`` with the pipeline's
+    mask. Per-list normalization belongs to the dataset or to
+    :class:`QueryZScorePreprocessor`, as for :class:`UnivariateScorer`.
+
+    >>> scorer = ListwiseScorer("SA1", hidden_units=8, attention_heads=2)
+    >>> logits = scorer({}, {"features": tf.ones([2, 3, 4])}, tf.ones([2, 3], tf.bool))
+    >>> logits.shape.as_list()
+    [2, 3]
+    """
+
+    def __init__(self, notation: str = "SA4", hidden_units: int = 100,
+                 batch_norm: bool = True, l2: float = 0.0, attention_heads: int = 4,
+                 dropout: float = 0.0, feature_names: Optional[Sequence[str]] = None):
+        tfrx_models.parse_notation(notation, hidden_units)  # fail early on a bad notation
+        self._config = dict(notation=notation, hidden_units=hidden_units,
+                            batch_norm=batch_norm, l2=l2, attention_heads=attention_heads,
+                            dropout=dropout)
+        self._feature_names = None if feature_names is None else list(feature_names)
+
+    def __call__(self, context_features, example_features, mask):
+        names = self._feature_names or sorted(example_features)
+        missing = [name for name in names if name not in example_features]
+        if missing:
+            raise ValueError(f"Example features {missing} not among the model's inputs "
+                             f"{sorted(example_features)}.")
+        features = tf.concat([tf.cast(example_features[name], tf.float32)
+                              for name in names], axis=-1)  # [B, L, F]
+        network = tfrx_models.Scorer(num_features=int(features.shape[-1]),
+                                     normalization="none", **self._config)
+        return network({"features": features, "mask": mask})

@@ -349,10 +349,10 @@ import keras
 from keras import ops
 import tfr_extensions.models as models
 
-work, backend = sys.argv[1], keras.backend.backend()
+work, notation, backend = sys.argv[1], sys.argv[2], keras.backend.backend()
 batch = np.load(f"{work}/batch.npz")
 inputs = {"features": batch["features"], "mask": batch["mask"]}
-model = models.scorer("GE4.L", batch["features"].shape[-1], hidden_units=16)
+model = models.scorer(notation, batch["features"].shape[-1], hidden_units=16)
 model.load_weights(f"{work}/scorer.weights.h5")
 loaded = keras.models.load_model(f"{work}/tensorflow.keras")
 out = {"inference": model(inputs, training=False),
@@ -372,11 +372,12 @@ MISSING = [name for name in ("tensorflow",) + OTHER_BACKENDS
 @pytest.mark.skipif(BACKEND != "tensorflow", reason=(
     "cross-backend test: runs once, under the keras3 stack's default KERAS_BACKEND=tensorflow "
     "(it starts a JAX and a PyTorch process itself)"))
-def test_tensorflow_jax_and_torch_score_the_same(tmp_path):
+@pytest.mark.parametrize("notation", ["GE4.L", "SA2"])  # feed-forward, context-aware
+def test_tensorflow_jax_and_torch_score_the_same(tmp_path, notation):
     """One set of weights (and ``.keras`` files saved on each backend) scores one batch
     the same on TensorFlow (this process), JAX and PyTorch (one process each, which cannot
     import TensorFlow, as on the jax and torch stacks), in inference and in training."""
-    built = models.scorer("GE4.L", F, hidden_units=16)
+    built = models.scorer(notation, F, hidden_units=16)
     randomize(built, seed=7)
     built.save_weights(str(tmp_path / "scorer.weights.h5"))
     built.save(str(tmp_path / "tensorflow.keras"))
@@ -385,11 +386,11 @@ def test_tensorflow_jax_and_torch_score_the_same(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
     runs = {name: subprocess.Popen(
-        [sys.executable, "-c", CROSS_BACKEND_SCRIPT, str(tmp_path)], cwd=str(REPO),
+        [sys.executable, "-c", CROSS_BACKEND_SCRIPT, str(tmp_path), notation], cwd=str(REPO),
         env=dict(env, KERAS_BACKEND=name), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True) for name in OTHER_BACKENDS}
     # TensorFlow: what each of those processes does, here
-    model = models.scorer("GE4.L", F, hidden_units=16)
+    model = models.scorer(notation, F, hidden_units=16)
     model.load_weights(str(tmp_path / "scorer.weights.h5"))
     want = {"inference": score(model, features, mask),
             "training": score(model, features, mask, training=True)}

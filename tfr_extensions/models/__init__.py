@@ -1,9 +1,10 @@
 r"""Scoring networks for listwise training, named in the papers' notation.
 
-A scorer maps each document's feature vector to a score, independently of the
-other documents of its list except through the per-query feature
-normalization, which is a layer *inside* the model so that an exported
-SavedModel takes raw features.
+A feed-forward scorer (``R4.L``, ``B64``, ...) maps each document's feature vector to a
+score, independently of the other documents of its list except through the per-query
+feature normalization, which is a layer *inside* the model so that an exported
+SavedModel takes raw features. A context-aware scorer (``SA<n>``) scores each document
+in the context of its list, through self-attention over the list's valid documents.
 
 Input: a dict ``{"features": float [B, L, F], "mask": bool [B, L]}`` (``mask``
 optional: every document valid when absent; a numeric mask, such as the int8 of
@@ -35,6 +36,21 @@ Notation (:func:`parse_notation`):
   ``w, w/2, ..., 16`` (``B64`` = 64, 32, 16; ``B1024`` = 1024 ... 16, seven
   layers), each ``Dense -> BatchNormalization -> ReLU``, and a linear 1-unit
   output, as in TF-Ranking's DNN scorers. ``hidden_units`` is ignored.
+* ``SA1``, ``SA2``, ``SA4``, ... (Pobrotyn et al., "Context-Aware Learning to Rank with
+  Self-Attention", allRank's model): a linear projection of each document to
+  ``hidden_units`` dimensions (with ``batch_norm``, then ``BatchNormalization``), ``n``
+  Transformer encoder blocks over the documents of each list
+  (:class:`tfr_extensions.models.attention.EncoderBlock`: ``attention_heads`` heads, a
+  feed-forward layer of ``4 * hidden_units``, pre-norm residuals, ``dropout``), a final
+  layer normalization and a linear 1-unit output. Padded documents are never attended
+  to, so a list's scores do not change when padding is added anywhere; there is no
+  positional input, so permuting a list's documents permutes its scores. Attention costs
+  O(L^2) per list in time and memory (``benchmarks/attention_scorer.py``). allRank's
+  configuration for MSLR-WEB30K is ``scorer("SA4", 136, hidden_units=128,
+  attention_heads=4, dropout=0.3, batch_norm=False)``.
+
+``dropout`` (0 by default) applies after each hidden layer's activation of the
+feed-forward scorers, and inside the encoder blocks of ``SA<n>``.
 
 Batch normalization computes its moments over the valid documents only (Keras's
 masked ``BatchNormalization``), so padding does not shift them (a valid document
@@ -66,6 +82,7 @@ import numpy as np
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 from tfr_extensions.data.dense import NORMALIZATIONS
+from tfr_extensions.models import attention
 from tfr_extensions.ops import validation
 
 #: The one rule that picks the scorers' array math: Keras 3 computes with ``keras.ops``
@@ -85,10 +102,14 @@ ACTIVATIONS = {"R": "relu", "CE": "celu", "GE": "gelu"}
 BRUCH_WIDTHS = (64, 128, 256, 512, 1024)
 #: the notations :func:`scorer` accepts (the papers' ``R4.L``, ``CE4.L``, ``B64`` ...)
 ACCEPTED_FORMS = ("R<n>", "CE<n>", "GE<n>", "R<n>.L", "CE<n>.L", "GE<n>.L",
-                  "B64", "B128", "B256", "B512", "B1024")
+                  "B64", "B128", "B256", "B512", "B1024", "SA<n>")
+#: the width of an encoder block's feed-forward layer, in units of ``hidden_units``
+#: (allRank's 512 at 128)
+FEED_FORWARD_RATIO = 4
 
 _PAPER_NOTATION = re.compile(r"^(R|CE|GE)([1-9][0-9]*)(\.L)?$")
 _BRUCH_NOTATION = re.compile(r"^B([0-9]+)$")
+_ATTENTION_NOTATION = re.compile(r"^SA([1-9][0-9]*)$")
 
 
 def celu(x):
@@ -167,20 +188,26 @@ def _import_tensorflow(feature: str):
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
-    """What a notation means: hidden widths, activation, output activation."""
+    """What a notation means: hidden widths, activation, output activation, and the
+    number of self-attention blocks (0: a feed-forward scorer; otherwise ``hidden`` is
+    the width of the documents' projection and ``activation`` the feed-forward layers')."""
 
     hidden: Tuple[int, ...]
     activation: str
     output_activation: bool
+    attention_blocks: int = 0
 
 
 def parse_notation(notation: str, hidden_units: int = 100) -> Architecture:
     """Parses ``R5``/``CE4.L``/``B256``-style notation (see the module docstring).
 
-    >>> parse_notation("R4.L", 100)
-    Architecture(hidden=(100, 100, 100, 100), activation='relu', output_activation=False)
+    >>> parse_notation("R4.L", 100)  # doctest: +NORMALIZE_WHITESPACE
+    Architecture(hidden=(100, 100, 100, 100), activation='relu', output_activation=False,
+                 attention_blocks=0)
     >>> parse_notation("B128").hidden
     (128, 64, 32, 16)
+    >>> parse_notation("SA2", 64)
+    Architecture(hidden=(64,), activation='relu', output_activation=False, attention_blocks=2)
 
     Raises:
       ValueError: naming ``notation`` and listing the accepted forms.
@@ -204,8 +231,13 @@ def parse_notation(notation: str, hidden_units: int = 100) -> Architecture:
             widths.append(width)
             width //= 2
         return Architecture(hidden=tuple(widths), activation="relu", output_activation=False)
+    context = _ATTENTION_NOTATION.match(notation)
+    if context:
+        return Architecture(hidden=(int(hidden_units),), activation="relu",
+                            output_activation=False, attention_blocks=int(context.group(1)))
     raise ValueError(f"`notation` {notation!r} is not a known scorer. Accepted forms: "
-                     f"{accepted} (<n> = number of layers >= 1, e.g. R5, CE4.L).")
+                     f"{accepted} (<n> = number of layers >= 1, e.g. R5, CE4.L; of "
+                     "self-attention blocks for SA<n>).")
 
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")
@@ -228,8 +260,8 @@ class QueryZScore(keras.layers.Layer):
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")
 class Scorer(keras.Model):
-    """A per-document feed-forward scorer over ``{"features", "mask"}`` dicts or
-    features ``[B, L, F]`` alone.
+    """A feed-forward or a context-aware (``SA<n>``) scorer over ``{"features", "mask"}``
+    dicts or features ``[B, L, F]`` alone.
 
     Build it with :func:`scorer`. ``call`` returns float32 scores ``[B, L]``.
     """
@@ -237,6 +269,7 @@ class Scorer(keras.Model):
     def __init__(self, notation: str = "R4.L", num_features: int = 1,
                  hidden_units: int = 100, batch_norm: bool = True,
                  normalization: str = "query_zscore", l2: float = 0.0,
+                 attention_heads: int = 4, dropout: float = 0.0,
                  name: Optional[str] = None, **kwargs):
         architecture = parse_notation(notation, hidden_units)
         # autocast=False: raw features reach the z-score in float32 (never rounded to
@@ -247,10 +280,16 @@ class Scorer(keras.Model):
         num_features = validation.validate_int(num_features, "num_features", minimum=1)
         hidden_units = validation.validate_int(hidden_units, "hidden_units", minimum=1)
         l2 = validation.validate_number(l2, "l2", minimum=0.0)
+        attention_heads = validation.validate_int(attention_heads, "attention_heads",
+                                                  minimum=1)
+        dropout = validation.validate_number(dropout, "dropout", minimum=0.0)
+        if dropout >= 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1); got {dropout}.")
         self.architecture = architecture
         self._config = dict(notation=notation, num_features=num_features,
                             hidden_units=hidden_units, batch_norm=bool(batch_norm),
-                            normalization=normalization, l2=float(l2))
+                            normalization=normalization, l2=float(l2),
+                            attention_heads=attention_heads, dropout=float(dropout))
         # PyTorch's Adam(weight_decay=l2) adds l2 * w to the gradient, which is
         # the gradient of (l2 / 2) * ||w||^2: Keras's l2(c) penalizes c * ||w||^2.
         regularizer = keras.regularizers.l2(l2 / 2.0) if l2 > 0 else None
@@ -262,6 +301,15 @@ class Scorer(keras.Model):
         self.norm_layers = [
             keras.layers.BatchNormalization(name=f"batch_norm_{i}")
             for i in range(len(self.architecture.hidden))] if batch_norm else []
+        self.dropout_layer = keras.layers.Dropout(dropout) if dropout > 0 else None
+        self.encoder_blocks = [
+            attention.EncoderBlock(hidden_units, attention_heads,
+                                   FEED_FORWARD_RATIO * hidden_units, dropout,
+                                   name=f"encoder_block_{i}")
+            for i in range(architecture.attention_blocks)]
+        self.encoder_norm = keras.layers.LayerNormalization(
+            epsilon=attention.LAYER_NORM_EPSILON,
+            name="encoder_norm") if self.encoder_blocks else None
         # float32 output layer: scores are float32 under mixed_float16 too.
         self.output_layer = keras.layers.Dense(
             1, kernel_regularizer=regularizer, dtype="float32", name="score")
@@ -272,15 +320,32 @@ class Scorer(keras.Model):
         if self.normalizer is not None:
             features = self.normalizer(features, mask)
         hidden = _cast(features, self.compute_dtype)
+        if self.encoder_blocks:
+            return self._score_in_context(hidden, mask, training)
         for i, dense in enumerate(self.dense_layers):
             hidden = dense(hidden)
             if self.norm_layers:
                 hidden = self.norm_layers[i](hidden, training=training, mask=mask)
             hidden = self._act(hidden)
+            if self.dropout_layer is not None:
+                hidden = self.dropout_layer(hidden, training=training)
         scores = self.output_layer(hidden)[..., 0]
         if self.architecture.output_activation:
             scores = self._act(scores)
         return scores
+
+    def _score_in_context(self, hidden, mask, training):
+        """``SA<n>``: the projection, the encoder blocks over each list's valid documents
+        (the padded rows zeroed, so that no value of theirs, NaN included, reaches a
+        valid document), the final layer norm and the linear output."""
+        hidden = self.dense_layers[0](hidden)
+        if self.norm_layers:
+            hidden = self.norm_layers[0](hidden, training=training, mask=mask)
+        hidden = attention.zero_padding(hidden, mask)
+        pairs = attention.pair_mask(mask)
+        for block in self.encoder_blocks:
+            hidden = block(hidden, pairs, training=training)
+        return self.output_layer(self.encoder_norm(hidden))[..., 0]
 
     def get_config(self):
         return dict(self._config, name=self.name)
@@ -339,19 +404,25 @@ def input_signature_of(num_features: int):
 
 def scorer(notation: str, num_features: int, hidden_units: int = 100,
            batch_norm: bool = True, normalization: str = "query_zscore",
-           l2: float = 0.0, name: Optional[str] = None) -> Scorer:
+           l2: float = 0.0, attention_heads: int = 4, dropout: float = 0.0,
+           name: Optional[str] = None) -> Scorer:
     """A built scoring network (see the module docstring for the notation).
 
     Args:
       notation: ``R5``, ``CE5``, ``GE5``, ``R4.L``, ``CE4.L`` (any layer count),
-        or ``B64`` ... ``B1024``.
+        ``B64`` ... ``B1024``, or ``SA<n>`` (``n`` self-attention blocks).
       num_features: F, the feature vector's length.
-      hidden_units: width of the papers' hidden layers (100 there).
-      batch_norm: batch normalization after each hidden dense layer.
+      hidden_units: width of the papers' hidden layers (100 there); of the documents'
+        representation for ``SA<n>`` (allRank: 128).
+      batch_norm: batch normalization after each hidden dense layer (for ``SA<n>``, after
+        the projection).
       normalization: ``"query_zscore"`` (per-list z-score inside the model, as
         the papers do) or ``"none"`` (features used as given).
       l2: L2 regularization of the kernels, as PyTorch's ``weight_decay``
         (the papers use 1e-3); 0 = none.
+      attention_heads: the heads of each self-attention block (``SA<n>`` only).
+      dropout: the dropout rate of the hidden layers (of the encoder blocks for
+        ``SA<n>``; allRank: 0.3); 0 = none.
       name: the Keras model's name.
 
     Returns:
@@ -359,7 +430,8 @@ def scorer(notation: str, num_features: int, hidden_units: int = 100,
       features ``[B, L, F]`` alone (every document valid) -> float32 scores ``[B, L]``.
     """
     model = Scorer(notation, num_features, hidden_units=hidden_units,
-                   batch_norm=batch_norm, normalization=normalization, l2=l2, name=name)
+                   batch_norm=batch_norm, normalization=normalization, l2=l2,
+                   attention_heads=attention_heads, dropout=dropout, name=name)
     model({"features": np.zeros([1, 2, model.get_config()["num_features"]], np.float32),
            "mask": np.ones([1, 2], bool)})
     return model

@@ -84,7 +84,7 @@ def _pad_at(features, mask, position):
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "compiled"])
 def test_padding_added_anywhere_changes_no_score(jit):
-    score = scoring(sa_scorer(), jit)
+    score = scoring(sa_scorer("SA1"), jit)  # (one block: the compilers' time is per op)
     features, mask = batch()
     # padding at the end first; then before and inside the documents (one shape: one
     # compile), and eagerly against the lists without it
@@ -98,7 +98,7 @@ def test_padding_added_anywhere_changes_no_score(jit):
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "compiled"])
 def test_permuting_a_list_permutes_its_scores(jit):
-    score = scoring(sa_scorer(), jit)
+    score = scoring(sa_scorer("SA1"), jit)
     features, mask = batch()
     want = score(features, mask)
     permutation = np.random.default_rng(2).permutation(features.shape[1])

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from support.loss_modes import value_and_grad
 from support.loss_options import BAD_OPTION, NON_DEFAULT, QUICK_TO_COMPILE
+from support import stack
 from support.stack import needs_tf_ranking, tensorflow_ops_suite, tfr
 import tfr_extensions as tfrx
 from tfr_extensions.arrays import tie_keys
@@ -417,6 +418,7 @@ def test_a_seeded_loss_draws_afresh_each_call_and_replays_with_its_seed(key):
     assert np.isfinite(first).all()
 
 
+@stack.heavy_integration("tf215", "keras3")  # (Keras 2: tf215's)
 @pytest.mark.parametrize("name", KEYS)
 def test_trains_under_the_mixed_float16_policy(name):
     keras.utils.set_random_seed(0)

@@ -490,4 +490,5 @@ __all__ = [
     "Architecture",
     "input_signature_of",
     "ACCEPTED_FORMS",
+    "attention",
 ]

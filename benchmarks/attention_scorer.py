@@ -5,10 +5,10 @@ Each (backend, scorer, list size) runs in a process of its own: ``--lists`` list
 ``--size`` documents with MSLR-WEB30K's 136 features, ``--hidden-units`` 128 (allRank's
 width), ListNet as the loss (O(L) per list, so the scorer's cost is what moves), Adam,
 ``train_on_batch`` after two warm-up steps; steps/s is the best of ``--rounds`` timed
-rounds. Peak memory is the growth of the process's peak resident memory (``ru_maxrss``)
-over the timed steps, on top of the model and the warm-up: what a step holds at its
-peak (self-attention keeps ``heads`` matrices of ``L x L`` per list and block for the
-backward pass).
+rounds. Peak memory is the process's peak resident memory (``ru_maxrss``) after the
+timed steps: the runtime, the model and a step at its peak (self-attention keeps
+``heads`` matrices of ``L x L`` per list and block for the backward pass). Its growth over
+the timed steps is printed too; on JAX the peak comes in the warm-up, so compare RSS.
 
     python -m benchmarks.attention_scorer [--backends jax torch tensorflow]
         [--sizes 200 500 1000] [--lists 16] [--notations R4.L SA2 SA4]
@@ -82,14 +82,14 @@ def run(backends: List[str], notations: List[str], sizes: List[int], lists: int,
 def print_ratios(rows: List[Dict], baseline: str = "R4.L") -> None:
     """Each scorer's steps/s and peak growth against ``baseline``'s, same backend and L."""
     base = {(r["backend"], r["size"]): r for r in rows if r["notation"] == baseline}
-    print(f"\nagainst {baseline} (same backend and list size): time per step x, peak growth +MiB")
+    print(f"\nagainst {baseline} (same backend and list size): time per step x, peak RSS +MiB")
     for row in rows:
         ref = base.get((row["backend"], row["size"]))
         if row["notation"] == baseline or ref is None:
             continue
         print(f"{row['backend']:10s} {row['notation']:5s} L={row['size']:5d}: "
               f"{ref['steps_per_s'] / row['steps_per_s']:6.1f}x the time, "
-              f"{row['peak_growth_mib'] - ref['peak_growth_mib']:+8.0f} MiB")
+              f"{row['peak_rss_mib'] - ref['peak_rss_mib']:+8.0f} MiB")
 
 
 def main(argv=None):

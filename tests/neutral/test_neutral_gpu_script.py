@@ -28,8 +28,7 @@ def test_the_gpu_script_runs_tiny_on_this_backend(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.gpu", "--tiny", "--backends", name,
          "--losses", *losses, "--shapes", "4x32", "--out", str(tmp_path)],
-        cwd=str(REPO), env=env,
-        capture_output=True, text=True, timeout=900)
+        cwd=str(REPO), env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = json.loads((tmp_path / "gpu.json").read_text())
     assert [r["loss"] for r in rows["train"]] == losses, rows["skipped"]

@@ -295,6 +295,17 @@ class QueryZScorePreprocessor(tfr.keras.model.Preprocessor):
         return dict(context_inputs), normalized
 
 
+def _concatenated(example_features, feature_names=None):
+    """The example features in ``feature_names`` order (default: all, sorted by name),
+    float32 and concatenated on the last axis; a ValueError names the missing ones."""
+    names = feature_names or sorted(example_features)
+    missing = [name for name in names if name not in example_features]
+    if missing:
+        raise ValueError(f"Example features {missing} not among the model's inputs "
+                         f"{sorted(example_features)}.")
+    return tf.concat([tf.cast(example_features[name], tf.float32) for name in names], axis=-1)
+
+
 class UnivariateScorer(tfr.keras.model.UnivariateScorer):
     """A ``tfrx.models`` scoring network as TF-Ranking's ``UnivariateScorer``.
 
@@ -320,13 +331,7 @@ class UnivariateScorer(tfr.keras.model.UnivariateScorer):
         self._feature_names = None if feature_names is None else list(feature_names)
 
     def _score_flattened(self, context_features, example_features):
-        names = self._feature_names or sorted(example_features)
-        missing = [name for name in names if name not in example_features]
-        if missing:
-            raise ValueError(f"Example features {missing} not among the model's inputs "
-                             f"{sorted(example_features)}.")
-        flat = tf.concat([tf.cast(example_features[name], tf.float32) for name in names],
-                         axis=-1)  # [B * L, F]
+        flat = _concatenated(example_features, self._feature_names)  # [B * L, F]
         network = tfrx_models.Scorer(num_features=int(flat.shape[-1]),
                                      normalization="none", **self._config)
         # Each document is a list of one: [B * L, 1, F] -> scores [B * L, 1].
@@ -359,13 +364,7 @@ class ListwiseScorer(tfr.keras.model.Scorer):
         self._feature_names = None if feature_names is None else list(feature_names)
 
     def __call__(self, context_features, example_features, mask):
-        names = self._feature_names or sorted(example_features)
-        missing = [name for name in names if name not in example_features]
-        if missing:
-            raise ValueError(f"Example features {missing} not among the model's inputs "
-                             f"{sorted(example_features)}.")
-        features = tf.concat([tf.cast(example_features[name], tf.float32)
-                              for name in names], axis=-1)  # [B, L, F]
+        features = _concatenated(example_features, self._feature_names)  # [B, L, F]
         network = tfrx_models.Scorer(num_features=int(features.shape[-1]),
                                      normalization="none", **self._config)
         return network({"features": features, "mask": mask})

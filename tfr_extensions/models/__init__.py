@@ -301,7 +301,8 @@ class Scorer(keras.Model):
         self.norm_layers = [
             keras.layers.BatchNormalization(name=f"batch_norm_{i}")
             for i in range(len(self.architecture.hidden))] if batch_norm else []
-        self.dropout_layer = keras.layers.Dropout(dropout) if dropout > 0 else None
+        self.dropout_layer = (keras.layers.Dropout(dropout)  # (SA<n>: inside its blocks)
+                              if dropout > 0 and not architecture.attention_blocks else None)
         self.encoder_blocks = [
             attention.EncoderBlock(hidden_units, attention_heads,
                                    FEED_FORWARD_RATIO * hidden_units, dropout,

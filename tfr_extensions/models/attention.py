@@ -15,7 +15,8 @@ where the multi-head attention of document :math:`i` is over the valid documents
 output depends on padding, and without positional input the block is permutation
 equivariant (permuting a list's documents permutes its outputs). Keras's
 ``MultiHeadAttention`` and ``LayerNormalization`` (:math:`\epsilon = 10^{-6}`, allRank's)
-compute it on every backend; this module holds the masks and the block's wiring.
+compute it on every backend; this module holds the masks (written once against
+the array namespace, :func:`tfr_extensions.arrays.namespace`) and the block's wiring.
 
 >>> import numpy as np
 >>> block = EncoderBlock(units=8, heads=2, feed_forward_units=16)
@@ -24,35 +25,24 @@ compute it on every backend; this module holds the masks and the block's wiring.
 >>> tuple(block(x, pair_mask(valid)).shape)
 (1, 3, 8)
 """
+from tfr_extensions import arrays
 from tfr_extensions import backend
 from tfr_extensions.backend import keras
 
-if backend.IS_KERAS_3:
-    from keras import ops as _ops
 
-    def pair_mask(valid):
-        """Bool ``[B, L, L]``: query ``i`` may attend key ``j`` where ``j`` is valid
-        (``valid`` bool ``[B, L]``)."""
-        valid = _ops.cast(valid, "bool")
-        return _ops.logical_and(_ops.expand_dims(_ops.ones_like(valid), 2),
-                                _ops.expand_dims(valid, 1))
+def pair_mask(valid):
+    """Bool ``[B, L, L]``: query ``i`` may attend key ``j`` where ``j`` is valid
+    (``valid`` bool ``[B, L]``)."""
+    xp = arrays.namespace()
+    valid = xp.cast(valid, "bool")
+    return xp.logical_and(xp.ones_like(valid)[:, :, None], valid[:, None, :])
 
-    def zero_padding(x, valid):
-        """``x`` ``[B, L, D]`` with the rows of padded documents set to 0."""
-        return _ops.where(_ops.expand_dims(_ops.cast(valid, "bool"), -1), x,
-                          _ops.zeros_like(x))
-else:  # Keras 2: TensorFlow is its backend
-    import tensorflow as _tf
 
-    def pair_mask(valid):
-        """Bool ``[B, L, L]``: query ``i`` may attend key ``j`` where ``j`` is valid
-        (``valid`` bool ``[B, L]``)."""
-        valid = _tf.cast(valid, _tf.bool)
-        return _tf.logical_and(_tf.ones_like(valid)[:, :, None], valid[:, None, :])
+def zero_padding(x, valid):
+    """``x`` ``[B, L, D]`` with the rows of padded documents set to 0."""
+    xp = arrays.namespace()
+    return xp.where(xp.cast(valid, "bool")[..., None], x, xp.zeros_like(x))
 
-    def zero_padding(x, valid):
-        """``x`` ``[B, L, D]`` with the rows of padded documents set to 0."""
-        return _tf.where(_tf.cast(valid, _tf.bool)[..., None], x, _tf.zeros_like(x))
 
 #: allRank's LayerNorm epsilon
 LAYER_NORM_EPSILON = 1e-6

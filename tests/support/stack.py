@@ -18,7 +18,6 @@ stacks, which the cross-stack tests (SavedModels, Keras 2 against Keras 3) use;
 """
 import os
 import pathlib
-import time
 
 import pytest
 
@@ -104,23 +103,6 @@ CROSS_STACK_OFF = (f"a cross-stack test: runs where every stack is set up, with 
                    f"{CROSS_STACK_VARIABLE}=1 (.ci/run does both)")
 
 
-#: set by ``.ci/run`` while the other stacks are set up beside the first suite: a file
-#: that appears once they are (set up or failed); a cross-stack test waits for it
-STACKS_READY_VARIABLE = "TFRX_STACKS_READY"
-#: how long a cross-stack test waits for the set-up (CI's own limit comes first)
-STACKS_READY_TIMEOUT_S = 3600
-
-
-def _wait_for_the_set_up() -> None:
-    ready = os.environ.get(STACKS_READY_VARIABLE)
-    deadline = time.monotonic() + STACKS_READY_TIMEOUT_S
-    while ready and not os.path.exists(ready):
-        if time.monotonic() > deadline:
-            pytest.fail(f"the stacks' set-up did not end within {STACKS_READY_TIMEOUT_S} s "
-                        f"({STACKS_READY_VARIABLE}={ready})")
-        time.sleep(2.0)
-
-
 def cross_stack_enabled() -> bool:
     """Whether the cross-stack tests run (``TFRX_CROSS_STACK=1``)."""
     return os.environ.get(CROSS_STACK_VARIABLE) == "1"
@@ -131,12 +113,10 @@ def stack_python(name: str):
 
     Without ``TFRX_CROSS_STACK=1`` the test skips (``make test STACK=x`` on a fresh
     clone sets up one stack only; conftest's summary lists these skips); with it, a
-    missing virtualenv fails the test with the command that sets it up. While
-    ``.ci/run`` still sets the stacks up (``TFRX_STACKS_READY``), it waits for them.
+    missing virtualenv fails the test with the command that sets it up.
     """
     if not cross_stack_enabled():
         pytest.skip(CROSS_STACK_OFF)
-    _wait_for_the_set_up()
     folder, extra_env = ALL_STACKS[name]
     python = REPO / folder / "bin" / "python"
     if not python.exists():

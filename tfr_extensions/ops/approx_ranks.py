@@ -1,13 +1,8 @@
-r"""Qin et al.'s smooth ranks, the ranks that ApproxNDCG differentiates.
-
-Equation numbers refer to ``approxndcg-revisited.txt`` (Bruch et al., Eq. 5-6).
-The one definition, written against :func:`tfr_extensions.arrays.namespace`: our
-ApproxNDCG (:func:`tfr_extensions.losses.approx_ndcg_loss`), the rank-accuracy
-experiment (``pipelines/rank_accuracy.py``, Table 2 of the twin-sigmoid paper) and the
-ported ApproxNDCG peer of the benchmarks (``benchmarks/peers.py``) use it;
-``tests/test_compat.py`` checks it against TF-Ranking's ``losses_impl.approx_ranks``.
-The pairs are summed by the namespace's ``row_sums`` (formed at once, or in blocks of
-columns on JAX's CPU, :func:`tfr_extensions.keras_ops.pairs.row_sums`).
+r"""Qin et al.'s smooth ranks, the ranks that ApproxNDCG differentiates (Bruch et al.,
+``approxndcg-revisited.txt``, Eq. 5-6): the one definition, used by
+:func:`tfr_extensions.losses.approx_ndcg_loss`, ``pipelines/rank_accuracy.py`` and
+``benchmarks/peers.py``, and checked against TF-Ranking's ``losses_impl.approx_ranks``
+(``tests/test_compat.py``). The pairs are summed by the namespace's ``row_sums``.
 """
 from tfr_extensions import arrays
 
@@ -17,10 +12,9 @@ def approx_ranks(scores, mask=None, temperature: float = 1.0):
     :math:`\hat\pi(i) = 1 + \sum_{j \ne i} \sigma\big((s_j - s_i)/T\big)` over the valid
     documents j (:math:`\alpha = 1/T` in Eq. 6).
 
-    Without ``mask``, TF-Ranking's ``losses_impl.approx_ranks`` of ``scores / T``.
-    TF-Ranking pushes padded logits 1000/T below the others instead of masking
-    them; here padded documents j are left out of every sum, and a padded
-    document's own rank is 1/2 (its gain is 0). The difference is taken before
+    Without ``mask``, TF-Ranking's ``losses_impl.approx_ranks`` of ``scores / T``; with
+    it, padded documents j are left out of every sum (TF-Ranking shifts their logits
+    instead), and a padded document's own rank is 1/2. The difference is taken before
     the division, so two finite scores never give ``inf - inf``.
 
     Args:

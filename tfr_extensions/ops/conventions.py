@@ -1,20 +1,13 @@
-"""The constants of the tensor conventions, shared by both implementations.
-
-:mod:`tfr_extensions.ops` (TensorFlow) and :mod:`tfr_extensions.keras_ops`
-(``keras.ops``: JAX, PyTorch) read them from here; this module imports no
-framework. The conventions themselves are described in
-:mod:`tfr_extensions.ops.lists`.
-"""
+"""The constants of the tensor conventions (described in :mod:`tfr_extensions.ops.lists`),
+shared by :mod:`tfr_extensions.ops` and :mod:`tfr_extensions.keras_ops`; no framework."""
 
 #: The label of a padded document (TF-Ranking's ``utils.is_label_valid``: any
 #: label < 0 is padding); what ragged inputs and padded arrays are filled with.
 PADDING_LABEL = -1.0
 
-#: The largest label the losses accept: gains up to ``2^31 - 1`` (exact in
-#: float64, ``2^31`` in float32), which leaves every sum of gains, every ratio
-#: of nERR and every cost of the losses many orders of magnitude below
-#: float32's overflow. A loss gives a list with a larger valid label (``+inf``
-#: included) the value NaN (see :class:`tfr_extensions.losses.RankingLoss`).
+#: The largest label the losses accept: gains up to ``2^31 - 1``, which leaves every sum
+#: of gains and every cost far below float32's overflow. A list with a larger valid label
+#: (``+inf`` included) gets the loss NaN (:class:`tfr_extensions.losses.RankingLoss`).
 MAX_LABEL = 31.0
 
 #: How SoftRank's rank distributions are computed (``method=`` of

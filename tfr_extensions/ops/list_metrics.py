@@ -1,7 +1,5 @@
 r"""Exact metrics of scored lists and the per-list values of the Keras metric: the
-functions behind :mod:`tfr_extensions.metrics`, written once against
-:func:`tfr_extensions.arrays.namespace` (TensorFlow's ops on Keras 2 and Keras 3's
-TensorFlow backend, ``keras.ops`` on JAX and PyTorch).
+functions behind :mod:`tfr_extensions.metrics`.
 
 >>> round(float(exact_metric("ndcg", [[0., 1., 2.]], [[3., 2., 1.]])[0]), 4)
 0.5869
@@ -47,17 +45,9 @@ def per_list_weights(weights, relevance, valid):
     return xp.where(has_weight, xp.where(has_relevance, weighted, mean), xp.zeros_like(weighted))
 
 
-def _relevance(metric: str, labels):
-    """The relevance that weighs items into lists for ``metric`` (canonical name)."""
-    xp = arrays.namespace()
-    labels = xp.maximum(labels, 0.0)
-    if metric in ("ndcg", "nerr"):
-        return xp.lists.gains(labels)
-    return xp.cast(labels > 0, labels.dtype)
-
-
 def _list_weights(metric: str, sample_weight, labels, valid):
-    """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight."""
+    """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight
+    (``metric``: a canonical name)."""
     xp = arrays.namespace()
     rank = len(sample_weight.shape)
     if rank == 0:
@@ -68,16 +58,18 @@ def _list_weights(metric: str, sample_weight, labels, valid):
         raise ValueError("`sample_weight` must be a scalar, [batch], [batch, 1] or "
                          f"[batch, list_size]; got shape {tuple(sample_weight.shape)}.")
     weights = xp.broadcast_to(sample_weight, xp.shape(labels))
-    return per_list_weights(weights, _relevance(metric, labels), valid)
+    labels = xp.maximum(labels, 0.0)  # the relevance that weighs items into lists:
+    relevance = (xp.lists.gains(labels) if metric in ("ndcg", "nerr")
+                 else xp.cast(labels > 0, labels.dtype))
+    return per_list_weights(weights, relevance, valid)
 
 
 def metric_values_and_weights(metric: str, y_true, y_pred, topn: Optional[int],
                               no_relevant: str, sample_weight=None):
-    """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values
-    and weights ``[B]`` (lists with no valid document weigh 0; lists without a
-    relevant document per ``no_relevant``; ``sample_weight`` per list or per item).
-    ``y_true`` may be keras-rs's dict (or, on TensorFlow, ragged); ``metric`` any name
-    of the vocabulary."""
+    """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values and
+    weights ``[B]`` (lists with no valid document weigh 0; lists without a relevant
+    document per ``no_relevant``; ``sample_weight`` per list or per item; ``y_true`` as
+    :func:`screening.metric_inputs` takes it; ``metric`` any name of the vocabulary)."""
     xp = arrays.namespace()
     labels, scores, valid = xp.screening.metric_inputs(y_true, y_pred)
     values = exact_metric(metric, labels, scores, topn)

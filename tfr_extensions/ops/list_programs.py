@@ -1,16 +1,13 @@
-"""TensorFlow's ``run_over_lists``: a function of ``[B, L]`` lists compiled by XLA, one
-program per bucket of list lengths (the namespace primitive of
-:mod:`tfr_extensions.arrays.tensorflow_namespace`).
-
-In a graph (``tf.function``, Keras's ``fit``), a function run here is an XLA program of
-its own, or is traced into the caller's XLA program; eagerly it runs op by op (a
-program per shape would hold memory for good). The lists are padded to
-:func:`bucket_size` first, with padded documents, which change no value and get zero
-gradient, so XLA compiles at most four programs per doubling of the list length.
-Kept per framework by ``python benchmarks/loss_throughput.py --stack tf``: the
-twin-sigmoid loss runs at 1.2-8.9x the broadcast ApproxNDCG on Keras 3's TensorFlow
-(graph and XLA, L = 32-512, 2-vCPU EPYC, ``docs/speed.md``); JAX and PyTorch compile the
-function with their caller (:mod:`tfr_extensions.keras_ops.list_programs`).
+"""TensorFlow's ``run_over_lists`` (the namespace primitive of
+:mod:`tfr_extensions.arrays.tensorflow_namespace`): a function of ``[B, L]`` lists compiled
+by XLA, one program per bucket of list lengths, in a graph (``tf.function``, Keras's
+``fit``) its own XLA program or traced into the caller's; eagerly op by op (a program
+per shape would hold memory for good). The lists are padded to :func:`bucket_size` first
+(padded documents change no value and get zero gradient). Kept per framework by ``python
+benchmarks/loss_throughput.py --stack tf``: the twin-sigmoid loss at 1.2-8.9x the broadcast
+ApproxNDCG on Keras 3's TensorFlow (graph and XLA, L = 32-512, 2-vCPU EPYC,
+``docs/speed.md``); JAX and PyTorch compile the function with their caller
+(:mod:`tfr_extensions.keras_ops.list_programs`).
 """
 import math
 
@@ -23,9 +20,8 @@ _PROGRAMS = {}
 
 
 def _under_xla(function, *args):
-    """``function(*args)``: traced into the caller's XLA program; in another graph,
-    an XLA program of its own (one per function, shapes and Python values);
-    eagerly, op by op."""
+    """``function(*args)``: traced into the caller's XLA program; in another graph, an XLA
+    program of its own (one per function, shapes and Python values); eagerly, op by op."""
     if lists.compiling_with_xla() or tf.executing_eagerly():
         return function(*args)
     if function not in _PROGRAMS:
@@ -35,12 +31,10 @@ def _under_xla(function, *args):
 
 
 def bucket_size(size):
-    """The list length that lists of ``size`` documents are padded to before XLA
-    compiles them: a multiple of ``lists.PAIR_BLOCK`` (32) up to 128, then the
-    smallest ``m * 2^e >= size`` with ``m`` in 4..7, so XLA compiles at most
-    four programs per doubling of the list length (per batch size), pads at
-    most 25% more documents past 128 (none at 32, 64, 128, 256, 512, 1024, ...),
-    and the pairs fill whole blocks of columns.
+    """The list length that lists of ``size`` documents are padded to: a multiple of
+    ``lists.PAIR_BLOCK`` (32) up to 128, then the smallest ``m * 2^e >= size`` with ``m``
+    in 4..7: at most four programs per doubling of the list length, at most 25% more
+    documents past 128, whole blocks of pair columns.
 
     >>> [bucket_size(n) for n in (1, 32, 33, 100, 128, 129, 700, 1024, 1251)]
     [32, 32, 64, 128, 128, 160, 768, 1024, 1280]
@@ -57,15 +51,6 @@ def bucket_size(size):
     return (size + step - 1) // step * step
 
 
-def _pad_to_bucket(tensors, size):
-    """``tensors`` padded along the list axis to :func:`bucket_size`; None entries
-    stay None. Padded entries are 0 (False for masks)."""
-    padding = bucket_size(size) - size
-    if isinstance(padding, int) and padding == 0:
-        return list(tensors)
-    return [None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in tensors]
-
-
 def _program(function, statics, tie_seed, key_size, *tensors):
     """``function(*tensors, *statics)``, with ``tie_keys=`` drawn from ``tie_seed`` for
     lists of ``key_size`` documents (:func:`sorting.tie_key_draw`) unless it is None."""
@@ -77,17 +62,18 @@ def _program(function, statics, tie_seed, key_size, *tensors):
 
 def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=None):
     """``function(*tensors, *statics[, tie_keys=])`` over ``[B, L]`` lists (``tensors``,
-    None allowed past the first), padded to :func:`bucket_size` and run under XLA
-    (:func:`_under_xla`); outputs of rank 2 are cut back to the ``L`` documents.
+    None allowed past the first), padded to :func:`bucket_size` (with 0, False for masks)
+    and run under XLA (:func:`_under_xla`); outputs of rank 2 are cut back to ``L``.
 
-    ``tie_break``: ``function`` also takes ``tie_keys``, the keys of ``seed``
-    (None: a fresh seed drawn here, outside the program) for the unpadded lists, and
-    the padding's below them (:func:`sorting.tie_key_draw`); where the length is
-    unknown outside XLA, those of the bucket, so that XLA compiles one program per
-    bucket, not one per length."""
+    ``tie_break``: ``function`` also takes ``tie_keys``, the keys of ``seed`` (None: a
+    fresh seed drawn here, outside the program) for the unpadded lists, and the
+    padding's below them (:func:`sorting.tie_key_draw`); where the length is unknown
+    outside XLA, those of the bucket (one program per bucket, not per length)."""
     first = tensors[0]
     size = first.shape[1] if first.shape[1] is not None else tf.shape(first)[1]
-    padded = _pad_to_bucket(tensors, size)
+    padding = bucket_size(size) - size
+    padded = list(tensors) if isinstance(padding, int) and padding == 0 else [
+        None if t is None else tf.pad(t, [[0, 0], [0, padding]]) for t in tensors]
     tie_seed = key_size = None
     if tie_break:
         tie_seed = sorting.tie_seed(seed)

@@ -18,13 +18,9 @@ from tfr_extensions.ops.screening import PADDING_PREDICTION, PADDING_WEIGHT
 
 def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
                     weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
-    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking does.
-
-    ``tensorflow_ranking.python.utils.ragged_to_dense``: labels are padded with
-    ``PADDING_LABEL`` (-1, which marks padding for every loss and metric),
-    predictions with ``PADDING_PREDICTION`` (-1e6), ragged per-item weights
-    with ``PADDING_WEIGHT`` (0); dense weights (per list, ``[batch, 1]``) and
-    None pass through.
+    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking's ``utils.ragged_to_dense``:
+    labels with ``PADDING_LABEL`` (-1), predictions with ``PADDING_PREDICTION`` (-1e6),
+    ragged per-item weights with ``PADDING_WEIGHT`` (0); dense weights and None pass.
 
     Args:
       labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
@@ -44,18 +40,17 @@ def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTens
     labels = labels.to_tensor(PADDING_LABEL)
     if predictions is not None:
         predictions = predictions.to_tensor(PADDING_PREDICTION)
-    if isinstance(weights, tf.RaggedTensor):
-        weights = weights.to_tensor(PADDING_WEIGHT)
-    return labels, predictions, weights, mask
+    return labels, predictions, _dense(weights, PADDING_WEIGHT), mask
+
+
+def _dense(x, fill):
+    """``x`` padded with ``fill`` if it is ragged, else ``x``."""
+    return x.to_tensor(fill) if isinstance(x, tf.RaggedTensor) else x
 
 
 def dense_labels_and_mask(labels, mask):
     """keras-rs's ``labels`` and ``mask`` with ragged ones padded (label -1, mask False)."""
-    if isinstance(labels, tf.RaggedTensor):
-        labels = labels.to_tensor(PADDING_LABEL)
-    if isinstance(mask, tf.RaggedTensor):
-        mask = mask.to_tensor(False)
-    return labels, mask
+    return _dense(labels, PADDING_LABEL), _dense(mask, False)
 
 
 def dense_lists(labels, scores, mask):
@@ -63,8 +58,7 @@ def dense_lists(labels, scores, mask):
     through."""
     if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
         labels, scores, _, _ = ragged_to_dense(labels, scores)
-        if isinstance(mask, tf.RaggedTensor):
-            mask = mask.to_tensor(False)
+        mask = _dense(mask, False)
     return labels, scores, mask
 
 
@@ -77,10 +71,6 @@ def dense_loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
 
 
 def dense_metric_inputs(y_true, y_pred):
-    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0
-    (their documents are padding)."""
-    if isinstance(y_true, tf.RaggedTensor):
-        y_true = y_true.to_tensor(PADDING_LABEL)
-    if isinstance(y_pred, tf.RaggedTensor):
-        y_pred = y_pred.to_tensor(0.0)
-    return y_true, y_pred
+    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0 (their
+    documents are padding)."""
+    return _dense(y_true, PADDING_LABEL), _dense(y_pred, 0.0)

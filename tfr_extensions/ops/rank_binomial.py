@@ -1,36 +1,19 @@
 r"""The TensorFlow half of SoftRank's rank distributions
-(:mod:`tfr_extensions.ops.rank_distributions`): the pairwise win probabilities with a
-hand-written gradient, and the exact Rank-Binomial recursion (Eq. 11-12) as a balanced
-product tree. Reached as ``xp.rank_binomial`` in TensorFlow's filling of the array
-namespace (:mod:`tfr_extensions.arrays.tensorflow_namespace`); the ``keras.ops``
-filling's counterpart, :mod:`tfr_extensions.keras_ops.rank_binomial`, runs the recursion one
-document at a time (``lax.scan`` on JAX).
+(:mod:`tfr_extensions.ops.rank_distributions`, as ``xp.rank_binomial``): the pairwise win
+probabilities with a hand-written gradient, and the exact Rank-Binomial recursion (Eq.
+11-12) as a balanced product tree (:mod:`tfr_extensions.keras_ops.rank_binomial`: one
+document at a time, ``lax.scan`` on JAX). Kept per framework by ``python -m
+benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5`` (SoftNDCG@10 at
+0.18-0.24 of the peer in graph mode, 0.03-0.11 under XLA, ``docs/speed.md``).
 
-Why per framework: speed. ``python -m benchmarks.loss_throughput --cases
-softndcg10_exact,expected_utility_5`` measures the TensorFlow side (``docs/speed.md``:
-SoftNDCG@10 with the exact Rank-Binomial at 0.18-0.24 of the peer in graph mode, 0.03-0.11
-under XLA, with this tree and loop); the same tree written in ``keras.ops`` compiled 3-4x
-slower under ``jax.jit`` and ran slower on a CPU than the scan
-(``docs/notes/keras_ops_backends.md``, "SoftRank").
-
-Implementation: the factors :math:`(1-\pi_{ij}) + \pi_{ij} z` commute, so the product
-can be taken in any order. A polynomial is a list of coefficient tensors, and two are
-multiplied with element-wise products and one ``add_n`` per coefficient (no gathers, so
-XLA and autodiff see plain arithmetic). With a cutoff R only the coefficients of
-:math:`z^0..z^{R-1}` are kept: higher coefficients never flow back into lower ones.
-
-* Static list size L <= ``MAX_TREE_LIST_SIZE`` (``XLA_MAX_TREE_LIST_SIZE`` under XLA)
-  and R <= ``MAX_TREE_RANKS`` (nDCG@k): one balanced product tree over all documents,
-  ``ceil(log2 L)`` levels and no loop: about 13 element-wise products per pair (i, j)
-  forward for R = 10, and autodiff keeps each level's input, about 7 ``[B, L, L]``-sized
-  tensors in all. Outside XLA, from ``COMPILED_LEVELS_MIN_LIST_SIZE`` documents on, each
-  level (and its gradient) runs as one XLA program, compiled once per shape, instead of
-  up to 65 graph ops.
-* Otherwise (unknown or longer L, or many ranks): documents in chunks of ``CHUNK_SIZE``
-  (``XLA_CHUNK_SIZE`` under XLA), a product tree per chunk, multiplied into the running
-  ``[R, B, L]`` distribution inside a ``tf.foldl`` over the chunks (the graph does not
-  grow with L); each step is wrapped in ``tf.recompute_grad``, so the backward pass
-  keeps one state per chunk.
+A polynomial :math:`\prod_i ((1-\pi_{ij}) + \pi_{ij} z)` is a list of coefficient tensors;
+two are multiplied with element-wise products and one ``add_n`` per coefficient (no
+gathers: XLA and autodiff see plain arithmetic); with a cutoff R only :math:`z^0..z^{R-1}`
+are kept. Static L <= ``MAX_TREE_LIST_SIZE`` (``XLA_MAX_TREE_LIST_SIZE`` under XLA) and
+R <= ``MAX_TREE_RANKS``: one balanced tree over all documents, ``ceil(log2 L)`` levels,
+no loop. Otherwise: chunks of ``CHUNK_SIZE`` (``XLA_CHUNK_SIZE``) documents, a tree per
+chunk, multiplied into the running ``[R, B, L]`` distribution in a ``tf.foldl`` whose
+steps are ``tf.recompute_grad`` (one state kept per chunk).
 """
 import math
 from typing import List, Optional
@@ -39,18 +22,13 @@ import tensorflow as tf
 
 from tfr_extensions.ops import lists
 
-#: documents per step of the exact recursion's while loop (a power of 2);
-#: XLA_CHUNK_SIZE under XLA
+#: documents per step of the exact recursion's loop (a power of 2); XLA_CHUNK_SIZE under XLA
 CHUNK_SIZE = 32
 XLA_CHUNK_SIZE = 8
 
-#: with a static list size of at most MAX_TREE_LIST_SIZE documents
-#: (XLA_MAX_TREE_LIST_SIZE under XLA) and at most MAX_TREE_RANKS ranks, the
-#: exact recursion is one product tree over all documents (no loop, fastest in
-#: graph mode); otherwise a loop over chunks (least memory). XLA on CPU runs
-#: the loop faster than the tree past 64 documents (XLA duplicates the tree's
-#: cheap producers into their consumers), and the loop's first call needs far
-#: less memory than the tree's (``benchmarks/loss_throughput.py`` measures both).
+#: up to MAX_TREE_LIST_SIZE documents (XLA_MAX_TREE_LIST_SIZE under XLA, whose CPU runs the
+#: loop faster past 64) and MAX_TREE_RANKS ranks, one product tree (fastest in graph
+#: mode); otherwise the loop over chunks (least memory)
 MAX_TREE_RANKS = 16
 MAX_TREE_LIST_SIZE = 2048
 XLA_MAX_TREE_LIST_SIZE = 64
@@ -61,11 +39,9 @@ def win_probabilities(scaled: tf.Tensor, losers: tf.Tensor, columns: Optional[tf
     r""":math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, ``[L_i, B, K]``, with
     :math:`z_{ij}` = ``scaled[b, i] - losers[b, k]`` (``losers``: the scaled scores of the
     documents ``columns``, int ``[B, K]``, or all of them when None), and ``neutral_z`` for
-    the pairs i == j (selected, not added to :math:`s_i - s_i = 0`). One vectorized ``erf``
-    per pair (``erfc`` has no vectorized CPU kernel and costs ~7x more). The gradient is
-    written by hand, :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi`
-    reduced straight onto the two scores, and recomputes z instead of keeping it: this op
-    then holds no ``[L, B, K]`` tensor for the backward pass.
+    the pairs i == j. One vectorized ``erf`` per pair (``erfc`` has no vectorized CPU
+    kernel). The gradient, :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi`
+    reduced onto the two scores, recomputes z: no ``[L, B, K]`` tensor is kept.
     """
     dtype = scaled.dtype
     size = tf.shape(scaled)[1]
@@ -96,12 +72,8 @@ def win_probabilities(scaled: tf.Tensor, losers: tf.Tensor, columns: Optional[tf
 
 
 def _multiply(a: List[tf.Tensor], b: List[tf.Tensor], max_len: Optional[int]) -> List[tf.Tensor]:
-    """Product of two polynomials given as lists of coefficient tensors,
-    truncated to ``max_len`` coefficients: ``c_r = sum_{t + u = r} a_t b_u``.
-
-    Element-wise multiplies and one ``add_n`` per coefficient: no gathers or
-    scatters, and autodiff keeps only the inputs.
-    """
+    """Product of two polynomials (lists of coefficient tensors), truncated to
+    ``max_len`` coefficients: ``c_r = sum_{t + u = r} a_t b_u``."""
     size = len(a) + len(b) - 1 if max_len is None else min(len(a) + len(b) - 1, max_len)
     return [tf.add_n([a[t] * b[r - t] for t in range(max(0, r - len(b) + 1), min(r, len(a) - 1) + 1)])
             for r in range(size)]
@@ -122,23 +94,17 @@ def _next_level(polys: List[tf.Tensor], max_len: Optional[int]) -> List[tf.Tenso
     return _multiply([a for a, _ in halves], [b for _, b in halves], max_len)
 
 
-#: Outside XLA, trees over at least this many documents run each level (and
-#: its gradient) as one XLA program: it reads its input coefficients once and
-#: writes the products once, where graph mode runs up to 65 products and
-#: add_n's, each a pass over memory. Shorter trees stay graph ops: there the
-#: launches of the programs cost more than they save (``benchmarks/loss_throughput.py``
-#: measures both sides of this threshold). Inside a caller's XLA program the
-#: levels are inlined.
+#: Outside XLA, trees over at least this many documents run each level (and its
+#: gradient) as one XLA program (one pass over memory, where graph mode runs up to 65
+#: ops); shorter trees stay graph ops, whose launches cost less.
 COMPILED_LEVELS_MIN_LIST_SIZE = 128
 _compiled_first_level = tf.function(_first_level, jit_compile=True, reduce_retracing=True)
 _compiled_next_level = tf.function(_next_level, jit_compile=True, reduce_retracing=True)
 
 
 def _product_tree(win: tf.Tensor, max_len: Optional[int]) -> List[tf.Tensor]:
-    r""":math:`\prod_i ((1 - w_i) + w_i\,x)` over the leading axis of ``win``
-    (a static power of 2) by a balanced tree of pairwise products: the
-    coefficients, ``min(n + 1, max_len)`` tensors of the trailing shape.
-    """
+    r""":math:`\prod_i ((1 - w_i) + w_i\,x)` over the leading axis of ``win`` (a static
+    power of 2): ``min(n + 1, max_len)`` coefficient tensors of the trailing shape."""
     first_level, next_level = _first_level, _next_level
     if win.shape[0] >= COMPILED_LEVELS_MIN_LIST_SIZE and not lists.compiling_with_xla():
         first_level, next_level = _compiled_first_level, _compiled_next_level
@@ -146,13 +112,6 @@ def _product_tree(win: tf.Tensor, max_len: Optional[int]) -> List[tf.Tensor]:
     for _ in range(int(win.shape[0]).bit_length() - 2):
         polys = next_level(polys, max_len)
     return [p[0] for p in polys]
-
-
-def _pad_to_power_of_two(win: tf.Tensor) -> tf.Tensor:
-    """Pads the leading axis with neutral factors (win 0) to a power of 2."""
-    size = int(win.shape[0])
-    padded = max(2, 1 << (size - 1).bit_length())
-    return tf.pad(win, [[0, padded - size], [0, 0], [0, 0]])
 
 
 def _stack(coefficients: List[tf.Tensor], num: int) -> tf.Tensor:
@@ -164,9 +123,8 @@ def _stack(coefficients: List[tf.Tensor], num: int) -> tf.Tensor:
 
 
 def _shift_product(state: tf.Tensor, poly: List[tf.Tensor]) -> tf.Tensor:
-    """``state * poly`` along axis 0, truncated to the (possibly dynamic)
-    length of ``state``: one shifted copy of ``state`` per coefficient of
-    ``poly`` (used when the number of ranks is large or unknown)."""
+    """``state * poly`` along axis 0, truncated to the (possibly dynamic) length of
+    ``state`` (when the number of ranks is large or unknown)."""
     length = tf.shape(state)[0]
     out = poly[0] * state
     for t in range(1, len(poly)):
@@ -181,15 +139,16 @@ def exact(win: tf.Tensor, num_ranks, static_ranks: Optional[int]):
     max_tree = XLA_MAX_TREE_LIST_SIZE if xla else MAX_TREE_LIST_SIZE
     if (win.shape[0] is not None and win.shape[0] <= max_tree
             and static_ranks is not None and static_ranks <= MAX_TREE_RANKS):
-        return _stack(_product_tree(_pad_to_power_of_two(win), static_ranks), static_ranks)
+        size = int(win.shape[0])  # padded with neutral factors (win 0) to a power of 2:
+        win = tf.pad(win, [[0, max(2, 1 << (size - 1).bit_length()) - size], [0, 0], [0, 0]])
+        return _stack(_product_tree(win, static_ranks), static_ranks)
     size, batch = tf.shape(win)[0], tf.shape(win)[1]
     chunk = XLA_CHUNK_SIZE if xla else CHUNK_SIZE
     if win.shape[0] is not None:  # short static lists: a smaller tree suffices
         chunk = min(chunk, max(2, 1 << (int(win.shape[0]) - 1).bit_length()))
     num_chunks = (size + chunk - 1) // chunk
-    # Neutral factors fill the last chunk.
     win = tf.pad(win, [[0, num_chunks * chunk - size], [0, 0], [0, 0]])
-    win = tf.reshape(win, [num_chunks, chunk, batch, -1])
+    win = tf.reshape(win, [num_chunks, chunk, batch, -1])  # (the last chunk padded)
     delta = tf.one_hot(tf.zeros(tf.shape(win)[2:], tf.int32), num_ranks, axis=0,
                        dtype=win.dtype)  # [R, B, L]
     if static_ranks is not None:

@@ -1,76 +1,48 @@
 r"""Distributions over ranks from Gaussian-smoothed scores (SoftRank).
 
-Taylor, Guiver, Robertson and Minka, "SoftRank: Optimizing Non-Smooth Rank
-Metrics" (``softrank.txt``), Section 3.1-3.2 and 3.6.
-
-Each score is the mean of a Gaussian with a shared standard deviation
-:math:`\sigma` (``sigma``), Eq. 8: :math:`S_j \sim \mathcal{N}(s_j, \sigma^2)`.
-Document i beats document j with probability (Eq. 9)
+Taylor, Guiver, Robertson and Minka, "SoftRank: Optimizing Non-Smooth Rank Metrics"
+(``softrank.txt``), Sections 3.1-3.2 and 3.6. Each score is the mean of a Gaussian with
+a shared standard deviation :math:`\sigma` (``sigma``), Eq. 8:
+:math:`S_j \sim \mathcal{N}(s_j, \sigma^2)`. Document i beats document j with probability (Eq. 9)
 
 .. math:: \pi_{ij} = \Pr(S_i > S_j) = \Phi\Big(\frac{s_i - s_j}{\sqrt{2}\,\sigma}\Big)
           = \tfrac12 \operatorname{erfc}\Big(\frac{s_j - s_i}{2\sigma}\Big),
 
-and the 0-based rank :math:`r_j` of j is the number of documents that beat it,
-a sum of independent Bernoulli(:math:`\pi_{ij}`) variables, :math:`i \ne j`: the
-*Rank-Binomial* distribution, computed by the recursion of Eq. 11-12,
+and the 0-based rank :math:`r_j` of j is the number of documents that beat it, a sum of
+independent Bernoulli(:math:`\pi_{ij}`) variables, :math:`i \ne j`: the *Rank-Binomial*
+distribution, computed by the recursion of Eq. 11-12,
 
 .. math:: p^{(1)}_j(r) = \delta(r), \qquad
           p^{(i)}_j(r) = p^{(i-1)}_j(r-1)\,\pi_{ij} + p^{(i-1)}_j(r)\,(1-\pi_{ij}),
 
-i.e. :math:`p_j` holds the coefficients of the polynomial
-:math:`\prod_{i \ne j} \big((1-\pi_{ij}) + \pi_{ij} z\big)`. Its mean is the
-expected rank of Eq. 10, :math:`\sum_{i\ne j}\pi_{ij}`.
+i.e. the coefficients of :math:`\prod_{i \ne j} \big((1-\pi_{ij}) + \pi_{ij} z\big)`, whose
+mean is the expected rank of Eq. 10, :math:`\sum_{i\ne j}\pi_{ij}`.
 
-The math is written once against the array namespace (:mod:`tfr_extensions.arrays`):
-TensorFlow's own ops on Keras 2, TF-Ranking and Keras 3's TensorFlow backend,
-``keras.ops`` on JAX and PyTorch. Two pieces run per framework, as ``xp.rank_binomial``
-(:mod:`tfr_extensions.ops.rank_binomial`, :mod:`tfr_extensions.keras_ops.rank_binomial`):
-the exact recursion (``method="exact"``) and the win probabilities' ``erf``.
+* ``method="exact"``: the recursion, per framework as ``xp.rank_binomial``
+  (:mod:`tfr_extensions.ops.rank_binomial`, a product tree, which cites its benchmark;
+  :mod:`tfr_extensions.keras_ops.rank_binomial`, one document at a time); with a cutoff
+  ``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are kept (exact: higher
+  ones never flow back into lower ones). :math:`O(B L^2 R)` time (:math:`O(B L^3)` for
+  the full distribution).
+* ``method="normal"`` (Section 3.6): a normal with mean :math:`\mu_j = \sum_{i\ne j}\pi_{ij}`
+  and variance :math:`v_j = \sum_{i\ne j}\pi_{ij}(1-\pi_{ij})`, discretized with a
+  continuity correction over the ranks :math:`0..n-1` of n valid documents,
+  :math:`p_j(r) = \Phi(\frac{r + 1/2 - \mu_j}{\sqrt{v_j}}) - \Phi(\frac{r - 1/2 - \mu_j}{\sqrt{v_j}})`,
+  the outer bounds at :math:`\mp\infty` (rows sum to 1). :math:`O(B L^2 + B L R)` time.
+* ``method="auto"``: ``exact`` up to ``AUTO_EXACT_MAX_LIST_SIZE`` (padded) documents.
+* ``sinkhorn_iterations > 0`` (end of Section 3.2): alternately divide each column of
+  :math:`[p_j(r)]` by its sum and each row by its sum; with R < n a last "beyond" column
+  has the target sum n - R (the rank columns' is 1).
 
-``method="exact"``: the factors commute, so the product can be taken in any order, and
-with a cutoff ``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are kept:
-higher coefficients never flow back into lower ones, so these R columns are exact, and
-the mass beyond them is :math:`1 - \sum_{r<R} p_j(r)`. TensorFlow multiplies the factors
-in a balanced product tree (over all documents for short static lists and few ranks,
-else over chunks in a ``tf.foldl``); ``keras.ops`` runs the recursion one document at a
-time (``lax.scan`` on JAX). Their results differ by rounding only.
-
-A caller that needs only some documents' distributions (SoftNDCG needs the
-relevant ones) passes their indices to :func:`distributions_of` and pays for
-those columns only.
-
-Cost :math:`O(B L^2 R)` time either way (:math:`O(B L^3)` for the full
-distribution).
-
-``method="normal"`` (Section 3.6): :math:`r_j` is approximated by a normal with mean
-:math:`\mu_j = \sum_{i\ne j}\pi_{ij}` and variance
-:math:`v_j = \sum_{i\ne j}\pi_{ij}(1-\pi_{ij})`, discretized with a continuity correction
-over the ranks :math:`0..n-1` of a list of n valid documents:
-:math:`p_j(r) = \Phi(\frac{r + 1/2 - \mu_j}{\sqrt{v_j}}) - \Phi(\frac{r - 1/2 - \mu_j}{\sqrt{v_j}})`
-with the outer bounds at :math:`\mp\infty`, so each row sums to 1. Cost
-:math:`O(B L^2 + B L R)`. ``method="auto"`` uses ``exact`` for lists of at most
-``AUTO_EXACT_MAX_LIST_SIZE`` documents (the padded list size) and ``normal`` beyond.
-
-``sinkhorn_iterations > 0`` (end of Section 3.2): alternately divide each
-column of :math:`[p_j(r)]` by its sum and each row by its sum. With a cutoff R
-< n the matrix has a last "beyond" column whose target sum is n - R (the other
-columns' targets are 1), so the result approaches a matrix whose rows sum to 1
-and whose rank columns sum to 1.
-
-Numerics: :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))` with one vectorized ``erf`` per
-pair, accurate to a unit of 1.0 (what sums of products of probabilities need); the recursion
-only multiplies and adds numbers in [0, 1], so it cannot overflow, and its gradient is
-bounded. The scaled scores :math:`s / 2\sigma` are clamped to :math:`\pm b`, :math:`b` =
-:func:`scaled_score_bound` (``dtype.max / 4`` in float32,
-:math:`2^{509} \approx 1.7 \times 10^{153}` in float64); padded documents take no rank
-(their row is 0) and the scaled score :math:`-2b`, so they beat nobody (:math:`\pi = 0`) and
-get exactly zero gradient; pairs ``i == j`` get ``NEUTRAL_Z``. Every argument of ``erf`` is
-then below :math:`3b` in magnitude: finite, and in float64 below
-:math:`2^{512} = \sqrt{\text{float64 max}}`, past which TF 2.21's float64 ``erf`` (which
-squares its argument) returns NaN. The clamp changes nothing below :math:`b`: it only makes
-distinct valid scores beyond :math:`\pm b` tie (:math:`\pi = 1/2` between them, where the
-exact value is 0 or 1), and gives them zero gradient, as the exact one is. Infinite scores
-clamp to :math:`\pm b` too.
+Numerics: one vectorized ``erf`` per pair, :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))`,
+accurate to a unit of 1.0; the recursion only multiplies and adds numbers in [0, 1] (no
+overflow, bounded gradient). The scaled scores :math:`s / 2\sigma` are clamped to
+:math:`\pm b` (:func:`scaled_score_bound`; infinite scores too) and padded ones take
+:math:`-2b` (they beat nobody: :math:`\pi = 0`, zero gradient); pairs ``i == j`` take
+``NEUTRAL_Z``. Every argument of ``erf`` is then below :math:`3b`: finite, and in float64
+below :math:`2^{512} = \sqrt{\text{float64 max}}`, past which TF 2.21's float64 ``erf``
+returns NaN. The clamp only ties distinct valid scores beyond :math:`\pm b`
+(:math:`\pi = 1/2` for 0 or 1, with the exact zero gradient).
 """
 from typing import Optional
 
@@ -85,29 +57,20 @@ METHODS = conventions.RANK_DISTRIBUTION_METHODS
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
 AUTO_EXACT_MAX_LIST_SIZE = 128
 
-# z of the pairs i == j: erf(-100) is -1, so the factor is exactly
-# (lose, win) = (1, 0) and its gradient exactly 0. Padding of the product
-# tree is a factor with win = 0. It is selected, not added to s_i - s_i = 0:
-# graph optimizers may reassociate (s_i - s_j) + z0 into s_i - (s_j - z0),
-# which loses z0 once |s| passes about 1e9 (float32) or 1e18 (float64).
+# z of the pairs i == j: erf(-100) = -1, the factor exactly (lose, win) = (1, 0), its
+# gradient 0. Selected, not added to s_i - s_i = 0: graph optimizers may reassociate
+# (s_i - s_j) + z0 into s_i - (s_j - z0), which loses z0 once |s| passes ~1e9 (float32).
 NEUTRAL_Z = -100.0
-
-# Largest float64 scaled score: 3 * 2^509 < 2^512 = sqrt(float64 max), the
-# largest argument TF 2.21's float64 erf takes without returning NaN.
+# Largest float64 scaled score: 3 * 2^509 < 2^512 (module docstring).
 _MAX_SCALED_SCORE_FLOAT64 = 2.0 ** 509
-
-# Variance floor (in squared ranks) of the normal approximation: below it the
-# Rank-Binomial is a point mass to within 1e-3 ranks (|mu - round(mu)| <= 2 v),
-# and the floor keeps d sqrt(v) / dv finite.
+# Variance floor (squared ranks) of the normal approximation: below it the Rank-Binomial
+# is a point mass to within 1e-3 ranks; it keeps d sqrt(v) / dv finite.
 _MIN_RANK_VARIANCE = 1e-6
 
 
 def scaled_score_bound(dtype) -> float:
-    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma`:
-    ``min(dtype.max / 4, 2 ** 509)`` (``dtype``: a dtype name, a ``tf.DType`` or a
-    NumPy dtype). Valid documents' scaled scores are clamped to :math:`[-b, b]` and
-    padded ones take :math:`-2b`, so every difference stays below :math:`3b`: finite,
-    and a valid argument of float64 ``erf``.
+    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma` (module docstring):
+    ``min(dtype.max / 4, 2 ** 509)`` (``dtype``: a name, a ``tf.DType`` or a NumPy dtype).
 
     >>> scaled_score_bound("float64") == 2.0 ** 509, scaled_score_bound("float32") > 8e37
     (True, True)
@@ -116,37 +79,22 @@ def scaled_score_bound(dtype) -> float:
     return min(float(np.finfo(np.dtype(name)).max) / 4, _MAX_SCALED_SCORE_FLOAT64)
 
 
-def _clamp(xp, x, bound: float):
-    """``x`` clamped to ``[-bound, bound]``; the gradient passes inside the
-    closed interval and is 0 beyond it (as ``tf.clip_by_value``: selects,
-    where ``jnp.clip`` would halve the gradient at the bounds)."""
-    bound = xp.constant(bound, xp.dtype_name(x))
-    return xp.where(x > bound, bound, xp.where(x < -bound, -bound, x))
-
-
 def win_probabilities(scores, mask, sigma: float, columns=None):
     r"""The pairwise win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``.
 
     :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`,
     :math:`z_{ij} = (s_i - s_j) / 2\sigma`, for the documents j in ``columns`` (int ``[B,
-    K]``; all L when None). The beating document i comes first, so the recursion walks the
-    leading axis.
-
-    Pairs that do not count get :math:`\pi = 0` exactly, with exactly zero
-    gradient, without any ``[L, B, L]`` mask: valid scaled scores are clamped
-    to :math:`\pm b` (:func:`scaled_score_bound`) and padded documents take
-    :math:`-2b` (so they beat nobody, and every :math:`|z_{ij}| < 3b`: no
-    ``inf - inf``, no float64 ``erf`` argument past :math:`2^{512}`), and
-    ``i == j`` takes ``NEUTRAL_Z`` (one select, where an addition would do
-    as many passes). The bounds are taken on ``[B, L]``, not on ``[L, B, K]``.
-    The pairs themselves are ``xp.rank_binomial.win_probabilities``: on TensorFlow
-    with a hand-written gradient that keeps no ``[L, B, K]`` tensor for the backward
-    pass, elsewhere the backend's autodiff of ``erf``.
+    K]``; all L when None), the beating document i first (the recursion walks that axis).
+    Pairs that do not count get :math:`\pi = 0` and zero gradient without an
+    ``[L, B, L]`` mask (the clamp and padding of the module docstring, taken on
+    ``[B, L]``); the pairs are ``xp.rank_binomial.win_probabilities``.
     """
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     bound = scaled_score_bound(dtype)
-    scaled = _clamp(xp, scores * xp.constant(0.5 / sigma, dtype), bound)
+    scaled, limit = scores * xp.constant(0.5 / sigma, dtype), xp.constant(bound, dtype)
+    # clamped by selects, as tf.clip_by_value (jnp.clip would halve the gradient at +-b)
+    scaled = xp.where(scaled > limit, limit, xp.where(scaled < -limit, -limit, scaled))
     scaled = xp.where(mask, scaled, xp.constant(-2.0 * bound, dtype))
     if columns is not None:
         columns = xp.cast(columns, "int32")
@@ -157,14 +105,6 @@ def win_probabilities(scores, mask, sigma: float, columns=None):
 def _ndtr(xp, x):
     """The standard normal CDF, as an ``erfc`` (accurate in the lower tail)."""
     return 0.5 * xp.erfc(-x / xp.constant(2.0 ** 0.5, xp.dtype_name(x)))
-
-
-def _normal_cdf_difference(xp, lower, upper):
-    """Phi(upper) - Phi(lower) for lower <= upper, without cancellation in
-    either tail (reflects both bounds when lower > 0)."""
-    reflect = lower > 0
-    return xp.where(reflect, _ndtr(xp, -lower) - _ndtr(xp, -upper),
-                    _ndtr(xp, upper) - _ndtr(xp, lower))
 
 
 def _normal(xp, win, mask, num_ranks):
@@ -178,13 +118,14 @@ def _normal(xp, win, mask, num_ranks):
     inf = xp.constant(float("inf"), dtype)
     lower = xp.where(ranks > 0, (ranks - 0.5 - mean) / std, -inf)
     upper = xp.where(ranks + 1 < num_valid, (ranks + 0.5 - mean) / std, inf)
-    probs = _normal_cdf_difference(xp, lower, upper)
+    # Phi(upper) - Phi(lower), both bounds reflected when lower > 0 (no cancellation)
+    probs = xp.where(lower > 0, _ndtr(xp, -lower) - _ndtr(xp, -upper),
+                     _ndtr(xp, upper) - _ndtr(xp, lower))
     return xp.where(ranks < num_valid, probs, xp.zeros_like(probs))
 
 
 def _sinkhorn(xp, probs, mask, iterations: int):
-    """Sinkhorn scaling of ``[B, L, R]`` rank distributions (Section 3.2),
-    with a "beyond" column of target sum n - R when R < n."""
+    """Sinkhorn scaling of ``[B, L, R]`` rank distributions (module docstring)."""
     dtype = xp.dtype_name(probs)
     num_ranks = xp.shape(probs)[2]  # (TensorFlow, unknown: a tensor)
     num_valid = xp.sum(xp.cast(mask, dtype), axis=-1)[:, None]  # [B, 1]
@@ -208,28 +149,23 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
                        method: str = "exact", sinkhorn_iterations: int = 0):
     r"""Rank-Binomial rank distributions of SoftRank (Eq. 8-12), ``[B, L, R]``.
 
-    ``p[b, j, r]`` is the probability that document j of list b ends at the
-    0-based rank r (0 = top) when every score :math:`s_j` is smoothed into
-    :math:`\mathcal{N}(s_j, \sigma^2)` (Eq. 8), with the pairwise win
-    probabilities :math:`\pi_{ij}` of Eq. 9 combined by the recursion of Eq.
-    11-12 (``"exact"``) or the normal approximation of Section 3.6
-    (``"normal"``). See the module docstring for the algorithms and their cost.
+    ``p[b, j, r]`` is the probability that document j of list b ends at the 0-based rank r
+    (0 = top) when every score :math:`s_j` is smoothed into :math:`\mathcal{N}(s_j, \sigma^2)`
+    (Eq. 8); the module docstring gives the methods, their cost and numerics.
 
     Args:
       scores: float ``[B, L]`` (float64 is kept; other dtypes compute in float32).
       mask: optional bool ``[B, L]``, True for valid documents.
-      sigma: :math:`\sigma_s`, the standard deviation of the score smoothing, > 0.
-      topn: keep only the first R = min(topn, L) ranks (exactly the first R
-        columns of the full distribution); None keeps all L ranks.
-      method: ``"exact"``, ``"normal"`` or ``"auto"`` (exact up to
-        ``AUTO_EXACT_MAX_LIST_SIZE`` documents, normal beyond).
+      sigma: :math:`\sigma`, the standard deviation of the score smoothing, > 0.
+      topn: keep only the first R = min(topn, L) ranks (the first R columns of the full
+        distribution); None keeps all L.
+      method: ``"exact"``, ``"normal"`` or ``"auto"``.
       sinkhorn_iterations: number of Sinkhorn column/row normalizations.
 
     Returns:
-      ``[B, L, R]`` in the compute dtype. Rows of valid documents sum to 1
-      (without ``topn``; with it, to 1 minus the mass beyond rank R - 1); rows
-      of padded documents and columns of ranks >= the number of valid
-      documents are 0.
+      ``[B, L, R]`` in the compute dtype. Rows of valid documents sum to 1 (with ``topn``,
+      1 minus the mass beyond R); rows of padded documents and columns of ranks >= the
+      number of valid documents are 0.
 
     >>> p = rank_distributions([[2., 0.]], sigma=1e-3)
     >>> [[round(float(p[0, j, r]), 3) for r in range(2)] for j in range(2)]
@@ -250,13 +186,9 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
 
 def distributions_of(scores, valid, sigma: float, topn: Optional[int], method: str,
                      columns=None):
-    """:func:`rank_distributions` without Sinkhorn or argument checks, for the
-    documents ``columns`` (int ``[B, K]``; all L when None): ``[B, K, R]``.
-
-    A loss that only needs some documents' distributions (SoftNDCG: the
-    relevant ones) passes their indices and pays for K columns instead of L.
-    Entries of ``columns`` that point at padded documents get a zero row.
-    """
+    """:func:`rank_distributions` without Sinkhorn or argument checks, for the documents
+    ``columns`` (int ``[B, K]``; all L when None): ``[B, K, R]``, at the cost of K columns
+    (SoftNDCG needs the relevant ones). Columns of padded documents get a zero row."""
     xp = arrays.namespace()
     size = xp.shape(scores)[1]  # (TensorFlow, unknown: a tensor)
     static_size = scores.shape[1]

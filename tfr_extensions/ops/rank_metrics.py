@@ -1,38 +1,28 @@
-r"""IR metrics as functions of (possibly differentiable) document ranks.
+r"""IR metrics as functions of (possibly differentiable) document ranks: one formula per
+metric, shared by the exact evaluation metrics (:mod:`tfr_extensions.metrics`, ranks from
+a sort) and the twin-sigmoid losses (ranks from :func:`twin_sigmoid_ranks`: the same
+integers, with a gradient). Equation numbers refer to Yu, "Optimize What You Evaluate
+With" (``twin-sigmoid-direct-metric-optimization.txt``).
 
-One formula per metric, shared by the exact evaluation metrics
-(:mod:`tfr_extensions.metrics`, ranks from a sort) and by the twin-sigmoid
-losses (ranks from :func:`twin_sigmoid_ranks`, whose forward values are the
-same integers but which carry a gradient). Equation numbers refer to Yu,
-"Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``).
+Every function takes ``labels`` ``[B, L]`` (padded entries already 0), ``ranks`` ``[B, L]``
+(1-based, float; padded entries ignored), ``mask`` bool ``[B, L]``, an optional cutoff
+``topn`` and optionally the int ``positions`` of the ranks (where the caller has them),
+and returns ``[B]``. A document's *position* ``p_d`` is its place in the list sorted by
+rank (ties, only without tie breaking, to the lower index); the cutoff keeps ``p_d <= topn``.
 
-Every function takes ``labels`` ``[B, L]`` (padded entries already 0), ``ranks``
-``[B, L]`` (1-based, float; values at padded entries are ignored), ``mask``
-bool ``[B, L]``, an optional cutoff ``topn`` and optionally the integer
-``positions`` of the ranks when the caller already has them, and returns ``[B]``. A
-document's *position* ``p_d`` is its place in the list sorted by rank (ties,
-which only occur without tie breaking, go to the lower index); the cutoff
-keeps documents with ``p_d <= topn``. Positions and everything that Eq. 13-16
-index by position (``i`` in Eq. 13, the inner sum of Eq. 30, the products of
-Eq. 16) are constants of the backward pass; the gradient flows through the
-ranks ``r_d`` only, which gives exactly the derivatives of Eq. 29 and 31-33.
+Every metric is a normalized weighted sum :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`, with
+:math:`f(r) = 1/r` (Precision, AP, ERR) or :math:`f(r) = 1/\log_2(1 + r)` (DCG), whose
+weights :math:`w_d` and norm :math:`Z` (everything Eq. 13-16 index by position) are
+constants of the backward pass, so :math:`\partial M / \partial r_d = w_d f'(r_d) / Z`:
+Eq. 29 and 31-33 in one line (:func:`value_and_rank_gradient`).
 
-Every metric here is a normalized weighted sum :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`,
-with weights :math:`w_d` and norm :math:`Z` that are constants of the backward pass and
-:math:`f(r) = 1/r` (Precision, AP, ERR) or :math:`f(r) = 1/\log_2(1 + r)` (DCG), so
-:math:`\partial M / \partial r_d = w_d f'(r_d) / Z`: Eq. 29 and 31-33 in one line.
-:func:`value_and_rank_gradient` returns that derivative directly, for the twin-sigmoid
-losses, which then need no autodiff through the metric.
-
-A list without relevant documents (label > 0) scores 0 with zero gradient.
-Relevance for Precision and AP is binary: label > 0. :data:`RANK_METRICS` is keyed
-by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function
-that takes a metric name also takes its aliases (``"map"`` for ``"ap"``).
-
-The math is written once, against :func:`tfr_extensions.arrays.namespace` (TensorFlow's
-ops on Keras 2 and Keras 3's TensorFlow backend, ``keras.ops`` on JAX and PyTorch); the
-sorts and gathers come from that namespace's ``sorting`` and ``lists``.
+Numerics: padded ranks are read as 1 (``1/r``, ``log(1+r)`` finite) and every norm is
+divided safely: a list without relevant documents (label > 0) scores 0 with zero
+gradient. Relevance for Precision and AP is ``label > 0``. :data:`RANK_METRICS` is keyed
+by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function that takes
+a metric name takes its aliases too (``"map"`` for ``"ap"``).
 """
+import functools
 from typing import Callable, NamedTuple, Optional
 
 from tfr_extensions import arrays
@@ -47,8 +37,7 @@ class RankTransform(NamedTuple):
     derivative: Callable
 
 
-def _log_discount(ranks):
-    """1 / log2(1 + r)."""
+def _log_discount(ranks):  # 1 / log2(1 + r)
     return arrays.namespace().lists.log2_discount(ranks)
 
 
@@ -59,13 +48,11 @@ def _log_discount_derivative(ranks):
     return -xp.square(xp.lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
 
 
-def _reciprocal(ranks):
-    """1 / r."""
+def _reciprocal(ranks):  # 1 / r
     return 1.0 / ranks
 
 
-def _reciprocal_derivative(ranks):
-    """d/dr 1 / r = -1 / r^2."""
+def _reciprocal_derivative(ranks):  # -1 / r^2
     return -1.0 / arrays.namespace().square(ranks)
 
 
@@ -77,11 +64,8 @@ LOG_DISCOUNT = RankTransform(_log_discount, _log_discount_derivative)
 
 
 def _positions(ranks, mask, positions=None):
-    """1-based int32 positions of the documents sorted by ascending rank.
-
-    ``positions`` may be passed in when the caller already has them (the
-    twin-sigmoid forward pass and the exact metrics do), which saves a sort.
-    """
+    """1-based int32 positions of the documents sorted by ascending rank (``positions``,
+    where the caller has them, saves a sort)."""
     if positions is None:
         xp = arrays.namespace()
         positions = xp.sorting.exact_ranks(-xp.stop_gradient(xp.convert_to_tensor(ranks)), mask)
@@ -90,9 +74,7 @@ def _positions(ranks, mask, positions=None):
 
 def _cutoff(positions, mask, topn: Optional[int]):
     """Bool [B, L]: valid and within the first ``topn`` positions."""
-    if topn is None:
-        return mask
-    return arrays.namespace().logical_and(mask, positions <= topn)
+    return mask if topn is None else arrays.namespace().logical_and(mask, positions <= topn)
 
 
 def _safe_ranks(ranks, mask):
@@ -108,14 +90,12 @@ def _where(condition, values):
 
 def _position_ranks(values):
     """1, 2, ..., K along the last axis, in the dtype and shape of ``values``."""
-    xp = arrays.namespace()
-    return xp.cumsum(xp.ones_like(values), axis=-1)
+    return arrays.namespace().cumsum(arrays.namespace().ones_like(values), axis=-1)
 
 
 def _sums_by_position(values, positions, later: bool):
-    """The namespace's fused sums over positions (``sorting.sums_by_position``: TensorFlow
-    under XLA, short lists), or None where it has none (the caller sorts, sums
-    cumulatively and gathers back)."""
+    """The namespace's fused sums over positions (TensorFlow under XLA, short lists), or
+    None (the caller sorts, sums cumulatively and gathers back)."""
     sums = getattr(arrays.namespace().sorting, "sums_by_position", None)
     return None if sums is None else sums(values, positions, later=later)
 
@@ -130,9 +110,9 @@ def _precision_form(labels, ranks, mask, topn, positions):
     return _where(relevant, xp.cast(positions, ranks.dtype)), k, RECIPROCAL
 
 
-def _average_precision_weights(labels, ranks, mask, topn, positions):
-    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), and the
-    number R of relevant documents of each list."""
+def _average_precision_form(labels, ranks, mask, topn, positions, min_norm: bool = False):
+    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), normalized by the
+    number R of relevant documents of the list (``min_norm``: by min(k, R))."""
     xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
     relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)
@@ -144,41 +124,26 @@ def _average_precision_weights(labels, ranks, mask, topn, positions):
         order = xp.sorting.order_from_positions(positions)
         suffix = xp.cumsum(xp.take_along_axis(contrib, order, axis=-1), axis=-1, reverse=True)
         suffix_per_doc = xp.take_along_axis(suffix, positions - 1, axis=-1)
-    num_relevant = xp.sum(xp.cast(xp.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
-    return _where(relevant, pos * suffix_per_doc), num_relevant
-
-
-def _average_precision_form(labels, ranks, mask, topn, positions):
-    """Eq. 30, normalized by |Y+| = R."""
-    weights, num_relevant = _average_precision_weights(labels, ranks, mask, topn, positions)
-    return weights, num_relevant, RECIPROCAL
-
-
-def _average_precision_min_form(labels, ranks, mask, topn, positions):
-    """Eq. 30, normalized by min(k, R) (LightGBM's map@k)."""
-    weights, num_relevant = _average_precision_weights(labels, ranks, mask, topn, positions)
-    norm = (num_relevant if topn is None
-            else arrays.namespace().minimum(num_relevant, float(topn)))
-    return weights, norm, RECIPROCAL
-
-
-def _dcg_weights(gains, ranks, mask, topn, positions):
-    """w_d = 2^y_d - 1 for documents within the cutoff."""
-    if topn is None:
-        return _where(mask, gains)
-    return _where(_cutoff(_positions(ranks, mask, positions), mask, topn), gains)
+    norm = xp.sum(xp.cast(xp.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
+    if min_norm and topn is not None:
+        norm = xp.minimum(norm, float(topn))
+    return _where(relevant, pos * suffix_per_doc), norm, RECIPROCAL
 
 
 def _ndcg_form(labels, ranks, mask, topn, positions):
     """Eq. 15: w_d = 2^y_d - 1 within the cutoff, normalized by DCG*@k."""
     gains = arrays.namespace().lists.gains(labels)
-    weights = _dcg_weights(gains, ranks, mask, topn, positions)
-    return weights, _ideal_dcg_of_gains(gains, mask, topn), LOG_DISCOUNT
+    cutoff = mask if topn is None else _cutoff(_positions(ranks, mask, positions), mask, topn)
+    return _where(cutoff, gains), _ideal_dcg_of_gains(gains, mask, topn), LOG_DISCOUNT
 
 
-def _err_weights(stop_prob, ranks, mask, topn, positions):
-    """w_d = R_d prod_{e: p_e < p_d} (1 - R_e) for documents within the cutoff."""
+def _nerr_form(labels, ranks, mask, topn, positions):
+    """Eq. 16: w_d = R_d prod_{e: p_e < p_d} (1 - R_e) within the cutoff, with
+    R = (2^y - 1) / 2^{max y} (the list's maximum label), normalized by the ideal ERR@k."""
     xp = arrays.namespace()
+    max_label = xp.max(_where(mask, labels), axis=-1, keepdims=True)
+    two = xp.constant(2.0, xp.dtype_name(labels))
+    stop_prob = _where(mask, xp.lists.gains(labels) / xp.power(two, max_label))
     positions = _positions(ranks, mask, positions)
     # prod_{e: p_e < p_d} (1 - R_e) = exp(sum_{e: p_e < p_d} log(1 - R_e))
     log_reach = _sums_by_position(xp.log1p(-stop_prob), positions, later=False)
@@ -189,14 +154,9 @@ def _err_weights(stop_prob, ranks, mask, topn, positions):
         weights = xp.take_along_axis(
             _err_by_position(xp.take_along_axis(stop_prob, order, axis=-1)), positions - 1,
             axis=-1)
-    return _where(_cutoff(positions, mask, topn), weights)
-
-
-def _nerr_form(labels, ranks, mask, topn, positions):
-    """Eq. 16: the ERR weights, normalized by the ideal ERR@k."""
-    stop_prob = _stop_probabilities(labels, mask)
-    weights = _err_weights(stop_prob, ranks, mask, topn, positions)
-    return weights, _ideal_err_of(stop_prob, mask, topn), RECIPROCAL
+    ideal = xp.sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
+    ideal_err = xp.sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
+    return _where(_cutoff(positions, mask, topn), weights), ideal_err, RECIPROCAL
 
 
 def _evaluate(form, ranks, mask):
@@ -242,7 +202,7 @@ def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, posit
     Equal to :func:`average_precision` without a cutoff or when the list has
     at most k relevant documents. Gradient: Eq. 31 with that norm.
     """
-    return _evaluate(_average_precision_min_form(labels, ranks, mask, topn, positions),
+    return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions, True),
                      ranks, mask)
 
 
@@ -272,24 +232,10 @@ def ndcg(labels, ranks, mask, topn: Optional[int] = None, positions=None):
     return _evaluate(_ndcg_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
-def _stop_probabilities(labels, mask):
-    """R = (2^y - 1) / 2^{max y}, with the list's maximum label (Eq. 16)."""
-    xp = arrays.namespace()
-    max_label = xp.max(_where(mask, labels), axis=-1, keepdims=True)
-    two = xp.constant(2.0, xp.dtype_name(labels))
-    return _where(mask, xp.lists.gains(labels) / xp.power(two, max_label))
-
-
 def _err_by_position(stop_prob_by_position):
     """R_p * prod_{q < p} (1 - R_q) for a list in position order."""
     reach = arrays.namespace().cumprod(1.0 - stop_prob_by_position, axis=-1, exclusive=True)
     return reach * stop_prob_by_position
-
-
-def _ideal_err_of(stop_prob, mask, topn: Optional[int]):
-    xp = arrays.namespace()
-    ideal = xp.sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
-    return xp.sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
 
 
 def nerr(labels, ranks, mask, topn: Optional[int] = None, positions=None):
@@ -309,7 +255,7 @@ RANK_METRICS = {
 _FORMS = {
     "ndcg": _ndcg_form,
     "ap": _average_precision_form,
-    "ap_min": _average_precision_min_form,
+    "ap_min": functools.partial(_average_precision_form, min_norm=True),
     "precision": _precision_form,
     "nerr": _nerr_form,
 }

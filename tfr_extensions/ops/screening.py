@@ -1,27 +1,18 @@
-"""The input conventions and the bad-input policy of every loss and metric, written
-once against the array namespace (:func:`tfr_extensions.arrays.namespace`: TensorFlow's
-ops on Keras 2 and Keras 3's TensorFlow backend, ``keras.ops`` on JAX and PyTorch).
+"""The input conventions and the bad-input policy of every loss and metric, written once
+against the array namespace (the PyTorch-native bodies have their own
+:mod:`tfr_extensions.torch_ops.screening`, the same policy in torch operations). The
+policy is stated in :mod:`tfr_extensions.losses.base`; the pieces:
 
-The policy is stated in :mod:`tfr_extensions.losses.base`; every loss, metric and op
-takes its inputs through these functions (the PyTorch-native bodies through their
-own :mod:`tfr_extensions.torch_ops.screening`, the same policy in torch operations):
-
-* **shapes and dtype**: :func:`check_list_shapes`, :func:`compute_dtype`,
+* shapes and dtype: :func:`check_list_shapes`, :func:`compute_dtype`,
   :func:`prepare_scores`, :func:`prepare_lists`;
-* **padding**: :func:`valid_documents` (a label < 0 or NaN, or ``mask`` False),
-  keras-rs's ``{"labels", "mask"}`` (:func:`labels_with_mask`) and, on TensorFlow,
-  ragged inputs (padded as TF-Ranking pads them, :mod:`tfr_extensions.ops.ragged`,
-  the namespace's ``ragged``; None elsewhere);
-* **non-finite scores and labels above the maximum**: :func:`screen_lists`,
-  and :func:`screened_loss`, which runs a loss body under the policy (NaN loss and
-  zero gradient for a broken list); the screening costs O(B L) element-wise
-  operations and no host sync (Python numbers become tensors by ``xp.constant``,
-  filled on the device);
-* **lists without a relevant document**: :func:`has_relevant` (weight 0);
-* **the Keras classes' inputs**: :func:`loss_inputs` (with per-item sample weights
-  by :func:`listwise_sample_weights`) and :func:`metric_inputs`.
-
-This module imports no framework: each function asks for the namespace when it runs.
+* padding: :func:`valid_documents` (a label < 0 or NaN, or ``mask`` False), keras-rs's
+  ``{"labels", "mask"}`` (:func:`labels_with_mask`) and, on TensorFlow, ragged inputs
+  (the namespace's ``ragged``, :mod:`tfr_extensions.ops.ragged`; None elsewhere);
+* non-finite scores and labels above the maximum: :func:`screen_lists` and
+  :func:`screened_loss` (NaN loss and zero gradient for a broken list), O(B L)
+  element-wise operations and no host sync;
+* lists without a relevant document: :func:`has_relevant` (weight 0);
+* the Keras classes' inputs: :func:`loss_inputs` and :func:`metric_inputs`.
 
 >>> xp = arrays.namespace()
 >>> _, scores, valid, broken = screen_lists(xp.convert_to_tensor([[1., -1.]]),
@@ -36,15 +27,13 @@ from tfr_extensions import arrays
 from tfr_extensions.ops.conventions import PADDING_LABEL
 
 #: TF-Ranking's paddings of ragged scores and per-document weights
-#: (``tensorflow_ranking/python/utils.py``; :func:`tfr_extensions.ops.ragged.ragged_to_dense`);
-#: labels are padded with :data:`~tfr_extensions.ops.conventions.PADDING_LABEL`.
+#: (:func:`tfr_extensions.ops.ragged.ragged_to_dense`; labels take ``PADDING_LABEL``).
 PADDING_PREDICTION = -1e6
 PADDING_WEIGHT = 0.0
 
 
 def __getattr__(name):
-    """``ragged_to_dense``, here before it moved to :mod:`tfr_extensions.ops.ragged`
-    (TensorFlow's by nature), imported on first use."""
+    """``ragged_to_dense`` (now :mod:`tfr_extensions.ops.ragged`), imported on first use."""
     if name == "ragged_to_dense":
         return importlib.import_module("tfr_extensions.ops.ragged").ragged_to_dense
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -139,9 +128,8 @@ def prepare_lists(labels, scores, mask=None):
 
 
 def labels_with_mask(y_true):
-    """Labels ``[batch, list_size]`` from ``y_true`` as the losses and metrics take it:
-    a tensor, or keras-rs's dict ``{"labels": ..., "mask": ...}`` whose ``mask``
-    (bool, True = valid; optional) marks more padding, which becomes label -1.
+    """Labels ``[batch, list_size]`` from a tensor or keras-rs's dict ``{"labels": ...,
+    "mask": ...}``, whose optional ``mask`` (True = valid) marks more padding (label -1).
 
     >>> xp = arrays.namespace()
     >>> labels = labels_with_mask({"labels": xp.convert_to_tensor([[2., 1.]]),
@@ -182,12 +170,7 @@ def screen_lists(labels, scores, max_label: float, mask=None):
       gradient is exactly 0); ``broken`` bool ``[batch]``, the lists with a
       valid document whose score is not finite or whose label exceeds
       ``max_label``. What a loss computes for a broken list is discarded, but
-      it is finite: no NaN or inf reaches a loss, so none reaches another list
-      through a batch-wide reduction.
-
-    Only the per-element selects feed the loss (so that XLA, which fuses them
-    into the O(L^2) kernels that read the scores, repeats as little as
-    possible there); ``broken`` is one reduction beside them.
+      it is finite, so no NaN reaches another list through a batch-wide reduction.
     """
     xp = arrays.namespace()
     check_list_shapes(labels, scores)
@@ -201,13 +184,9 @@ def screen_lists(labels, scores, max_label: float, mask=None):
 
 
 def no_gradient_where(broken, scores):
-    """``scores`` whose gradient is exactly 0 in the lists where ``broken`` is set.
-
-    The select sits on the scores, after the loss's backward pass, not on the
-    loss's upstream gradient: an upstream that depends on ``broken`` (a
-    reduction over each list) led XLA to recompute that reduction inside the
-    loss's O(L^2) backward loop (``docs/notes/twin_sigmoid_speed.md``).
-    """
+    """``scores`` whose gradient is exactly 0 in the lists where ``broken`` is set (a
+    select on the scores, not on the upstream gradient, which XLA would recompute inside
+    the O(L^2) backward loop: ``docs/notes/twin_sigmoid_speed.md``)."""
     xp = arrays.namespace()
     return xp.where(broken[:, None], xp.stop_gradient(scores), scores)
 
@@ -223,13 +202,10 @@ def nan_where(broken, losses):
 
 def screened_loss(body: Callable, labels, scores, mask, max_label: float,
                   options: Mapping[str, Any]):
-    """A loss body under the bad-input policy: ``(losses, weights, aux)``.
-
-    Pads ragged inputs (TensorFlow), casts to the compute dtype, screens
-    (:func:`screen_lists`), runs ``body(labels, scores, mask=valid, **options)`` on
-    scores with no gradient in broken lists and gives those lists NaN losses.
-    ``aux`` is the body's third output, or ``{}``.
-    """
+    """A loss body under the bad-input policy: ``(losses, weights, aux)``. Pads ragged
+    inputs (TensorFlow), casts to the compute dtype, screens (:func:`screen_lists`), runs
+    ``body(labels, scores, mask=valid, **options)`` on scores with no gradient in broken
+    lists and gives those lists NaN losses; ``aux`` is the body's third output, or ``{}``."""
     xp = arrays.namespace()
     if xp.ragged is not None:
         labels, scores, mask = xp.ragged.dense_lists(labels, scores, mask)
@@ -273,11 +249,10 @@ def listwise_sample_weights(labels, sample_weight):
 def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
     """What a Keras loss class computes on: ``(labels, scores, list_weights, dtype)``.
 
-    ``y_true`` may be keras-rs's ``{"labels", "mask"}``; on TensorFlow, ragged inputs
-    (or any with ``ragged``) are padded as TF-Ranking does (ragged tensors exist on
-    TensorFlow only: elsewhere ``ragged`` must be False); labels and scores are cast
-    to the compute dtype (float64 for float64 scores, else float32); per-item sample
-    weights become per-list weights ``[batch, 1]`` (:func:`listwise_sample_weights`).
+    ``y_true`` may be keras-rs's ``{"labels", "mask"}``; ragged inputs (or any with
+    ``ragged``, TensorFlow only) are padded as TF-Ranking does; labels and scores are
+    cast to the compute dtype; per-item sample weights become per-list weights
+    ``[batch, 1]`` (:func:`listwise_sample_weights`).
     """
     xp = arrays.namespace()
     y_true = labels_with_mask(y_true)
@@ -297,11 +272,9 @@ def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
 
 
 def metric_inputs(y_true, y_pred) -> Tuple[Any, Any, Any]:
-    """What a Keras metric computes on: ``(labels, scores, valid)``.
-
-    ``y_true`` may be keras-rs's ``{"labels", "mask"}`` (:func:`labels_with_mask`)
-    or, on TensorFlow, ragged (padded with label -1; ragged scores with 0, their
-    documents are padding); labels are float32; ``valid`` is :func:`valid_documents`.
+    """What a Keras metric computes on: ``(labels, scores, valid)``: ``y_true`` as in
+    :func:`loss_inputs` (ragged scores padded with 0), float32 labels,
+    :func:`valid_documents`.
 
     >>> xp = arrays.namespace()
     >>> labels, _, valid = metric_inputs(
@@ -320,6 +293,5 @@ def metric_inputs(y_true, y_pred) -> Tuple[Any, Any, Any]:
 
 
 def name_scope(name: str):
-    """The name scope of a loss's ops (TensorFlow's graphs and profiles show it; JAX
-    and PyTorch programs have none to give)."""
+    """The name scope of a loss's ops (TensorFlow's; JAX and PyTorch have none)."""
     return arrays.namespace().name_scope(name)

@@ -10,15 +10,12 @@ from tfr_extensions.ops import numerics
 def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
     """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
     columns): each iteration divides every column by its sum, then every row by its
-    sum. A list stops (its matrix frozen) after the first iteration at which all its
-    valid row and column sums are within ``tolerance`` of 1. Runs ``iterations``
-    iterations, unrolled, with a hand-written backward (:func:`_step_gradient`, one
-    iteration at a time, last first): fewer ops than differentiating the unrolled
-    loop. Kept per framework by ``python -m benchmarks.loss_throughput --cases
-    neural_ndcg`` (``docs/speed.md``, NeuralNDCG): a ``tf.while_loop`` compiles far
-    sooner under XLA but runs slower there on a CPU; JAX and PyTorch run
-    :func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`, a ``fori_loop`` that
-    ``jax.jit`` keeps static and JAX can differentiate.
+    sum; a list stops (its matrix frozen) after the first iteration at which all its
+    valid row and column sums are within ``tolerance`` of 1. ``iterations`` iterations,
+    unrolled, with a hand-written backward (:func:`_step_gradient`, last first). Kept per
+    framework by ``python -m benchmarks.loss_throughput --cases neural_ndcg``
+    (``docs/speed.md``, NeuralNDCG); :func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`
+    is a ``fori_loop`` that ``jax.jit`` keeps static.
     """
     if not iterations:
         return matrix

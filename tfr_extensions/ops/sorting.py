@@ -7,11 +7,9 @@ then index. Under XLA, whose CPU sort is slow on short rows, lists of up to
 :data:`COUNTING_MAX_LIST_SIZE` documents get the same positions by counting
 (``1 + #{documents before it}``, one fused compare-and-sum over the pairs).
 
-Sorting is a primitive per framework (the ``keras.ops`` one:
-:mod:`tfr_extensions.keras_ops.sorting`), kept by ``python -m benchmarks.loss_throughput
---cases twin_ndcg_type3``: the twin-sigmoid loss, whose forward pass these counts and
-sorts are, at 1.2-8.7x the broadcast ApproxNDCG on Keras 3's TensorFlow (graph and XLA,
-L = 32-512, 2-vCPU EPYC, 2026-11-29).
+A primitive per framework (:mod:`tfr_extensions.keras_ops.sorting`), kept by ``python -m
+benchmarks.loss_throughput --cases twin_ndcg_type3``: the twin-sigmoid loss at 1.2-8.7x
+the broadcast ApproxNDCG on Keras 3's TensorFlow (graph and XLA, L = 32-512, 2-vCPU EPYC).
 """
 from typing import Callable, Optional, Union
 
@@ -23,28 +21,19 @@ from tfr_extensions.arrays import tie_keys
 from tfr_extensions.ops import lists
 
 
-#: Longest static list length for which positions are counted under XLA, whose
-#: CPU sort is slow on short rows (``docs/notes/twin_sigmoid_speed.md``).
+#: Longest static list length whose positions are counted under XLA
+#: (``docs/notes/twin_sigmoid_speed.md``).
 COUNTING_MAX_LIST_SIZE = 512
 
 _INT64_MIN = -(2**63)
 
 #: Tie-breaking keys: int32 ``[B, L]``, distinct within each list, in ``[0, 2^31)``
-#: (:func:`random_tie_keys`; padded documents' keys may be negative), or a
-#: function of no argument that draws them, which a count calls only where
-#: some list has tied scores.
+#: (:func:`random_tie_keys`; padded documents' may be negative), or a function of no
+#: argument that draws them (a count calls it only where some list has tied scores).
 TieKeys = Union[tf.Tensor, Callable[[], tf.Tensor]]
 
 # One int32 sum carries two counts: #{higher} * 2^16 + #{tied} (lists < 2^15 long).
 _HIGHER_BIT = 16
-
-
-def _float32_sort_key(scores: tf.Tensor) -> tf.Tensor:
-    """int64 keys with the order of the float32 scores (and -0.0 == +0.0)."""
-    bits = tf.bitcast(tf.cast(scores, tf.float32) + 0.0, tf.int32)
-    # Negative floats order backwards as integers: flip their magnitude bits.
-    flipped = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, 0x7FFFFFFF), bits)
-    return tf.cast(flipped, tf.int64)
 
 
 def sort_order(scores: tf.Tensor, mask: tf.Tensor,
@@ -54,25 +43,26 @@ def sort_order(scores: tf.Tensor, mask: tf.Tensor,
     Args:
       scores: float ``[batch, list_size]``.
       mask: bool ``[batch, list_size]``, True for valid documents.
-      tie_keys: optional int32 ``[batch, list_size]`` keys in ``[0, 2^31)``,
-        distinct within each list (:func:`random_tie_keys`), that break ties in
-        score (larger key first). Without them ties keep their original order.
+      tie_keys: optional :data:`TieKeys` tensor: ties in score go to the larger key
+        (without them, to the lower index).
 
     Returns:
       int32 ``[batch, list_size]``: ``order[b, k]`` is the index of the document
       at 0-based position ``k`` of list ``b``.
     """
-    if tie_keys is None:
-        # -inf is only a sort key here (never used in arithmetic): padded last.
-        keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
-        return tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
-    if scores.dtype != tf.float64:
-        composite = _float32_sort_key(scores) * (2**32) + tf.cast(tie_keys, tf.int64)
+    if tie_keys is not None and scores.dtype != tf.float64:  # one sort: (score bits, key)
+        bits = tf.bitcast(tf.cast(scores, tf.float32) + 0.0, tf.int32)  # (-0.0 == +0.0)
+        # Negative floats order backwards as integers: flip their magnitude bits.
+        bits = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, 0x7FFFFFFF), bits)
+        composite = tf.cast(bits, tf.int64) * (2**32) + tf.cast(tie_keys, tf.int64)
         composite = tf.where(mask, composite, tf.constant(_INT64_MIN, tf.int64))
         return tf.argsort(composite, axis=-1, direction="DESCENDING", stable=True)
+    # -inf is only a sort key here (never used in arithmetic): padded last.
+    keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
+    if tie_keys is None:
+        return tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
     # float64: two stable sorts, by the tie keys first, then by score.
     by_tie_key = tf.argsort(tie_keys, axis=-1, direction="DESCENDING", stable=True)
-    keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     permuted = tf.gather(keys, by_tie_key, batch_dims=1)
     by_score = tf.argsort(permuted, axis=-1, direction="DESCENDING", stable=True)
     return tf.gather(by_tie_key, by_score, batch_dims=1)
@@ -83,10 +73,9 @@ def _accelerator_visible() -> bool:
 
 
 def _invert_rows(permutations: tf.Tensor, scatter: bool = False) -> tf.Tensor:
-    """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``: one
-    ``invert_permutation`` over the rows end to end (int32: B * L < 2^31), or, where
-    ``scatter`` is set or a GPU/TPU is visible (TF runs that op in host memory), a
-    ``scatter_nd``."""
+    """The inverse of each row's permutation of 0..L-1, ``out[b, perm[b, k]] = k``: one
+    ``invert_permutation`` over the rows end to end, or a ``scatter_nd`` with ``scatter``
+    or where a GPU/TPU is visible (TF runs that op in host memory)."""
     shape = tf.shape(permutations)
     offsets = tf.range(shape[0])[:, None] * shape[1]
     flat = tf.reshape(permutations + offsets, [-1])
@@ -108,11 +97,9 @@ def order_from_positions(positions: tf.Tensor) -> tf.Tensor:
 
 
 def _rows_and_columns(values: tf.Tensor, fill):
-    """``values`` as the rows ``[B, L, 1(, 1)]`` and the columns ``[B, 1, L]``
-    of a pairwise comparison; past :data:`lists.PAIR_BLOCK` documents the
-    columns come in blocks, ``[B, 1, C, PAIR_BLOCK]`` (the last filled with
-    ``fill``), so that XLA sums each row in one fused loop without storing the
-    ``[B, L, L]`` comparisons (see :data:`lists.PAIR_BLOCK`)."""
+    """``values`` as the rows ``[B, L, 1(, 1)]`` and the columns ``[B, 1, L]`` of a
+    pairwise comparison; past :data:`lists.PAIR_BLOCK` documents the columns in blocks
+    (:func:`lists.column_blocks`, the last filled with ``fill``)."""
     if values.shape[1] is not None and values.shape[1] <= lists.PAIR_BLOCK:
         return values[:, :, None], values[:, None, :]
     return values[:, :, None, None], lists.column_blocks(values, fill)
@@ -124,16 +111,12 @@ def _sum_over_columns(pairs: tf.Tensor) -> tf.Tensor:
 
 
 def _count_positions(scores, mask, tie_keys):
-    """Positions by counting who comes first: higher score, then higher tie key
-    (distinct within a list, :func:`random_tie_keys`), or without tie keys the
-    lower index. ``[B, L, L]`` compares, fused into one loop by XLA (a static
-    list length: only XLA counts); distinct keys spare the count the index
-    comparison (a third less time at 128-512 documents)."""
+    """Positions by counting who comes first: higher score, then higher tie key, or
+    without tie keys the lower index (``[B, L, L]`` compares that XLA fuses)."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
-    # Without tie keys, minus the index is the key (the lower index first). Filled
-    # columns come after every document: the smallest int32 key (drawn tie keys
-    # are >= 0, the keys of padding added for a bucket or block -2, -3, ...), resp. -L.
+    # Without tie keys, minus the index is the key. Filled columns come after every
+    # document: the smallest int32 key (padding's keys are -2, -3, ...), resp. -L.
     if tie_keys is not None:
         this_key, other_key = _rows_and_columns(tie_keys, np.iinfo(np.int32).min)
     else:
@@ -145,14 +128,11 @@ def _count_positions(scores, mask, tie_keys):
 
 
 def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):
-    r""":func:`_count_positions` with tie keys, which are drawn (a function)
-    and compared only when some list of the batch has tied scores.
-
-    One pass over the pairs sums :math:`2^{16} h_j + t_j`, :math:`h_j = \#\{i: s_i > s_j\}`,
-    :math:`t_j = \#\{i: s_i = s_j\}` (j included). Where every valid :math:`t_j = 1` the
-    positions are :math:`1 + h_j` (padded documents after, in index order); otherwise (a
-    tie, a NaN) the keyed count runs, in an XLA conditional.
-    """
+    r""":func:`_count_positions` with tie keys, drawn and compared only when some list of
+    the batch has tied scores: one pass sums :math:`2^{16} h_j + t_j`,
+    :math:`h_j = \#\{i: s_i > s_j\}`, :math:`t_j = \#\{i: s_i = s_j\}` (j included); where
+    every valid :math:`t_j = 1` the positions are :math:`1 + h_j` (padding after, in index
+    order), else (a tie, a NaN) the keyed count runs, in an XLA conditional."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
     counts = _sum_over_columns(tf.where(other > this, 1 << _HIGHER_BIT,
@@ -176,8 +156,7 @@ def _counting_is_faster(scores: tf.Tensor) -> bool:
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
                 tie_keys: Optional[TieKeys] = None) -> tf.Tensor:
     """1-based int32 ranks by descending score; ties go to the larger of ``tie_keys``
-    (:data:`TieKeys`), or without them to the lower index; padded documents last.
-    Counted under XLA up to ``COUNTING_MAX_LIST_SIZE`` documents, sorted otherwise."""
+    (:data:`TieKeys`), or to the lower index; padded documents last (module docstring)."""
     def count():
         if tie_keys is None:
             return _count_positions(scores, mask, None)
@@ -185,38 +164,31 @@ def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
 
     def sort():
         keys = tie_keys() if callable(tie_keys) else tie_keys
-        # XLA's InvertPermutation fails ("Dynamic reshape") on the order of the
-        # float64 two-sort path: a scatter inverts that one.
+        # (XLA's InvertPermutation fails on the float64 two-sort order: a scatter)
         scatter = scores.dtype == tf.float64 and lists.compiling_with_xla()
         return inverse_order(sort_order(scores, mask, keys), scatter)
 
     if _counting_is_faster(scores):
         return count()
     if scores.shape[-1] is None and lists.compiling_with_xla():
-        # XLA compiles each list length as a program of its own, in which this
-        # predicate is a constant: the branch not taken is dropped.
+        # (a constant in XLA's program of each length: the other branch is dropped)
         return tf.cond(tf.shape(scores)[-1] <= COUNTING_MAX_LIST_SIZE, count, sort)
     return sort()
 
 
 def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor]:
-    """1-based positions of ``values`` sorted descending (ties by index, padded
-    last) where counting is faster than sorting (under XLA, lists up to
-    ``COUNTING_MAX_LIST_SIZE``), else None: a caller that can use positions
-    in place of sorted values (a sum over positions) then needs no gather."""
+    """1-based positions of ``values`` sorted descending (ties by index, padded last)
+    where counting is faster than sorting (XLA), else None: a sum over positions then
+    needs no gather."""
     return _count_positions(values, mask, None) if _counting_is_faster(values) else None
 
 
 def sums_by_position(values: tf.Tensor, positions: tf.Tensor, later: bool) -> Optional[tf.Tensor]:
     r"""Each document's sum of ``values`` over the documents at its own or later
-    positions (``later``: :math:`\sum_{e:\, p_e \ge p_d} v_e`) or at earlier
-    ones (:math:`\sum_{e:\, p_e < p_d} v_e`), ``[B, L]``, by one fused
-    compare-and-sum under XLA for lists of one block of columns (at most
-    ``lists.PAIR_BLOCK`` documents); else None, and the caller sorts the values
-    by position, sums them cumulatively and gathers the sums back.
-
-    ``positions``: 1-based and distinct within each list, int ``[B, L]``.
-    """
+    positions (``later``: :math:`\sum_{e:\, p_e \ge p_d} v_e`) or at earlier ones
+    (:math:`\sum_{e:\, p_e < p_d} v_e`), ``[B, L]``, by one fused compare-and-sum under
+    XLA for lists of at most ``lists.PAIR_BLOCK`` documents; else None (the caller sorts,
+    sums and gathers back). ``positions``: 1-based, distinct within each list, int."""
     size = values.shape[-1]
     if not (lists.compiling_with_xla() and size is not None and size <= lists.PAIR_BLOCK):
         return None
@@ -248,9 +220,8 @@ def tie_seed(seed: lists.Seed) -> tf.Tensor:
 
 def tie_key_draw(scores: tf.Tensor, seed_t: tf.Tensor, size=None) -> TieKeys:
     """A function that draws the tie keys of ``scores``' lists from ``seed_t``
-    (:data:`TieKeys`). With ``size``, the first ``size`` documents get the keys of
-    the unpadded lists, and the padding added for a bucket -2, -3, ...: distinct and
-    below every drawn key, so it takes the last positions in order."""
+    (:data:`TieKeys`). With ``size``, the first ``size`` documents get the keys of the
+    unpadded lists, and the padding added for a bucket -2, -3, ... (last, in order)."""
     if size is None:
         return lambda: random_tie_keys(tf.shape(scores), seed_t)
 
@@ -269,10 +240,9 @@ def tie_keys_for(scores: tf.Tensor, seed: lists.Seed) -> TieKeys:
 
 
 def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
-    """Int32 keys in ``[0, 2^31)``, distinct within each list: a random permutation
-    per list used as the secondary sort key (Section 4.2 of the twin-sigmoid paper),
-    the keys of :mod:`tfr_extensions.arrays.tie_keys` (the same on every framework for
-    one seed).
+    """Int32 keys in ``[0, 2^31)``, distinct within each list: the random secondary sort
+    key of Section 4.2 of the twin-sigmoid paper (:mod:`tfr_extensions.arrays.tie_keys`,
+    the same on every framework for one seed).
 
     >>> keys = random_tie_keys([2, 5], tf.constant([1, 2])).numpy()
     >>> [len(set(row)) for row in keys.tolist()], int(keys.min()) >= 0
@@ -288,12 +258,8 @@ def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
 
 def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
-    breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only.
-
-    Computed in O(L log L) with one sort and two binary searches (under XLA,
-    for lists up to ``COUNTING_MAX_LIST_SIZE``, by counting); padded
-    documents get 0.
-    """
+    breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only; padded
+    documents get 0. One sort and two binary searches (or, under XLA, a count)."""
     if _counting_is_faster(scores):  # one fused compare-and-sum under XLA
         this, other = _rows_and_columns(scores, tf.constant(0, scores.dtype))
         _, counted = _rows_and_columns(mask, False)

@@ -21,9 +21,8 @@ SEED_STEP = "seed_step"
 
 
 def step_counter(layer=None):
-    """The call counter, 0 at first: a non-trainable int64 weight of ``layer`` (so
-    Keras saves it with the model's weights), or a plain ``tf.Variable`` (a loss).
-    Synchronized on write and updated by the first replica only under a strategy."""
+    """The call counter, 0 at first: a non-trainable int64 weight of ``layer`` (saved with
+    the model's weights) or a ``tf.Variable`` (a loss), updated by the first replica only."""
     if isinstance(layer, keras.layers.Layer):
         replicas = ({"aggregation": "only_first_replica"} if backend.IS_KERAS_3 else
                     {"synchronization": tf.VariableSynchronization.ON_WRITE,
@@ -37,12 +36,11 @@ def step_counter(layer=None):
 
 
 def seed_at_step(seed, salt: int, counter) -> tf.Tensor:
-    """The stateless seed ``int32 [2]`` of this call: ``[stream_seed(seed, salt), step]``
-    with ``step`` the counter before this call (which it then advances), as a Keras
-    ``SeedGenerator`` seeded with ``stream_seed(seed, salt)`` gives it on JAX and
-    PyTorch (:func:`tfr_extensions.arrays.tie_keys.stream_seed`), so one seed draws
-    the same tie keys at every step on every framework; a seed tensor folds the step
-    in. Under a strategy of several replicas each replica folds in its replica id too."""
+    """The stateless seed ``int32 [2]`` of this call, ``[stream_seed(seed, salt), step]``
+    (``step``: the counter before this call, which it advances), as a Keras
+    ``SeedGenerator`` gives it on JAX and PyTorch, so one seed draws the same tie keys at
+    every step on every framework; a seed tensor folds the step in, and each of several
+    replicas its replica id."""
     step = counter.assign_add(1) - 1
     if tf.is_tensor(seed):
         folded = lists.fold_in(lists.seed_tensor(seed, salt), step)
@@ -55,6 +53,5 @@ def seed_at_step(seed, salt: int, counter) -> tf.Tensor:
     return folded
 
 
-def fresh_seed() -> tf.Tensor:
-    """A random stateless seed, for ``seed=None`` (non-reproducible on purpose)."""
-    return lists.fresh_seed()
+#: a random stateless seed, for ``seed=None`` (:func:`tfr_extensions.ops.lists.fresh_seed`)
+fresh_seed = lists.fresh_seed

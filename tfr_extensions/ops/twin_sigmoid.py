@@ -1,9 +1,6 @@
-r"""The twin-sigmoid and the exact, differentiable ranks built on it, written once for
-every framework against :func:`tfr_extensions.arrays.namespace`.
-
-Yu, "Optimize What You Evaluate With: A Simple Yet Effective Framework For
-Direct Optimization Of IR Metrics" (``twin-sigmoid-direct-metric-optimization.txt``),
-Sections 4.2 and 5, Appendix A-B.
+r"""The twin-sigmoid and the exact, differentiable ranks built on it: Yu, "Optimize What You
+Evaluate With: A Simple Yet Effective Framework For Direct Optimization Of IR Metrics"
+(``twin-sigmoid-direct-metric-optimization.txt``), Sections 4.2 and 5, Appendix A-B.
 
 The twin-sigmoid :math:`\sigma^+` outputs the hard step (its forward sigmoid with
 :math:`\alpha_f \to \infty`: 0 for z < 0, 1/2 at 0, 1 for z > 0) and back-propagates the
@@ -16,33 +13,22 @@ variants (``gradient``):
 * ``"type3"`` (Eq. 21): :math:`2\alpha_b(1-\sigma_b(z))` if :math:`u_{ij}=1`,
   0 if :math:`u_{ij}=0`, :math:`-2\alpha_b\sigma_b(z)` if :math:`u_{ij}=-1`.
 
-Every derivative is finite and bounded by :math:`2\alpha_b` for any z.
-
 Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`: their
 forward value is a sort or a count (the namespace's ``sorting``); only the backward
 pass forms the pairwise derivatives (Eq. 17-18 / 27-28), summed by the namespace's
-``row_sums``, which never stores them where the compiler would (TensorFlow's XLA: in
-blocks of 32 columns, ``docs/notes/twin_sigmoid_speed.md``; JAX on a CPU:
-:mod:`tfr_extensions.keras_ops.pairs`).
-
-The two primitives that differ per framework are the namespace's:
-
-* ``with_gradient(value, x, backward, *residuals)``: ``tf.custom_gradient``,
-  ``jax.custom_vjp``, ``keras.ops.custom_gradient`` on PyTorch;
-* ``run_over_lists(function, tensors, statics, tie_break, seed)``: on TensorFlow, one XLA
-  program per list-length bucket in a graph (:mod:`tfr_extensions.ops.list_programs`:
-  the twin-sigmoid loss ran 2-8x faster than the broadcast ApproxNDCG that way,
-  ``benchmarks/loss_throughput.py``); elsewhere a plain call, which ``jax.jit`` and
-  ``torch.compile`` compile with their caller.
+``row_sums``, which never stores them where the compiler would. Per framework are the
+namespace's ``with_gradient`` (``tf.custom_gradient``, ``jax.custom_vjp``,
+``keras.ops.custom_gradient`` on PyTorch) and ``run_over_lists`` (one XLA program per
+list-length bucket on TensorFlow, :mod:`tfr_extensions.ops.list_programs`, which cites
+its benchmark; elsewhere a plain call that ``jax.jit`` and ``torch.compile`` compile).
 
 **Numerics.** The logistic of every pair comes from one ``exp`` per document,
 :math:`\sigma(x_j - x_i) = e_j / (e_i + e_j)` with :math:`e = e^{x - \max x}`, while
 every list's valid spread :math:`\alpha_b (\max s - \min s)` is at most 60 (600 in
-float64), and from one ``tanh`` per pair beyond that (and on lists of up to 32
-documents, where the test costs more than it saves); both are exact to rounding, and
-every derivative is finite, also for score differences of 1e30.
+float64), else (and on lists of up to 32 documents) from one ``tanh`` per pair; both are
+exact to rounding. Every derivative is finite and bounded by :math:`2\alpha_b`, also for
+score differences of 1e30.
 """
-import functools
 from typing import Optional
 
 import numpy as np
@@ -94,18 +80,12 @@ def _validate(alpha_b, gradient, label_signs) -> float:
 
 
 def _in_namespace(implementation: str, function, *args):
-    """``function(*args)`` with implementation ``implementation``'s namespace: a backward
-    pass runs with the namespace of its forward pass, also where the gradient is taken
-    outside an :func:`arrays.use` block (no switch where they are the same)."""
+    """``function(*args)`` in ``implementation``'s namespace: a backward pass runs with its
+    forward pass's, also where the gradient is taken outside an :func:`arrays.use` block."""
     if arrays.current() == implementation:
         return function(*args)
     with arrays.use(implementation):
         return function(*args)
-
-
-def _times_derivative(upstream, v, signs, alpha_b, gradient, implementation):
-    return _in_namespace(implementation, lambda: upstream * twin_sigmoid_derivative(
-        v, alpha_b, gradient, signs))
 
 
 def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=None):
@@ -123,25 +103,26 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     x = xp.convert_to_tensor(x)
     out = xp.where(x > 0, xp.ones_like(x), xp.where(x < 0, xp.zeros_like(x), xp.full_like(x, 0.5)))
     signs = None if label_signs is None else xp.convert_to_tensor(label_signs)
-    backward = functools.partial(_times_derivative, alpha_b=alpha_b, gradient=gradient,
-                                 implementation=arrays.current())
+    implementation = arrays.current()
+
+    def backward(upstream, v, signs):
+        return _in_namespace(implementation, lambda: upstream * twin_sigmoid_derivative(
+            v, alpha_b, gradient, signs))
+
     return xp.with_gradient(out, x, backward, signs)
 
 
-# Padded documents enter the tanh form at least this far (in units of alpha_b * s / 2)
-# below the lowest valid score (and its magnitude, _far_below), where tanh is exactly
-# -1 or 1: their pairs get derivative 0 without a [B, L, L] mask, and no inf - inf.
+# Padded documents enter the tanh form this far (in units of alpha_b * s / 2) below the
+# lowest valid score (_far_below), where tanh is exactly -1 or 1: derivative 0, no mask.
 _PADDED_SCORE_GAP = 1e3
 #: Largest spread ``alpha_b * (max - min)`` of a list's valid scores for which the
 #: backward pass takes each pair's logistic from one ``exp`` per document
-#: (``exp(x - max x) >= e^-60``, e^-600 in float64); a batch with a wider list
-#: takes one ``tanh`` per pair.
+#: (``exp(x - max x) >= e^-60``, e^-600 in float64); else one ``tanh`` per pair.
 _EXP_SPREAD_LIMIT = {"float32": 60.0, "float64": 600.0}
-# Added to e_i + e_j (>= e^-60, resp. e^-600, for valid pairs: a relative change
-# below 1e-11), so that two padded documents give 0 / tiny = 0.
+# Added to e_i + e_j (>= e^-60 resp. e^-600 for valid pairs): two padded documents give 0.
 _TINY = {"float32": 1e-37, "float64": 1e-300}
-#: Lists of a static length up to this take the tanh form unconditionally: on short
-#: lists the spread test and the conditional cost more than the exps save.
+#: Lists of a static length up to this take the tanh form unconditionally (on short
+#: lists the spread test costs more than the exps save).
 TANH_MAX_LIST_SIZE = 32
 
 
@@ -153,8 +134,7 @@ def _far_below(xp, values, gap: float):
 
 
 def _below_valid(xp, values, mask, gap: float):
-    """``values`` with padded entries replaced by a value at least ``gap`` below
-    the lowest valid value (:func:`_far_below`)."""
+    """``values``, padded entries at least ``gap`` below the lowest valid value."""
     lowest = xp.min(xp.where(mask, values, xp.full_like(values, float("inf"))), axis=-1,
                     keepdims=True)
     lowest = xp.where(xp.isfinite(lowest), lowest, xp.zeros_like(lowest))
@@ -166,8 +146,7 @@ class _LogisticsByExp:
     :math:`q = a / d` and :math:`1 - q = b / d`, from one ``exp`` per document:
     :math:`e_i = e^{x_i - \max x}`, ``a`` = :math:`e_j`, ``b`` = :math:`e_i`, ``d`` =
     :math:`e_i + e_j` (+ tiny). Padded documents get :math:`e = 0`, so every pair with
-    one has q or 1 - q = 0. Exact to rounding while each list's valid spread is within
-    ``_EXP_SPREAD_LIMIT``."""
+    one has q or 1 - q = 0."""
 
     @staticmethod
     def per_document(xp, x, mask):
@@ -187,9 +166,8 @@ class _LogisticsByExp:
 
 class _LogisticsByTanh:
     r""":class:`_LogisticsByExp` for any spread, with one ``tanh`` per pair:
-    :math:`\tau_{ij} = \tanh((x_j - x_i)/2)`, ``(1 + tau, 1 - tau, 2)``. Padded
-    documents sit ``_PADDED_SCORE_GAP`` below the lowest valid score, where tau is
-    exactly -1, so again q or 1 - q = 0 for every pair with one."""
+    :math:`\tau_{ij} = \tanh((x_j - x_i)/2)`, ``(1 + tau, 1 - tau, 2)``; padded
+    documents sit ``_PADDED_SCORE_GAP`` below, where tau is exactly -1."""
 
     @staticmethod
     def per_document(xp, x, mask):
@@ -207,9 +185,8 @@ class _LogisticsByTanh:
 
 def _pair_derivatives(xp, logistics, labels_i, labels_j, alpha_b: float, gradient: str):
     r"""G: :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)` of Eq. 11, 20 or 21, with
-    :math:`\sigma_b(s_i - s_j) = 1 - q_{ij} = b / d` and
-    :math:`1 - \sigma_b = q_{ij} = a / d` (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}`
-    from the labels of the rows and columns (padded ones below every valid label)."""
+    :math:`\sigma_b(s_i - s_j) = 1 - q_{ij} = b / d`, :math:`1 - \sigma_b = q_{ij} = a / d`
+    (``logistics`` = ``(a, b, d)``) and :math:`u_{ij}` from the labels."""
     a, b, d = logistics
     if gradient == "type3":  # Eq. 21: 2a(1 - sigma_b) if u = 1, -2a sigma_b if u = -1
         return (2.0 * alpha_b) * xp.where(labels_i > labels_j, a,
@@ -219,14 +196,6 @@ def _pair_derivatives(xp, logistics, labels_i, labels_j, alpha_b: float, gradien
         return pair_grads
     return xp.where(labels_i > labels_j, pair_grads,  # Eq. 20: times u_ij
                     xp.where(labels_i < labels_j, -pair_grads, 0.0))
-
-
-def _exp_is_exact(xp, scores, mask, alpha_b: float):
-    """Whether every list's valid spread fits ``_EXP_SPREAD_LIMIT`` (bool scalar)."""
-    x = scores * alpha_b
-    spread = (xp.max(xp.where(mask, x, xp.full_like(x, float("-inf"))), axis=-1)
-              - xp.min(xp.where(mask, x, xp.full_like(x, float("inf"))), axis=-1))
-    return xp.all(spread <= _EXP_SPREAD_LIMIT[xp.dtype_name(x)])  # -inf: empty lists
 
 
 def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradient):
@@ -239,9 +208,8 @@ def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradi
     are one sum over row k of G: :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper
     signs for type2 and type3, lower for type1); the diagonal cancels (type1) or vanishes
     (:math:`u_{kk} = 0`). Every :math:`g_{kj}` is a function of the logistic
-    :math:`\sigma(\alpha_b(s_j - s_k))`, from ``logistics``, which also zero the pairs of
-    padded documents: no ``[B, L, L]`` mask is formed, and ``row_sums`` fuses the pairs into
-    one pass where the compiler can.
+    :math:`\sigma(\alpha_b(s_j - s_k))` from ``logistics``, which is 0 or 1 for the pairs
+    of padded documents: no ``[B, L, L]`` mask is formed.
     """
     xp = arrays.namespace()
     values = logistics.per_document(xp, scores * alpha_b, mask)
@@ -265,11 +233,9 @@ def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradi
 
 
 def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
-    r""":func:`_ranks_backward_in` with one ``exp`` per document where that is exact
-    (every list's valid spread within ``_EXP_SPREAD_LIMIT``) and one ``tanh`` per pair
-    where not; lists of up to ``TANH_MAX_LIST_SIZE`` documents take the tanh form
-    unconditionally. Padded entries of ``scores`` and ``upstream`` may hold anything.
-    O(B L^2) time; the pairs' memory is the namespace's ``row_sums``'s."""
+    r""":func:`_ranks_backward_in` in the exp form where every list's valid spread is
+    within ``_EXP_SPREAD_LIMIT`` (and the list longer than ``TANH_MAX_LIST_SIZE``), else
+    the tanh form. Padded entries of ``scores`` and ``upstream`` may hold anything."""
     xp = arrays.namespace()
     zero = xp.zeros_like(scores)
     if 0 in tuple(scores.shape):  # no list, or lists of no document: nothing to sum
@@ -280,16 +246,18 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
     size = scores.shape[1]
     if size is not None and size <= TANH_MAX_LIST_SIZE:
         return _ranks_backward_in(_LogisticsByTanh, *args)
-    return xp.cond(_exp_is_exact(xp, scores, mask, alpha_b),
+    x = scores * alpha_b
+    spread = (xp.max(xp.where(mask, x, xp.full_like(x, float("-inf"))), axis=-1)
+              - xp.min(xp.where(mask, x, xp.full_like(x, float("inf"))), axis=-1))
+    return xp.cond(xp.all(spread <= _EXP_SPREAD_LIMIT[xp.dtype_name(x)]),  # (-inf: empty)
                    lambda: _ranks_backward_in(_LogisticsByExp, *args),
                    lambda: _ranks_backward_in(_LogisticsByTanh, *args))
 
 
 def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
     """``(ranks, positions)`` of :func:`twin_sigmoid_ranks`'s forward pass, without a
-    gradient: float ranks (0 at padded documents) and int32 positions of the sort,
-    equal to the ranks with tie breaking. ``tie_keys`` (the namespace's
-    ``sorting.tie_keys_for``) may be given in place of ``seed``."""
+    gradient: float ranks (0 at padded documents) and int32 positions of the sort (the
+    ranks, with tie breaking); ``tie_keys`` may be given in place of ``seed``."""
     xp = arrays.namespace()
     scores = xp.stop_gradient(xp.convert_to_tensor(scores))
     valid = xp.convert_to_tensor(valid)
@@ -301,11 +269,6 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
     return xp.where(valid, xp.cast(positions, scores.dtype), xp.zeros_like(scores)), positions
 
 
-def _rank_gradient(upstream, scores, labels, valid, alpha_b, gradient, implementation):
-    return _in_namespace(implementation, lambda: arrays.namespace().run_over_lists(
-        _ranks_backward, (upstream, scores, labels, valid), (alpha_b, gradient)))
-
-
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
                        alpha_b: float = 1.0, tie_break: bool = True, seed=None):
     r"""Exact 1-based ranks with twin-sigmoid gradients (Eq. 12).
@@ -313,13 +276,11 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     :math:`r_i = 1 + \sum_{j \ne i,\, j\ \mathrm{valid}} (1 - \sigma^+(s_i - s_j))`.
 
     With ``tie_break=True`` (Section 4.2) ties in score are broken by a random permutation
-    per list (the keys of :mod:`tfr_extensions.arrays.tie_keys`, the same on every framework
-    for a seed); without it tied documents share the mean of their positions
-    (:math:`\sigma^+(0) = 1/2`). The forward pass is one sort (or a count); the backward
-    pass implements Eq. 17-18 (27-28) with the derivative of ``gradient``:
+    per list (:mod:`tfr_extensions.arrays.tie_keys`, the same on every framework for a
+    seed); without it tied documents share the mean of their positions
+    (:math:`\sigma^+(0) = 1/2`). The backward pass is Eq. 17-18 (27-28):
     :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`,
-    :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`
-    with :math:`u_{ij}` from the labels.
+    :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`.
 
     Args:
       scores: float ``[B, L]``.
@@ -328,12 +289,10 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
       gradient: ``"type1"`` (Eq. 11), ``"type2"`` (Eq. 20), ``"type3"`` (Eq. 21).
       alpha_b: steepness of the backward sigmoid, > 0.
       tie_break: break score ties randomly (True) or share positions (False).
-      seed: int or pair of ints for the tie-breaking permutation; None draws
-        a fresh one at every call.
+      seed: int or pair of ints for the tie-breaking permutation; None: fresh each call.
 
     Returns:
-      ``[B, L]`` ranks in the compute dtype (float32, or float64 for float64
-      scores); padded documents get rank 0 and zero gradient.
+      ``[B, L]`` ranks in the compute dtype; padded documents get 0 and zero gradient.
 
     >>> xp = arrays.namespace()
     >>> s, y = xp.convert_to_tensor([[0.1, 0.7, 0.4, -1.0]]), xp.convert_to_tensor([[0., 2., 1., -1.]])
@@ -347,16 +306,19 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
         scores, valid = xp.screening.prepare_scores(scores, mask)
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
     forward, _ = exact_forward_ranks(scores, valid, tie_break, seed)
-    backward = functools.partial(_rank_gradient, alpha_b=alpha_b, gradient=gradient,
-                                 implementation=arrays.current())
+    implementation = arrays.current()
+
+    def backward(upstream, scores, labels, valid):
+        return _in_namespace(implementation, lambda: arrays.namespace().run_over_lists(
+            _ranks_backward, (upstream, scores, labels, valid), (alpha_b, gradient)))
+
     return xp.with_gradient(forward, scores, backward, labels, valid)
 
 
 def _metric_and_gradient(labels, scores, valid, metric, topn, tie_break, alpha_b, gradient,
                          tie_keys=None):
     """``(value [B], d value / d scores [B, L])`` of :func:`twin_sigmoid_metric`, ties
-    broken by ``tie_keys``; where no gradient is taken inside a compiled program (XLA,
-    ``jax.jit``), the compiler drops the backward pass."""
+    broken by ``tie_keys`` (a compiled program without gradient drops the second)."""
     ranks, positions = exact_forward_ranks(scores, valid, tie_break, None, tie_keys)
     value, rank_gradient = arrays.namespace().rank_metrics.value_and_rank_gradient(
         metric, labels, ranks, valid, topn, positions)
@@ -370,26 +332,21 @@ def _times_known_gradient(upstream, scores, grads):  # pylint: disable=unused-ar
 def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] = None,
                         gradient: str = "type1", alpha_b: float = 1.0, tie_break: bool = True,
                         seed=None):
-    r"""A rank metric ``[B]`` at the exact ranks of :func:`twin_sigmoid_ranks`,
-    with the twin-sigmoid gradient (Eq. 17-18 chained onto Eq. 29, 31-33):
-
-    .. math::
-
-       \frac{\partial v}{\partial s_k} = \sum_d \frac{\partial v}{\partial r_d}
-       \frac{\partial r_d}{\partial s_k}
-
-    with :math:`\partial v / \partial r` from :func:`rank_metrics.value_and_rank_gradient`
-    (positions held constant) and the rank derivatives of :func:`twin_sigmoid_ranks`: the
-    same gradient as differentiating ``v(twin_sigmoid_ranks(scores))``, without autodiff
-    through ``v``. Value and gradient come from one pass (on TensorFlow one XLA program, the
-    caller's or one of its own); the backward pass scales that gradient by the upstream.
+    r"""A rank metric ``[B]`` at the exact ranks of :func:`twin_sigmoid_ranks`, with the
+    twin-sigmoid gradient (Eq. 17-18 chained onto Eq. 29, 31-33):
+    :math:`\partial v/\partial s_k = \sum_d (\partial v/\partial r_d)(\partial r_d/\partial s_k)`,
+    :math:`\partial v / \partial r` from :func:`rank_metrics.value_and_rank_gradient`: the
+    gradient of ``v(twin_sigmoid_ranks(scores))`` without autodiff through ``v``. Value and
+    gradient come from one pass; the backward pass scales that gradient by the upstream.
 
     Args:
       metric: a metric name of :mod:`~tfr_extensions.ops.vocabulary`.
       labels, scores, valid: as prepared by :func:`screening.prepare_lists`.
       topn: the metric's cutoff; None = the whole list.
-      gradient, alpha_b, tie_break, seed: as in :func:`twin_sigmoid_ranks`
-        (validated).
+      gradient, alpha_b, tie_break, seed: as in :func:`twin_sigmoid_ranks`.
+
+    Returns:
+      ``[B]`` in the compute dtype.
 
     >>> xp = arrays.namespace()
     >>> labels, scores = xp.convert_to_tensor([[0., 1., 2.]]), xp.convert_to_tensor([[3., 2., 1.]])
@@ -400,8 +357,7 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
     alpha_b = _validate(alpha_b, gradient, label_signs=labels)
     xp = arrays.namespace()
     scores = xp.convert_to_tensor(scores)
-    # No gradient flows into the pass (the custom gradient below gives it), so that a
-    # recording tape does not make TensorFlow compile a second program.
+    # (no gradient into the pass: a recording tape would make TF compile a second program)
     value, grads = xp.run_over_lists(
         _metric_and_gradient, (labels, xp.stop_gradient(scores), valid),
         (metric, topn, tie_break, alpha_b, gradient), tie_break=tie_break, seed=seed)

@@ -1,21 +1,15 @@
 """Argument checks shared by every op, loss, metric, model and data reader.
 
-Each check returns the value in its canonical Python type, or raises a
-``ValueError`` that names the argument and the value received (never an
-``assert``). The rules are the same everywhere:
+Each check returns the value in its canonical Python type, or raises a ``ValueError``
+that names the argument and the value received (never an ``assert``):
 
-* **Integers** (:func:`validate_int`, :func:`validate_topn`): Python ints and
-  NumPy integers (``np.int64(5)``), returned as ``int``. ``bool`` is rejected
-  (``True`` is not a list size), and so is every float, whole ones (``2.0``)
-  included.
-* **Numbers** (:func:`validate_number`, :func:`validate_positive`): ints,
-  floats, NumPy scalars (anything ``float()`` takes but a string), returned as
-  ``float``; ``bool``, NaN and infinities are rejected.
-* **Choices** (:func:`validate_choice`): one of a fixed tuple of strings.
-* **Seeds** (:func:`validate_seed`): None, an int, or a pair of ints (the
-  ``seed`` of TF's stateless random ops), returned as None, ``int`` or
-  ``[int, int]`` (JSON-able, so a Keras config round-trips it); a seed tensor
-  passes through unchanged.
+* **integers** (:func:`validate_int`, :func:`validate_topn`): Python and NumPy ints,
+  returned as ``int``; ``bool`` and every float (``2.0`` too) are rejected;
+* **numbers** (:func:`validate_number`, :func:`validate_positive`): anything ``float()``
+  takes but a string, returned as ``float``; ``bool``, NaN and infinities are rejected;
+* **choices** (:func:`validate_choice`): one of a fixed tuple of strings;
+* **seeds** (:func:`validate_seed`): None, ``int`` or ``[int, int]`` (JSON-able, so a
+  Keras config round-trips it); a seed tensor passes through.
 
 >>> validate_int(np.int64(3), "batch_size", minimum=1)
 3
@@ -26,8 +20,7 @@ Traceback (most recent call last):
 ...
 ValueError: `batch_size` must be an int >= 1; got 2.0.
 
-**Options as annotations.** A loss's option carries its check in its annotation,
-``Annotated[<type>, Check(...)]``, so that the signature alone declares the option
+A loss's option carries its check in its annotation, ``Annotated[<type>, Check(...)]``
 (:func:`check_of` reads it back): :data:`Positive`, :data:`Flag`, :data:`TopN`,
 :data:`Seed`, :func:`OneOf`, :func:`Number`, :func:`Integer`.
 
@@ -57,8 +50,8 @@ def _int_kind(minimum: Optional[int], maximum: Optional[int]) -> str:
 
 def validate_int(value, arg: str, minimum: Optional[int] = None,
                  maximum: Optional[int] = None, allow_none: bool = False) -> Optional[int]:
-    """``int(value)`` if it is an int in ``[minimum, maximum]`` (None when
-    ``allow_none`` and ``value`` is None), else ``ValueError``.
+    """``int(value)`` if it is an int in ``[minimum, maximum]`` (None when ``allow_none``
+    and ``value`` is None), else ``ValueError``.
 
     >>> validate_int(None, "list_size", minimum=1, allow_none=True) is None
     True
@@ -90,8 +83,8 @@ def _interval(minimum, maximum, open_minimum: bool) -> str:
 
 def validate_number(value, arg: str, minimum: Optional[float] = None,
                     maximum: Optional[float] = None, open_minimum: bool = False) -> float:
-    """``float(value)`` if it is a finite number in ``[minimum, maximum]``
-    (``(minimum, maximum]`` with ``open_minimum``), else ``ValueError``.
+    """``float(value)`` if it is a finite number in ``[minimum, maximum]`` (``(minimum,
+    maximum]`` with ``open_minimum``), else ``ValueError``.
 
     >>> validate_number(0.5, "gamma", minimum=0.0, maximum=1.0, open_minimum=True)
     0.5
@@ -135,8 +128,8 @@ def validate_choice(value, choices: Sequence[str], arg: str) -> str:
 
 
 def validate_bool(value, arg: str) -> bool:
-    """``bool(value)`` for a bool (NumPy's too) or the ints 0 and 1, else
-    ``ValueError`` (a string such as ``"false"`` is not taken for True)."""
+    """``bool(value)`` for a bool (NumPy's too) or the ints 0 and 1, else ``ValueError``
+    (a string such as ``"false"`` is not taken for True)."""
     if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
         return bool(value)
     raise ValueError(f"`{arg}` must be a bool; got {value!r}.")
@@ -160,8 +153,8 @@ def validate_seed(seed, arg: str = "seed"):
 
 
 def _is_tensor(value) -> bool:
-    """A TensorFlow tensor or variable, or a Keras 3 backend tensor; looked up
-    without importing either framework (this module imports neither)."""
+    """A TensorFlow tensor or variable, or a Keras 3 backend tensor (looked up without
+    importing either framework)."""
     tf = sys.modules.get("tensorflow")
     if tf is not None and isinstance(value, (tf.Tensor, tf.Variable)):
         return True
@@ -169,25 +162,6 @@ def _is_tensor(value) -> bool:
     is_tensor = getattr(getattr(keras, "ops", None), "is_tensor", None)
     return bool(is_tensor is not None and not isinstance(value, np.ndarray)
                 and is_tensor(value))
-
-
-# --- checks as values: ``check(value, arg)``, for tables of options ---------------
-
-def choice(choices: Sequence[str]):
-    """A check ``(value, arg) -> value`` for one of ``choices``."""
-    return lambda value, arg: validate_choice(value, choices, arg)
-
-
-def integer(minimum: Optional[int] = None, maximum: Optional[int] = None,
-            allow_none: bool = False):
-    """A check ``(value, arg) -> int`` for :func:`validate_int` with these bounds."""
-    return lambda value, arg: validate_int(value, arg, minimum, maximum, allow_none)
-
-
-def number(minimum: Optional[float] = None, maximum: Optional[float] = None,
-           open_minimum: bool = False):
-    """A check ``(value, arg) -> float`` for :func:`validate_number` with these bounds."""
-    return lambda value, arg: validate_number(value, arg, minimum, maximum, open_minimum)
 
 
 # --- checks as annotations: ``option: Annotated[type, Check(...)] = default`` --------
@@ -218,13 +192,15 @@ def check_of(annotation) -> Optional[Check]:
 
 def OneOf(choices: Sequence[str]):  # pylint: disable=invalid-name
     """An option that is one of ``choices``."""
-    return Annotated[str, Check(choice(choices), f"one of {list(choices)}", "no_such_choice")]
+    return Annotated[str, Check(lambda value, arg: validate_choice(value, choices, arg),
+                                f"one of {list(choices)}", "no_such_choice")]
 
 
 def Number(minimum: Optional[float] = None, maximum: Optional[float] = None,  # pylint: disable=invalid-name
            open_minimum: bool = False):
     """A finite number within the bounds."""
-    return Annotated[float, Check(number(minimum, maximum, open_minimum),
+    return Annotated[float, Check(lambda value, arg: validate_number(value, arg, minimum,
+                                                                     maximum, open_minimum),
                                   f"a number in {_interval(minimum, maximum, open_minimum)}",
                                   float("nan"))]
 
@@ -234,7 +210,8 @@ def Integer(minimum: Optional[int] = None, maximum: Optional[int] = None,  # pyl
     """An int within the bounds (or None with ``allow_none``)."""
     accepts = _int_kind(minimum, maximum) + (" or None" if allow_none else "")
     return Annotated[Optional[int] if allow_none else int,
-                     Check(integer(minimum, maximum, allow_none), accepts, 1.5)]
+                     Check(lambda value, arg: validate_int(value, arg, minimum, maximum,
+                                                           allow_none), accepts, 1.5)]
 
 
 #: a positive finite number

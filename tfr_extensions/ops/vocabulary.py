@@ -4,25 +4,13 @@ Every place that takes a metric name (:mod:`tfr_extensions.ops.rank_metrics`,
 :func:`tfr_extensions.metrics.RankingMetric`, the ``metric`` of
 :class:`~tfr_extensions.losses.TwinSigmoidLoss` and
 :class:`~tfr_extensions.losses.ExpectedUtilityLoss`, and the columns of
-:mod:`tfr_extensions.evaluation`) accepts every name of this table, canonical
-or alias, and means the same metric by it:
-
-* ``ndcg`` (column ``ndcg``): DCG@k over the ideal DCG@k, gain ``2^y - 1``;
-* ``ap``, also ``map`` and ``average_precision`` (column ``map``): AP@k over
-  R, all relevant documents of the list;
-* ``ap_min``, also ``map_min`` (column ``map_min``): AP@k over min(k, R);
-* ``precision``, also ``p`` (column ``p``): relevant documents in the top k
-  over min(k, n), n the valid documents;
-* ``nerr`` (column ``nerr``): ERR@k over the ideal ERR@k, with stop
-  probabilities ``(2^y - 1) / 2^{max y}``.
-
-MAP@k comes in the two normalizations that users meet, each under its own
-name: ``map`` divides by all relevant documents R of the list (TF-Ranking's
-``MeanAveragePrecisionMetric``, trec_eval's ``map_cut``, the twin-sigmoid
-paper's Eq. 14); ``map_min`` divides by ``min(k, R)`` (LightGBM's and
-Kaggle's ``map@k``), so that a ranking with relevant documents in every one
-of its first k places scores 1. Without a cutoff the two are equal. Relevance
-is ``label > 0`` for both (LightGBM counts ``label > 0.5``: the same for
+:mod:`tfr_extensions.evaluation`) accepts every name of :data:`METRICS`, canonical or
+alias, and means the same metric by it (each entry's ``definition`` says which).
+MAP@k comes in the two normalizations that users meet: ``map`` (``ap``) divides by all
+relevant documents R of the list (TF-Ranking's ``MeanAveragePrecisionMetric``,
+trec_eval's ``map_cut``, the twin-sigmoid paper's Eq. 14), ``map_min`` (``ap_min``) by
+``min(k, R)`` (LightGBM's and Kaggle's ``map@k``); without a cutoff the two are equal.
+Relevance is ``label > 0`` for both (LightGBM counts ``label > 0.5``: the same for
 integer labels). A column is ``<column>@<k>``, e.g. ``map@10``, ``map_min@10``.
 
 >>> canonical_metric("map"), column_prefix("precision")

@@ -4,20 +4,15 @@
     loss = tfrx.losses.TwinSigmoidLoss(metric="ndcg", topn=10) # the same class
     losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, topn=10)  # per list
 
-Each loss is a function ``fn(labels, scores, *, mask=None, <options>) ->
-(losses, weights)`` (per list, ``[batch]`` each; see
-:mod:`tfr_extensions.losses.base` for the conventions and the bad-input
-policy) and a Keras class over it with the same options, which
-:func:`get` builds by name (ours or TF-Ranking's).
-
-Every module of this package but its infrastructure (:data:`INFRASTRUCTURE`) is one
-family of losses, imported here whole: a loss module's registered classes and their
-functions are this package's names, with no list to keep by hand. No module is named
-like a function: ``tfrx.losses.lambda_loss`` is LambdaLoss's function (its module is
+(:mod:`tfr_extensions.losses.base` has the conventions and the bad-input policy.) Every
+module of this package but its infrastructure (:data:`INFRASTRUCTURE`) is one family of
+losses, imported here whole: its registered classes and their functions are this package's
+names, with no list to keep by hand. No module is named like a function:
+``tfrx.losses.lambda_loss`` is LambdaLoss's function (its module is
 :mod:`tfr_extensions.losses.lambda_framework`, NeuralNDCG's
 :mod:`tfr_extensions.losses.relaxed_sorting`). The module paths of an earlier release
-(:data:`RENAMED_MODULES`) still import, and their names work with a
-``DeprecationWarning`` that names the new module.
+(:data:`RENAMED_MODULES`) still import, and their names work with a ``DeprecationWarning``
+that names the new module.
 """
 import importlib
 import pkgutil
@@ -31,9 +26,7 @@ from tfr_extensions.losses.registry import get, names
 
 #: the modules of this package that hold no loss
 INFRASTRUCTURE = ("base", "registry")
-#: the families this package is for, in the order the API reference shows them: the
-#: twin-sigmoid direct optimization first, then ApproxNDCG and ListNet, SoftRank, the
-#: Plackett-Luce policy gradients, RankNet and the NDCG-beta hinge
+#: the families this package is for, in the order the API reference shows them
 LEADING_MODULES = ("twin_sigmoid", "listwise", "soft_rank", "policy_gradient", "pairwise")
 #: the loss modules, in import order (so in the order of ``__all__``): the leading
 #: families, then every other module (the baselines) by name
@@ -75,8 +68,8 @@ for _old, _new in RENAMED_MODULES.items():
     if _old not in globals():  # no function of that name: the old module, deprecated
         globals()[_old] = sys.modules[f"{__name__}.{_old}"]
 
-#: the public names, in the order a user meets them (the API reference follows it):
-#: ``get`` and ``names``, then each loss's class beside its function, then the base classes
+#: the public names, in the order of the API reference: ``get`` and ``names``, then each
+#: loss's class beside its function, then the base classes
 __all__ = (["get", "names"]
            + [name for cls in registry.classes().values()
               for name in (cls.__name__, cls.spec.function.__name__)]

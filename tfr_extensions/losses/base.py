@@ -4,74 +4,59 @@ Every loss is first a pure function of tensors, public in :mod:`tfr_extensions.l
 
     losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ap", topn=10)
 
-``fn(labels, scores, *, mask=None, <options>)`` returns per-list losses
-``[batch]`` and per-list weights ``[batch]``; the batch loss of a custom
-training loop (or of a gradient-boosting objective) is then, for example,
-``sum(losses * weights) / batch``. The options are keyword-only and
-validated at every call (a ``ValueError`` naming the option). The Keras class
-of a loss (a :class:`RankingLoss`) holds the loss's :class:`LossSpec` and its options:
-its explicit constructor names them (with the function's defaults), the base class
-validates them (errors come at construction), its explicit ``get_config`` returns
-them and ``from_config`` is ``cls(**config)``, so every option round-trips through a
-JSON config.
+``fn(labels, scores, *, mask=None, <options>)`` returns per-list losses and weights,
+``[batch]`` each; the batch loss of a custom training loop (or of a gradient-boosting
+objective) is then, for example, ``sum(losses * weights) / batch``. The options are
+keyword-only and checked at every call (a ``ValueError`` naming the option). The Keras
+class of a loss (a :class:`RankingLoss`, the recipe for a new one) takes the same options in
+its explicit constructor, checks them at construction and returns them in ``get_config``
+(``from_config`` is ``cls(**config)``), so every option round-trips through JSON.
 
-**The math once, one rule.** A loss function is its math, written once against the
-array namespace (:func:`tfr_extensions.arrays.namespace`), and put under the option
-checks and the bad-input policy by :func:`loss_function`. The namespace is TensorFlow's
-ops on Keras 2 and on Keras 3's TensorFlow backend, ``keras.ops`` on JAX and PyTorch:
-:func:`tfr_extensions.backend.implementation` is the one rule. A loss whose pairs
-dominate may name a PyTorch-native body (``torch=``, :mod:`tfr_extensions.torch_ops`),
-which runs in place of the math on Keras's PyTorch backend
-(:meth:`LossSpec.implementation_of`). The public functions and the Keras classes are
-this one code for every backend; this module imports no TensorFlow.
+**The math once, one rule.** A loss's math is written once against the array namespace
+(:func:`tfr_extensions.arrays.namespace`: TensorFlow's ops on Keras 2 and on Keras 3's
+TensorFlow backend, ``keras.ops`` on JAX and PyTorch, by the one rule
+:func:`tfr_extensions.backend.implementation`) and put under the option checks and the
+bad-input policy by :func:`loss_function`. A loss whose pairs dominate may name a
+PyTorch-native body (``torch=``, :mod:`tfr_extensions.torch_ops`), run in its place on
+Keras's PyTorch backend (:meth:`LossSpec.implementation_of`). This module imports no
+TensorFlow.
 
-Conventions shared by all losses (written once here, not in each loss):
+Conventions shared by all losses (written once here; each loss's docstring says only what
+differs):
 
-* ``labels`` ``[batch, list_size]``, a label < 0 marks padding; ``scores``
-  ``[batch, list_size]``; ``mask`` (optional, bool, True = valid) narrows
-  validity further. On TensorFlow both may be ``tf.RaggedTensor`` (padded as
-  TF-Ranking does, label -1); the Keras classes take them with ``ragged=True``.
-* Lists without relevant documents (or that cannot be ranked at all) get
-  weight 0, a finite loss and zero gradient.
-* Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels
-  or keras-rs's ``{"labels", "mask"}`` (mask False = padding);
-  ``sample_weight`` is ``[batch, 1]`` per list, or ``[batch, list_size]`` per
-  item, turned into a per-list weight by TF-Ranking's listwise rule (the
-  label-weighted mean of the item weights); the reduction is Keras's
-  (``SUM_OVER_BATCH_SIZE`` by default: the weighted sum over lists divided by
+* ``labels``: float ``[batch, list_size]``, graded relevance, a label < 0 marks padding;
+  ``scores``: float ``[batch, list_size]``; ``mask``: optional bool ``[batch, list_size]``,
+  True = valid, narrows validity further. On TensorFlow both may be ``tf.RaggedTensor``
+  (padded as TF-Ranking does, label -1); the Keras classes take them with ``ragged=True``.
+* Lists without relevant documents (or that cannot be ranked at all) get weight 0, a
+  finite loss and zero gradient.
+* Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels or
+  keras-rs's ``{"labels", "mask"}`` (mask False = padding); ``sample_weight`` is
+  ``[batch, 1]`` per list, or ``[batch, list_size]`` per item, made a per-list weight by
+  TF-Ranking's listwise rule (the label-weighted mean of the item weights); the reduction
+  is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the weighted sum over lists divided by
   the batch size), distribution scaling included.
-* Computation is float32 (float64 for float64 scores), also under
-  ``mixed_float16``; the returned losses have that dtype.
-* Randomized losses take ``seed``: None (fresh randomness at every call), an
-  int, a pair of ints or a seed tensor. A Keras class built with a seed folds a
-  per-instance call counter into it (:class:`StepSeeded`), so each training
-  step sees fresh samples and two runs with one seed are identical.
+* Computation is float32 (float64 for float64 scores), also under ``mixed_float16``; the
+  returned losses have that dtype.
+* Randomized losses take ``seed``: None (fresh randomness at every call), an int, a pair
+  of ints or a seed tensor. A Keras class built with a seed folds a per-instance call
+  counter into it (:class:`StepSeeded`), so each training step sees fresh samples and two
+  runs with one seed are identical.
 
-Bad input (the policy of every loss, written once against the array namespace in
-:mod:`tfr_extensions.ops.screening`, which also prepares the metrics' inputs, and in
-torch operations around the PyTorch-native bodies, :mod:`tfr_extensions.torch_ops.screening`;
-a loss runs under it by :func:`~tfr_extensions.ops.screening.screened_loss`,
-so that the functions and the classes behave identically):
-
-* **Padding** (label < 0, or NaN, or ``mask`` False): ignored whatever its
-  score, NaN and infinite scores included; its gradient is exactly 0.
-* **A non-finite score** (NaN, +inf or -inf) of a valid document, or a valid
-  label above the loss's maximum label (31,
-  :data:`~tfr_extensions.ops.conventions.MAX_LABEL`, +inf included): that list's
-  loss is NaN, so a weighted sum or mean over lists is NaN (Keras's
-  ``TerminateOnNaN`` stops, whatever the list's weight or sample weight), and
-  the list's gradient is exactly 0: the other lists of the batch train as if
-  it were absent, and no NaN reaches the gradient from the loss (a NaN that the
-  model itself produced may still reach its own weights through the chain rule).
-  A loss is never finite over a non-finite gradient.
-* **A batch of 0 lists** (``[0, L]``, also ``[0, 0]``) or lists of 0
-  documents: losses ``[0]`` (a reduced loss of 0) and a zero-size (resp.
-  zero) gradient.
-* **Labels**: graded relevance, fractional ones included (gain ``2^y - 1``,
-  so 2.5 has gain ``2^2.5 - 1``); metrics with binary relevance count
-  ``label > 0`` as relevant.
-
-The screening costs O(B L) element-wise operations and no host sync.
+Bad input (``docs/bad_input.md``): one policy for the functions and the classes, written
+once in :mod:`tfr_extensions.ops.screening` (and in torch operations around the
+PyTorch-native bodies, :mod:`tfr_extensions.torch_ops.screening`) and applied by
+:func:`~tfr_extensions.ops.screening.screened_loss` (O(B L) element-wise, no host sync).
+**Padding** (label < 0 or NaN, or ``mask`` False) is ignored whatever its score, NaN and
+inf included, with gradient exactly 0. **A non-finite score** of a valid document, or a
+valid label above the loss's maximum (31, :data:`~tfr_extensions.ops.conventions.MAX_LABEL`,
++inf included), makes that list's loss NaN (so the reduced loss is NaN and Keras's
+``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it were
+absent, and a loss is never finite over a non-finite gradient (a NaN that the model itself
+produced may still reach its own weights through the chain rule). **A batch of 0 lists**
+(``[0, L]``, also ``[0, 0]``) or lists of 0 documents give losses ``[0]`` (a reduced loss of
+0) and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``, fractional ones
+included; metrics with binary relevance count ``label > 0`` as relevant.
 """
 import dataclasses
 import functools
@@ -86,9 +71,9 @@ from tfr_extensions.backend import keras
 from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 
-#: what a loss body returns: ``(losses, weights)``, or with a third entry, a dict
-#: of auxiliary per-list tensors that only the Keras class reads (e.g. the metric
-#: of a policy-gradient loss's sampled rankings, for logging)
+#: what a loss body returns: ``(losses, weights)``, or with a third entry, a dict of
+#: auxiliary per-list tensors that only the Keras class reads (e.g. a policy-gradient
+#: loss's sampled metric, for logging)
 Output = Tuple[Any, ...]
 #: the name of a seeded loss's or model's step counter (its variable, and its entry
 #: in a Keras 3 weights file)
@@ -104,8 +89,7 @@ DEFAULT_REDUCTION = backend.DEFAULT_REDUCTION
 
 
 class Screening(NamedTuple):
-    """The functions of one implementation's bad-input policy that the loss classes
-    call (the same functions in both)."""
+    """The functions of one implementation's bad-input policy that the loss classes call."""
 
     screened_loss: Callable
     loss_inputs: Callable
@@ -113,11 +97,9 @@ class Screening(NamedTuple):
 
 
 def _array_screening() -> Screening:
-    """The one screening of both fillings of the array namespace."""
     from tfr_extensions.ops import screening as array_screening  # pylint: disable=import-outside-toplevel
-    return Screening(screened_loss=array_screening.screened_loss,
-                     loss_inputs=array_screening.loss_inputs,
-                     name_scope=array_screening.name_scope)
+    return Screening(array_screening.screened_loss, array_screening.loss_inputs,
+                     array_screening.name_scope)
 
 
 def _torch_screening() -> Screening:
@@ -125,47 +107,41 @@ def _torch_screening() -> Screening:
     return _array_screening()._replace(screened_loss=torch_screening.screened_loss)
 
 
-#: implementation -> its bad-input policy: :mod:`tfr_extensions.ops.screening` for both
-#: fillings of the array namespace (each function asks for the namespace when it runs),
-#: and for the PyTorch-native bodies :mod:`tfr_extensions.torch_ops.screening` around
-#: them; imported on first use
+#: implementation -> its bad-input policy, imported on first use:
+#: :mod:`tfr_extensions.ops.screening` for both fillings of the array namespace (each function
+#: asks for the namespace when it runs), :mod:`tfr_extensions.torch_ops.screening` around the
+#: PyTorch-native bodies
 SCREENING: Dict[str, Callable[[], Screening]] = {
-    TENSORFLOW: _array_screening, KERAS_OPS: _array_screening,
-    TORCH: _torch_screening}
+    TENSORFLOW: _array_screening, KERAS_OPS: _array_screening, TORCH: _torch_screening}
+#: what is imported so far: plain dicts, which ``torch.compile`` reads without a graph
+#: break (``functools.lru_cache`` and ``importlib`` would break it)
 _LOADED_SCREENING: Dict[str, Screening] = {}
+_LOADED_BODIES: Dict[str, Callable] = {}
 
 
 def screening(which: Optional[str] = None) -> Screening:
     """The bad-input policy of implementation ``which`` (default: :func:`implementation`)."""
     which = which or implementation()
-    if which not in _LOADED_SCREENING:  # (a plain dict: see _LOADED_BODIES)
+    if which not in _LOADED_SCREENING:
         _LOADED_SCREENING[which] = SCREENING[which]()
     return _LOADED_SCREENING[which]
 
 
-#: the bodies imported so far, by path (a plain dict, which ``torch.compile`` reads
-#: without a graph break; ``functools.lru_cache`` and ``importlib`` would break it)
-_LOADED_BODIES: Dict[str, Callable] = {}
-
-
 def load_body(path: str) -> Callable:
-    """The function at ``"package.module:function"``, imported on first use (a
-    TensorFlow body imports TensorFlow; a ``keras.ops`` body needs Keras 3).
+    """The function at ``"package.module:function"``, imported on first use.
 
     Raises:
       tfr_extensions.backend.UnsupportedBackendError: its module does not import here.
     """
-    if path in _LOADED_BODIES:
-        return _LOADED_BODIES[path]
-    module_name, _, name = path.partition(":")
-    try:
-        body = getattr(importlib.import_module(module_name), name)
-    except ImportError as error:
-        raise backend.UnsupportedBackendError(
-            f"The loss body {path} does not import in this process ({backend.describe()}): "
-            f"{error}") from error
-    _LOADED_BODIES[path] = body
-    return body
+    if path not in _LOADED_BODIES:
+        module_name, _, name = path.partition(":")
+        try:
+            _LOADED_BODIES[path] = getattr(importlib.import_module(module_name), name)
+        except ImportError as error:
+            raise backend.UnsupportedBackendError(
+                f"The loss body {path} does not import in this process "
+                f"({backend.describe()}): {error}") from error
+    return _LOADED_BODIES[path]
 
 
 #: an option's check: ``check(value, option_name) -> the value to use``; raises ValueError
@@ -177,25 +153,18 @@ class LossSpec:
     """One loss, declared once by :func:`loss_function` from its math's signature.
 
     Attributes:
-      math: the loss's math, the function :func:`loss_function` decorates:
-        ``math(labels, scores, *, mask, <options>)`` on screened inputs (compute
-        dtype, padded labels 0, finite scores, ``mask`` a bool tensor) and checked
-        options, written against :func:`tfr_extensions.arrays.namespace`; returns
-        ``(losses, weights)`` ``[batch]`` each, or ``(losses, weights, aux)`` (see
-        :data:`Output`). Its keyword-only parameters but ``mask`` are the options,
+      math: the function :func:`loss_function` decorates, ``math(labels, scores, *, mask,
+        <options>)`` on screened inputs (compute dtype, padded labels 0, finite scores,
+        ``mask`` a bool tensor) and checked options, written against the array namespace;
+        returns :data:`Output`. Its keyword-only parameters but ``mask`` are the options,
         each annotated with its check (``sigma: validation.Positive = 1.0``).
-      torch: ``"module:function"`` of a PyTorch-native body
-        (:mod:`tfr_extensions.torch_ops`), run in place of ``math`` on Keras's
-        PyTorch backend (:meth:`implementation_of`); it keeps its place by the
-        figure its docstring names.
+      torch: ``"module:function"`` of a PyTorch-native body, run in place of ``math`` on
+        Keras's PyTorch backend; it keeps its place by the figure its docstring names.
       max_label: ``options -> the largest valid label``; :data:`MAX_LABEL
         <tfr_extensions.ops.conventions.MAX_LABEL>` when None.
-      presets: more registry keys, each with the options it sets (e.g.
-        ``twin_ndcg_type3``).
-      examples: option sets beyond the defaults that the suites over every loss
-        run (each changes options the defaults leave alone).
-      function: the public function (``math`` under the checks and the bad-input
-        policy); its name without ``_loss`` is the registry key (:attr:`key`).
+      presets: more registry keys, each with the options it sets (``twin_ndcg_type3``).
+      examples: option sets beyond the defaults that the suites over every loss run.
+      function: the public function (``math`` under the checks and the bad-input policy).
     """
 
     math: Callable[..., Output]
@@ -297,9 +266,8 @@ def loss_function(*, torch: Optional[str] = None,
                   presets: Optional[Mapping[str, Mapping[str, Any]]] = None,
                   examples: Sequence[Mapping[str, Any]] = ()):
     """Decorator: a loss's math becomes its public function, ``fn(labels, scores, *,
-    mask=None, <options>) -> (losses, weights)``, options checked and inputs under the
-    bad-input policy; ``fn.spec`` is its :class:`LossSpec` (the arguments are its
-    attributes)::
+    mask=None, <options>) -> (losses, weights)``; ``fn.spec`` is its :class:`LossSpec`
+    (the arguments are its attributes)::
 
         @base.loss_function(examples=[dict(sigma=2.0)])
         def my_loss(labels, scores, *, mask=None, sigma: validation.Positive = 1.0):
@@ -327,11 +295,10 @@ class StepSeeded:
     """Mixin for randomized losses and models: a seed that changes at every call.
 
     With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``. On
-    TensorFlow the counter is a non-trainable variable (a Keras weight of a
-    model; :mod:`tfr_extensions.ops.step_seeds`), so it works inside
-    ``tf.function``, XLA and distribution strategies (synchronized on write,
-    updated once per step by the first replica; under a strategy with more than
-    one replica each replica folds in its replica id as well). On JAX and
+    TensorFlow the counter is a non-trainable variable (a Keras weight of a model;
+    :mod:`tfr_extensions.ops.step_seeds`), so it works inside ``tf.function``, XLA and
+    distribution strategies (synchronized on write, updated once per step by the first
+    replica; with more than one replica each folds in its replica id as well). On JAX and
     PyTorch it is a Keras ``SeedGenerator`` (:mod:`tfr_extensions.keras_ops.random`).
     With ``seed=None`` every call draws a fresh seed.
     """
@@ -376,9 +343,10 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     """The Keras class of a loss: its function's :class:`LossSpec` and checked options.
 
     A subclass names its loss function and writes its constructor explicitly (so
-    ``help()``, ``inspect.signature`` and IDEs show it): the function's options, with
-    its defaults and in its order, then ``ragged``, ``reduction`` and ``name`` (default:
-    the registry key), handed on whole::
+    ``help()``, ``inspect.signature`` and IDEs show it): the function's options, with its
+    defaults and in its order, then ``ragged``, ``reduction`` and ``name`` (default: the
+    registry key), handed on whole. With the function, this is a whole loss (the other
+    steps, an oracle and tests, are in ``docs/methods.md``, "Adding a loss")::
 
         @registry.register
         class MyLoss(base.RankingLoss):
@@ -388,12 +356,10 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
                          name="my"):
                 super().__init__(locals())
 
-    This base class checks the options (the spec's checks, so errors come at
-    construction), returns them in :meth:`get_config` (``from_config`` is Keras's
-    ``cls(**config)``), folds a step counter into ``seed`` for randomized losses
-    (:class:`StepSeeded`), and in :meth:`call` applies the loss with the body of
-    :func:`implementation`: per-list ``losses * weights``, NaN for broken lists
-    (module docstring).
+    This base class checks the options (errors come at construction), returns them in
+    :meth:`get_config`, folds a step counter into ``seed`` (:class:`StepSeeded`), and in
+    :meth:`call` applies the body of :func:`implementation`: per-list ``losses *
+    weights``, NaN for broken lists (module docstring).
     """
 
     #: the loss's public function (set by each subclass); :attr:`spec` is its spec
@@ -410,13 +376,11 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         """Construction from a subclass's constructor.
 
         Args:
-          arguments: the subclass constructor's ``locals()``: every option of the
-            loss's function (:attr:`LossSpec.defaults`), checked here, and
-            ``ragged`` (the inputs may be ``tf.RaggedTensor``, TensorFlow only),
-            ``reduction`` (Keras's reduction of the per-list losses) and ``name``.
-          **keywords: ``ragged``, ``reduction`` and ``name`` given apart from the
-            options (the earlier form, ``super().__init__(options, ragged=...,
-            reduction=..., name=...)``, which keeps working).
+          arguments: the subclass constructor's ``locals()``: every option of the loss's
+            function, and ``ragged`` (``tf.RaggedTensor`` inputs, TensorFlow only),
+            ``reduction`` (Keras's, of the per-list losses) and ``name``.
+          **keywords: ``ragged``, ``reduction`` and ``name`` given apart from the options
+            (the form ``super().__init__(options, ragged=..., ...)``, which keeps working).
         """
         arguments = {**arguments, **keywords}
         options = {k: v for k, v in arguments.items()
@@ -450,9 +414,8 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         return self.spec.label_limit(self._options)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        """The reduced loss; ``y_true`` may be keras-rs's ``{"labels", "mask"}``
-        (mask False = padding). Computes in the dtype of ``y_pred`` (float32, or
-        float64 for float64 scores), not in Keras 3's floatx."""
+        """The reduced loss, computed in the dtype of ``y_pred`` (float32, or float64 for
+        float64 scores), not in Keras 3's floatx."""
         inputs = screening()
         y_true, y_pred, sample_weight, dtype = inputs.loss_inputs(
             y_true, y_pred, sample_weight, self._ragged)
@@ -483,11 +446,9 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         config.update(self._options)
         return config
 
-    # Keras 3 saves a compiled model's loss through these (``model.save``,
-    # ``save_weights``, ``BackupAndRestore``): the step counter of a seeded loss
-    # travels with the model's weights, so a resumed run draws what an
-    # uninterrupted one would. A store without it (weights saved before
-    # ``compile``) leaves the counter as it is.
+    # Keras 3 saves a compiled model's loss through these (``model.save``, ``save_weights``,
+    # ``BackupAndRestore``): a seeded loss's step counter travels with the weights, so a
+    # resumed run draws what an uninterrupted one would; a store without it leaves it.
     def save_own_variables(self, store) -> None:
         if self._calls is not None:
             store[SEED_STEP] = self._calls.numpy()

@@ -1,24 +1,16 @@
 r"""LambdaLoss: pairwise logistic losses weighted by the change of a ranking metric.
 
-Wang, Li, Golbandi, Bendersky and Najork, "The LambdaLoss Framework for Ranking
-Metric Optimization" (CIKM 2018; the paper is not in ``../shared/papers``, so the
-definitions below follow its weighting schemes as allRank implements them,
-``allrank/models/losses/lambdaLoss.py``, which ``tests`` vendor and compare with).
-A list's loss is :math:`-\sum_{(i,j)} \log_2 \sigma(\sigma_s (s_i - s_j))^{w_{ij}}`
-with weights :math:`w_{ij}` computed at the current ranks (a constant of the
-backward pass), so its gradient is LambdaRank's "lambdas" for the chosen scheme.
+Wang, Li, Golbandi, Bendersky and Najork, "The LambdaLoss Framework for Ranking Metric
+Optimization" (CIKM 2018; not in ``../shared/papers``, so the weighting schemes follow
+allRank's ``allrank/models/losses/lambdaLoss.py``, which ``tests`` vendor and compare with).
 
-Extreme scores: the loss sums up to :math:`L^2` terms that grow linearly with the score
-gaps, so the scores are clipped to :math:`\pm b`, :math:`b = \sqrt{\text{dtype.max}}/4`
-(4.6e18 in float32; the bound of the squared hinge,
-:func:`tfr_extensions.arrays.extremes.clip_scores`), before and after the scaling by
-:math:`\sigma_s`: each term is at most :math:`2b/\ln 2` times its weight, and the sum stays
-finite. Below :math:`b` nothing changes; beyond it scores saturate: distinct ones tie
-(ranked by index) and get gradient 0.
-
-Every shape is static (the weighting and ``topn`` are Python values, the pairs one
-``[B, L, L]`` computation), with no data-dependent Python branch: it runs under XLA,
-``jax.jit`` and ``torch.compile`` as it is.
+Extreme scores: the loss sums up to :math:`L^2` terms linear in the score gaps, so the
+scores are clipped to :math:`\pm b`, :math:`b = \sqrt{\text{dtype.max}}/4` (4.6e18 in
+float32; :func:`tfr_extensions.arrays.extremes.clip_scores`), before and after the scaling
+by :math:`\sigma_s`: each term is at most :math:`2b/\ln 2` times its weight, and the sum
+stays finite. Below :math:`b` nothing changes; beyond it distinct scores tie (ranked by
+index), with gradient 0. Every shape is static, with no data-dependent Python branch: it
+runs under XLA, ``jax.jit`` and ``torch.compile`` as it is.
 """
 import math
 
@@ -69,17 +61,6 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
     raise ValueError(f"Unknown LambdaLoss weighting {weighting!r}.")
 
 
-def lambda_pair_mask(labels, ranks, mask, weighting: str, topn):
-    """Bool ``[B, L, L]``: the pairs (i, j) that the loss sums: both valid, with
-    ``y_i > y_j`` (every pair for ``ndcg_loss1``), both ranked within ``topn``."""
-    xp = arrays.namespace()
-    valid = mask if topn is None else xp.logical_and(mask, ranks <= topn)
-    pairs = _pairwise(valid, xp.logical_and)
-    if weighting != "ndcg_loss1":
-        pairs = xp.logical_and(pairs, _pairwise(labels, xp.greater))
-    return pairs
-
-
 def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float, topn):
     """``(losses, weights)`` of :func:`lambda_loss` on screened inputs and checked
     options: its math, which its PyTorch-native body
@@ -101,7 +82,11 @@ def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float
     positions = xp.arange(xp.shape(scores)[1], dtype="int32")[None, :]  # [1, L], 0-based
     sorted_mask = positions < count  # the valid documents come first
     ranks = xp.cast(positions + 1, dtype)  # [1, L]
-    pairs = lambda_pair_mask(sorted_labels, ranks, sorted_mask, weighting, topn)
+    # the pairs summed: both valid and ranked within topn, with y_i > y_j (all for ndcg_loss1)
+    valid = sorted_mask if topn is None else xp.logical_and(sorted_mask, ranks <= topn)
+    pairs = _pairwise(valid, xp.logical_and)
+    if weighting != "ndcg_loss1":
+        pairs = xp.logical_and(pairs, _pairwise(sorted_labels, xp.greater))
     # -log2(sigmoid(s_i - s_j)) = softplus(s_j - s_i) / ln 2, finite for any |s_i - s_j| <= 2b
     pair_losses = xp.softplus(_pairwise(sorted_scores, lambda s_i, s_j: s_j - s_i))
     if weighting == "ranknet":  # no weights: only whether a list has a gain (its ideal DCG > 0)
@@ -135,13 +120,12 @@ def lambda_loss(labels, scores, *, mask=None,
              = -\sum_{(i,j) \in P} \log_2 \Bigl(\frac{1}{1 + e^{-\sigma(s_i - s_j)}}
                \Bigr)^{w_{ij}}
 
-    over the ordered pairs P of valid documents with :math:`y_i > y_j` (for
-    ``ndcg_loss1``: all ordered pairs, :math:`i = j` included, as allRank sums
-    them) whose predicted ranks are both within ``topn`` (allRank's ``k``: pairs
-    whose positions are both in the top k; every pair without ``topn``).
-    :math:`\sigma` is ``sigma``. With :math:`r_i` the rank of document i in the
-    list sorted by score (ties to the lower index), :math:`D_i = \log_2(1 + r_i)`,
-    :math:`G_i = (2^{y_i} - 1)/\mathrm{maxDCG@k}` (the ideal DCG at ``topn``) and
+    over the ordered pairs P of valid documents with :math:`y_i > y_j` (for ``ndcg_loss1``:
+    all ordered pairs, :math:`i = j` included, as allRank sums them) whose predicted ranks
+    are both within ``topn`` (allRank's ``k``), :math:`\sigma` = ``sigma``. With :math:`r_i`
+    the rank of document i in the list sorted by score (ties to the lower index),
+    :math:`D_i = \log_2(1 + r_i)`, :math:`G_i = (2^{y_i} - 1)/\mathrm{maxDCG@k}` (the ideal
+    DCG at ``topn``) and
     :math:`\delta_{ij} = |1/\log_2(1 + |r_i - r_j|) - 1/\log_2(2 + |r_i - r_j|)|`
     (0 for :math:`i = j`), the weights are (``weighting``):
 
@@ -152,21 +136,19 @@ def lambda_loss(labels, scores, *, mask=None,
     * ``"ndcg_loss2pp"``: :math:`|G_i - G_j|\,(\mu\,\delta_{ij} + |1/D_i - 1/D_j|)`,
       ``mu`` :math:`= \mu` (NDCG-Loss2++: :math:`\mu` times NDCG-Loss2 plus LambdaRank).
 
-    The weights are constants of the backward pass (the ranks come from a
-    sort). ``-log2(sigmoid(x))`` is computed as ``softplus(-x) / ln 2``, exact for
-    any gap where allRank clamps the sigmoid at 1e-10 (a pair's term saturates
-    at 33.2 there). Without ``topn``, TF-Ranking's ``PairwiseLogisticLoss`` with
-    ``temperature = 1/sigma`` and ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))``
-    (``ndcg_loss2pp``), ``NDCGLambdaWeightV2()`` (``ndcg_loss2``) or
-    ``NDCGLambdaWeight(smooth_fraction=1)`` (``lambdarank``) gives per list this
-    loss times :math:`L \ln 2` (natural log; L the padded list size, its weight
-    heuristic), divided by :math:`1 + \mu` for ``ndcg_loss2pp``; with ``topn`` it
-    keeps other pairs (``tests/losses/test_lambda_loss.py``).
+    The weights are constants of the backward pass (the ranks come from a sort), so the
+    gradient is LambdaRank's "lambdas" for the scheme. ``-log2(sigmoid(x))`` is computed as
+    ``softplus(-x) / ln 2``, exact for any gap (of clipped scores: module docstring) where
+    allRank clamps the sigmoid at 1e-10 (a pair's term saturates at 33.2 there). Without
+    ``topn``, TF-Ranking's ``PairwiseLogisticLoss`` with ``temperature = 1/sigma`` and
+    ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))`` (``ndcg_loss2pp``),
+    ``NDCGLambdaWeightV2()`` (``ndcg_loss2``) or ``NDCGLambdaWeight(smooth_fraction=1)``
+    (``lambdarank``) gives per list this loss times :math:`L \ln 2` (L the padded list
+    size), divided by :math:`1 + \mu` for ``ndcg_loss2pp``; with ``topn`` it keeps other
+    pairs (``tests/losses/test_lambda_loss.py``).
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       weighting: one of :data:`WEIGHTINGS`.
       sigma: the scale :math:`\sigma > 0` of the score differences.
       mu: :math:`\mu \ge 0`, the weight of :math:`\delta_{ij}` in ``ndcg_loss2pp``
@@ -174,8 +156,8 @@ def lambda_loss(labels, scores, *, mask=None,
       topn: the cutoff k: None (the whole list) or an int >= 1.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a relevant
-      document, 0 (and loss 0) otherwise.
+      ``(losses, weights)``, ``[batch]`` each; weight 1 (0, with loss 0, for a list without
+      a relevant document).
 
     >>> losses, _ = lambda_loss([[1., 0.]], [[0., 0.]], weighting="ranknet")
     >>> float(losses[0])  # -log2(1/2)

@@ -1,25 +1,13 @@
 r"""Listwise losses: ApproxNDCG and ListNet, TF-Ranking's two listwise baselines as our own.
 
-Equation numbers refer to ``approxndcg-revisited.txt`` (Bruch et al.,
-"Revisiting Approximate Metric Optimization in the Age of Deep Neural
-Networks", which summarizes Qin et al.'s ApproxNDCG). ListNet is Cao et al.,
-"Learning to Rank: From Pairwise Approach to Listwise Approach" (ICML 2007),
-with the top-one probabilities of TF-Ranking's ``SoftmaxLoss``.
-
-Both equal TF-Ranking 0.5.5's Keras classes (``tfr.keras.losses.ApproxNDCGLoss``
-and ``tfr.keras.losses.SoftmaxLoss``, ``tensorflow_ranking/python/losses_impl.py``)
-on the same inputs, reduced loss and gradient; the one deliberate difference is
-padding, which TF-Ranking approximates with finite constants and which is
-exactly absent here (see each function). ``tests/losses/test_listwise.py``
-holds them to TF-Ranking where it imports.
-
-Extreme scores: ApproxNDCG only takes sigmoids of score differences, which
-saturate (a difference that overflows to :math:`\pm\infty` gives 0 or 1, and
-gradient 0), so it needs no clipping. ListNet's cross entropy grows linearly
-with the score gaps: it clips the scores to :math:`\pm b`, :math:`b` =
-``dtype.max / 4``, before and after dividing them by the temperature
-(:func:`tfr_extensions.arrays.extremes.clip_scores`), so every value stays
-finite; below :math:`b` nothing changes, beyond it scores saturate (gradient 0).
+Equation numbers refer to ``approxndcg-revisited.txt`` (Bruch et al., "Revisiting
+Approximate Metric Optimization in the Age of Deep Neural Networks", which summarizes Qin
+et al.'s ApproxNDCG). ListNet is Cao et al., "Learning to Rank: From Pairwise Approach to
+Listwise Approach" (ICML 2007), with the top-one probabilities of TF-Ranking's
+``SoftmaxLoss``. Both equal TF-Ranking 0.5.5's Keras classes (``ApproxNDCGLoss``,
+``SoftmaxLoss``; ``tests/losses/test_listwise.py``) on the same inputs, reduced loss and
+gradient, but for padding, which TF-Ranking approximates with finite constants and which is
+exactly absent here (see each function).
 """
 from tfr_extensions import arrays
 from tfr_extensions.arrays.extremes import clip_scores, dtype_max
@@ -38,26 +26,23 @@ def approx_ndcg_loss(labels, scores, *, mask=None,
     :math:`-\frac{1}{DCG(\pi^*, y)}\sum_i \frac{2^{y_i} - 1}{\log_2(1 + \hat\pi(i))}` (Eq.
     3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i} \sigma((s_j - s_i)/T)` over the valid
     documents (:func:`tfr_extensions.ops.approx_ranks.approx_ranks`, Eq. 6 with
-    :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG.
+    :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG. Only sigmoids of score
+    differences enter, which saturate (an overflowing difference gives 0 or 1, gradient 0):
+    no clipping is needed.
 
-    TF-Ranking's ``ApproxNDCGLoss``: the same per-list value (TF-Ranking divides
-    both DCGs by :math:`2^{\max y}`, which cancels) and weight (1 for lists with
-    a relevant document, else 0), so the Keras class's reduced loss
-    (``SUM_OVER_BATCH_SIZE``: the weighted sum over lists / batch size) is
-    TF-Ranking's. Padded documents are absent here; TF-Ranking sets their
-    logits 1000 below the list's minimum (after the division by T), where the
-    sigmoid is 0 in float32, so the two agree there too.
+    TF-Ranking's ``ApproxNDCGLoss`` has the same per-list value (it divides both DCGs by
+    :math:`2^{\max y}`, which cancels) and weight, so the same reduced loss; it sets padded
+    logits 1000 below the list's minimum (after the division by T), where the sigmoid is 0
+    in float32, so the two agree there too.
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
-      temperature: :math:`T > 0` (TF-Ranking's default 0.1); smaller is closer
-        to the true ranks.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
+      temperature: :math:`T > 0` (TF-Ranking's default 0.1); smaller is closer to the true
+        ranks.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a
-      relevant document, 0 (and loss 0) otherwise.
+      ``(losses, weights)``, ``[batch]`` each: minus the smooth nDCG, weight 1 (0, with
+      loss 0, for a list without a relevant document).
 
     >>> losses, _ = approx_ndcg_loss([[1., 0.]], [[0.6, 0.8]])
     >>> round(float(losses[0]), 6)  # TF-Ranking's docstring: -0.655107
@@ -77,38 +62,33 @@ def listnet_loss(labels, scores, *, mask=None,
     r"""ListNet: cross entropy of the top-one probabilities, weighted by the label sum.
 
     Per list, the loss is
-    :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log\frac{e^{s_i/T}}{\sum_j e^{s_j/T}}` (sums over
-    the valid documents: the cross entropy between the labels normalized to sum 1 and the
-    softmax of the scores) and the weight is :math:`\sum_k y_k`, so ``losses * weights`` is
-    TF-Ranking's per-list :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i`. Numerics: with
-    :math:`x = s/T` clipped as the module docstring says and :math:`m` the list's largest
-    valid :math:`x` (a constant of the backward pass),
+    :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log\frac{e^{s_i/T}}{\sum_j e^{s_j/T}}` over the
+    valid documents and the weight is :math:`\sum_k y_k` (0 for a list without relevant
+    documents), so ``losses * weights`` is TF-Ranking's per-list
+    :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i`: ``SoftmaxLoss``'s
+    ``compute_per_list`` returns this loss and the weight ``label_sum``, reduced as here.
+
+    Numerics: :math:`x = s/T` is clipped to :math:`\pm b`, :math:`b` = ``dtype.max / 4``,
+    before and after the division (:func:`tfr_extensions.arrays.extremes.clip_scores`;
+    beyond :math:`b` scores saturate, gradient 0); with :math:`m` the list's largest valid
+    :math:`x` (a constant of the backward pass),
     :math:`-\log\mathrm{softmax}(x)_i = \log\sum_j e^{x_j - m} - (x_i - m)`: every ``exp``
     argument is <= 0, the sum is >= 1, and the value is exact where :math:`x_i - m` is (two
     relevant documents tied at :math:`10^{30}` give :math:`\log 2` each, where
     :math:`\mathrm{logsumexp}(x) - x_i` gives 0).
 
-    TF-Ranking's ``SoftmaxLoss`` maps onto ``(losses, weights)`` exactly so: its
-    ``compute_per_list`` returns this cross entropy and the weight
-    ``label_sum``, and its reduction (``SUM_OVER_BATCH_SIZE``) is
-    :math:`\frac1B\sum_b \mathrm{loss}_b\,\mathrm{weight}_b`, which the Keras
-    class's is too. Lists without relevant documents: weight 0 (loss 0). Per-list
-    ``sample_weight`` multiplies both alike; per-item ``sample_weight`` does not
-    (TF-Ranking multiplies the labels by it, changing the targets; here it
-    becomes the label-weighted mean of the item weights, as for every listwise
-    loss). Padded documents are absent here; TF-Ranking gives them the logit
-    :math:`\log 10^{-10}` in the softmax, a relative difference of about
-    :math:`10^{-10} / \sum_j e^{s_j/T}` per padded document.
+    Unlike TF-Ranking, a per-item ``sample_weight`` does not multiply the labels (it
+    becomes the label-weighted mean of the item weights, as for every listwise loss), and
+    padded documents are absent (TF-Ranking gives them the logit :math:`\log 10^{-10}`, a
+    relative difference of about :math:`10^{-10} / \sum_j e^{s_j/T}` each).
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       temperature: :math:`T > 0`, dividing the scores (TF-Ranking's, default 1).
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the cross entropy, and the sum
-      of the valid labels.
+      ``(losses, weights)``, ``[batch]`` each: the cross entropy, and the sum of the valid
+      labels.
 
     >>> losses, weights = listnet_loss([[1., 0.]], [[0.6, 0.8]])
     >>> round(float(losses[0] * weights[0]), 6)  # TF-Ranking's docstring: 0.7981389

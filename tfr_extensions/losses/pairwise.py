@@ -1,54 +1,21 @@
 r"""Pairwise losses: RankNet with tie targets, and the NDCG-beta weighted hinge.
 
-Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s
-RankNet, Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt``
-(Eq. 4-5). Pairs are unordered pairs of valid documents of one list.
+Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s RankNet,
+Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt`` (Eq. 4-5).
 
 Extreme scores: both losses grow linearly with score gaps (quadratically for the squared
-hinge), so their exact value at gaps near float max is not representable. They clip the
-scores to :math:`\pm b` first, :math:`b` = ``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for
-the squared hinge): every value then stays finite (about 8.5e37 at most in float32). Below
-:math:`b` (scores of :math:`\pm 10^{30}` included, and :math:`\pm 4.6 \cdot 10^{18}` for the
-squared hinge) nothing changes; beyond it scores saturate: distinct ones tie, and their
-gradient is 0, as ``tf.clip_by_value`` gives
-(:func:`tfr_extensions.arrays.extremes.clip_scores`).
+hinge), so they clip the scores to :math:`\pm b` first, :math:`b` = ``dtype.max / 4``
+(``sqrt(dtype.max) / 4`` for the squared hinge;
+:func:`tfr_extensions.arrays.extremes.clip_scores`): every value stays finite (about 8.5e37
+at most in float32). Below :math:`b` (scores of :math:`\pm 10^{30}` included, and
+:math:`\pm 4.6 \cdot 10^{18}` for the squared hinge) nothing changes; beyond it distinct
+scores tie, with gradient 0.
 """
 from tfr_extensions import arrays
 from tfr_extensions.arrays.extremes import clip_scores
 from tfr_extensions.losses import base
 from tfr_extensions.losses.registry import register
 from tfr_extensions.ops import validation
-
-
-def _pairs(labels, scores, mask):
-    """Score differences ``s_i - s_j``, label differences ``y_i - y_j`` and the
-    bool mask of unordered valid pairs ``i < j``, each ``[B, L, L]``."""
-    xp = arrays.namespace()
-    score_diffs = scores[:, :, None] - scores[:, None, :]
-    label_diffs = labels[:, :, None] - labels[:, None, :]
-    index = xp.arange(xp.shape(scores)[1])
-    upper = index[:, None] < index[None, :]  # i < j
-    pair_mask = xp.logical_and(xp.logical_and(mask[:, :, None], mask[:, None, :]), upper[None])
-    return score_diffs, label_diffs, pair_mask
-
-
-def ranknet_pair_losses(labels, scores, mask, sigma: float = 1.0):
-    r"""RankNet cross entropy per pair (Eq. 4), ``[B, L, L]`` (0 off the pairs), and
-    the pairs' mask.
-
-    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) + \log(1 + e^{-\sigma(s_i - s_j)})`
-    with :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`, i.e. cross entropy against the target
-    :math:`\bar P_{ij} = (1 + S_{ij})/2` (Eq. 3), so tied labels have target 1/2. Symmetric
-    in (i, j). Computed with ``softplus`` on :math:`\sigma s` clipped to +-``dtype.max / 4``
-    (:func:`~tfr_extensions.arrays.extremes.clip_scores`), finite for any score gap.
-    """
-    xp = arrays.namespace()
-    scaled = clip_scores(sigma * clip_scores(scores))  # (sigma * s may overflow)
-    score_diffs, label_diffs, pair_mask = _pairs(labels, scaled, mask)
-    o = xp.where(pair_mask, score_diffs, xp.zeros_like(score_diffs))
-    target = 0.5 * (1.0 + xp.sign(label_diffs))
-    pair_losses = (1.0 - target) * o + xp.softplus(-o)
-    return xp.where(pair_mask, pair_losses, xp.zeros_like(pair_losses)), pair_mask
 
 
 def ideal_dcg_beta(labels, mask):
@@ -82,22 +49,21 @@ def ranknet_loss(labels, scores, *, mask=None,
                  sigma: validation.Positive = 1.0):
     r"""RankNet: mean pairwise cross entropy with targets :math:`(1+S_{ij})/2`.
 
-    Per list, :math:`\frac{1}{|P|}\sum_{(i,j) \in P} C_{ij}` over the unordered
-    pairs P of valid documents (tied pairs included, with target 1/2), Eq. 1-4
-    of the RankNet report and Eq. 4-5 of SoftRank
-    (:func:`ranknet_pair_losses`).
-    ``sigma`` scales the score difference in
-    :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has 1).
+    Per list, :math:`\frac{1}{|P|}\sum_{(i,j) \in P} C_{ij}` over the unordered pairs P of
+    valid documents, with (Eq. 4 of the RankNet report, Eq. 4-5 of SoftRank)
+    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) + \log(1 + e^{-\sigma(s_i - s_j)})`
+    and :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`: the cross entropy of
+    :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has :math:`\sigma = 1`) against the
+    target :math:`\bar P_{ij} = (1 + S_{ij})/2` (Eq. 3), so tied pairs have target 1/2.
+    Computed with ``softplus`` on :math:`\sigma s` clipped (module docstring), each pair's
+    share taken before the sum: finite for any score gap.
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: the scale :math:`\sigma > 0`.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a
-      relevant document.
+      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a relevant document.
 
     >>> losses, _ = ranknet_loss([[1., 0.]], [[0., 0.]])
     >>> float(losses[0])  # log 2
@@ -105,7 +71,15 @@ def ranknet_loss(labels, scores, *, mask=None,
     """
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
-    pair_losses, pair_mask = ranknet_pair_losses(labels, scores, mask, sigma)
+    scaled = clip_scores(sigma * clip_scores(scores))  # (sigma * s may overflow)
+    score_diffs = scaled[:, :, None] - scaled[:, None, :]  # s_i - s_j, [B, L, L]
+    index = xp.arange(xp.shape(scores)[1])
+    upper = index[:, None] < index[None, :]  # i < j
+    pair_mask = xp.logical_and(xp.logical_and(mask[:, :, None], mask[:, None, :]), upper[None])
+    o = xp.where(pair_mask, score_diffs, xp.zeros_like(score_diffs))
+    target = 0.5 * (1.0 + xp.sign(labels[:, :, None] - labels[:, None, :]))
+    pair_losses = (1.0 - target) * o + xp.softplus(-o)
+    pair_losses = xp.where(pair_mask, pair_losses, xp.zeros_like(pair_losses))
     num_pairs = xp.sum(xp.cast(pair_mask, dtype), axis=(1, 2))
     # each pair's share before the sum, which could overflow at extreme gaps
     share = (1.0 / xp.maximum(num_pairs, 1.0))[:, None, None]
@@ -120,23 +94,20 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
     r"""RankSVM-ndcg: the NDCG-beta weighted pairwise hinge, Eq. 19-20.
 
     Per list, :math:`\sum_{y_i > y_j} \tau_{ij}\,\phi(m - (s_i - s_j))` with
-    :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)`
-    (:func:`ndcg_beta_pair_weights`),
-    margin :math:`m` (1 in the paper) and :math:`\phi(x) = \max(0, x)`
-    (L1-SVM) or :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It
-    upper-bounds :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the
-    batch mean.
+    :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` (:func:`ndcg_beta_pair_weights`), margin
+    :math:`m` (1 in the paper) and :math:`\phi(x) = \max(0, x)` (L1-SVM) or
+    :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It upper-bounds
+    :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the batch mean. Scores are
+    clipped (module docstring), so every value is finite.
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       margin: :math:`m > 0`.
       squared: the squared hinge (L2-SVM).
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each; weight 0 for lists whose ideal
-      :math:`DCG_\beta` is 0.
+      :math:`DCG_\beta` is 0, else 1.
 
     >>> losses, _ = ndcg_beta_hinge_loss([[1., 0.]], [[0., 0.]])
     >>> float(losses[0])

@@ -1,41 +1,27 @@
 r"""Policy-gradient ranking losses: ExptUtility and MDPRank (REINFORCE).
 
 Yu et al., "Diagnostic Evaluation of Policy-Gradient-Based Ranking"
-(``policy-gradient-ranking-diagnostic.txt``), Sections 4.1, 4.2 and 4.4.
-Both losses sample rankings from the Plackett-Luce model of the scores
-(PL-sampling, :func:`tfr_extensions.ops.sample_rankings`) and weight the
-log-probability of each sampled ranking, or of each of its positions, by a
-reward computed from the labels:
+(``policy-gradient-ranking-diagnostic.txt``), Sections 4.1, 4.2 and 4.4. Both losses sample
+rankings from the Plackett-Luce model of the scores (PL-sampling,
+:func:`tfr_extensions.ops.sample_rankings`) and weight the log-probability of each sampled
+ranking (ExptUtility, Eq. 4-5: by its metric), or of each of its positions (MDPRank, Eq.
+6-7: by the discounted return from there on), by a reward computed from the labels.
 
-* :func:`expected_utility_loss` (ExptUtility, Eq. 4-5): one weight per sampled
-  ranking, its metric (nDCG@topn by default), for every document of it.
-* :func:`mdprank_loss` (MDPRank, Eq. 6-7): position t weighted by
-  :math:`\gamma^t G_t`, the discounted return from position t on.
-
-The loss *value* is the REINFORCE surrogate, minus the weighted
-log-probabilities with the weights held constant (``tf.stop_gradient``), so
-its gradient is exactly the estimator of Eq. 5 / Eq. 7 with the sign flipped
-for minimization. It is not the expected metric; that one is logged instead:
-each call of the Keras classes (:class:`ExpectedUtilityLoss`,
-:class:`MDPRankLoss`) stores the mean metric of its sampled rankings (over
-lists with a relevant document) in :attr:`sampled_metric`, and
-:class:`SampledRankingMetric` reports it in ``model.compile``/``fit``::
+The loss *value* is the REINFORCE surrogate, minus the weighted log-probabilities with the
+weights held constant (stop-gradient), so its gradient is exactly the estimator of Eq. 5 /
+Eq. 7, sign flipped for minimization. It is not the expected metric; that one is logged
+instead: each call of :class:`ExpectedUtilityLoss` or :class:`MDPRankLoss` stores the mean
+metric of its sampled rankings (over lists with a relevant document) in
+:attr:`sampled_metric`, which :class:`SampledRankingMetric` reports in ``fit``::
 
     loss = tfrx.losses.ExpectedUtilityLoss(topn=10, seed=0)
     model.compile("adam", loss=loss,
                   metrics=[tfrx.losses.SampledRankingMetric(loss)])
     history = model.fit(ds)   # history.history["sampled_ndcg_10"]
 
-The functions sample with their ``seed`` (None: fresh randomness); the
-classes fold a step counter into theirs
-(:class:`~tfr_extensions.losses.base.StepSeeded`): fresh rankings at every
-call, reproducible for a fixed ``seed``. On Keras's JAX and PyTorch backends
-the math runs on ``keras.ops`` (:mod:`tfr_extensions.arrays`) and the classes
-draw one seed per call from a ``keras.random.SeedGenerator``, inside
-``model.fit``'s jitted JAX steps too (:mod:`tfr_extensions.keras_ops.random`). A sampled
-ranking of a list shorter than ``topn`` ends with padded documents, which get
-no reward and no log-probability term; an all-padding list, or a list without
-relevant documents, has reward 0, weight 0 and zero gradient.
+The classes draw one seed per call, inside ``model.fit``'s jitted JAX steps too
+(:mod:`tfr_extensions.keras_ops.random`). A sampled ranking of a list shorter than ``topn``
+ends with padded documents, which get no reward and no log-probability term.
 """
 from typing import Optional
 
@@ -50,29 +36,24 @@ from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
 
-def _discounts(rankings, dtype: str):
-    """1 / log2(1 + position) for positions 1..n (a constant when n is static)."""
-    xp = arrays.namespace()
-    size = rankings.shape[-1]
-    if size is not None:
-        return xp.convert_to_tensor(1.0 / np.log2(np.arange(2, size + 2)), dtype)
-    return xp.lists.log2_discount(xp.cast(xp.arange(1, xp.shape(rankings)[-1] + 1), dtype))
-
-
 def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
     r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``.
 
     :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based
-    position t, divided by the ideal DCG@n of the list (``rank_metrics.ideal_dcg``
-    at cutoff n) when ``normalize`` (then :math:`\sum_t r_t` is the sampled
-    ranking's nDCG@n). ``labels`` must have padded entries 0 (as the screening
-    gives), so positions holding padded documents get 0; so does every position
-    of a list without relevant documents. ``mask``: bool ``[B, L]``, True = valid.
+    position t, divided by the list's ideal DCG@n when ``normalize`` (then
+    :math:`\sum_t r_t` is the sampled ranking's nDCG@n). ``labels`` must have padded
+    entries 0 (as the screening gives), so positions holding padded documents get 0; so
+    does every position of a list without relevant documents. ``mask``: bool ``[B, L]``.
     """
     xp = arrays.namespace()
-    # Padded documents have label 0 here, hence gain 0: no mask needed.
-    rewards = (xp.lists.gains(xp.lists.batch_gather(labels, rankings))
-               * _discounts(rankings, xp.dtype_name(labels)))
+    dtype, size = xp.dtype_name(labels), rankings.shape[-1]
+    if size is not None:  # 1 / log2(1 + t), t = 1..n: a constant when n is static
+        discounts = xp.convert_to_tensor(1.0 / np.log2(np.arange(2, size + 2)), dtype)
+    else:
+        discounts = xp.lists.log2_discount(
+            xp.cast(xp.arange(1, xp.shape(rankings)[-1] + 1), dtype))
+    # padded documents have label 0 here, hence gain 0: no mask needed
+    rewards = xp.lists.gains(xp.lists.batch_gather(labels, rankings)) * discounts
     if not normalize:
         return rewards
     ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn=xp.shape(rankings)[-1])  # [B]
@@ -139,20 +120,17 @@ def expected_utility_loss(labels, scores, *, mask=None,
     (0 otherwise, as in the paper, and always 0 for K = 1).
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
-      metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ndcg"``,
-        ``"ap"``, ``"precision"``, ``"nerr"``, ...).
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
+      metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ndcg"``, ``"ap"``, ...).
       topn: sampled ranking size and metric cutoff; None = full rankings.
       num_samples: K >= 1.
       temperature: PL temperature T > 0 (scores are divided by T).
       baseline: subtract the leave-one-out mean reward (needs K >= 2 to act).
-      seed: None, an int, a pair of ints or a seed tensor.
+      seed: the sampling's seed.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate (its
-      value is not the metric), and 1 for lists with a relevant document.
+      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate (its value is not
+      the metric), weight 1 (0 for a list without a relevant document).
 
     >>> losses, weights = expected_utility_loss([[0., 1., 2.]], [[3., 2., 1.]], topn=2,
     ...                                         num_samples=4, seed=0)
@@ -199,20 +177,18 @@ def mdprank_loss(labels, scores, *, mask=None,
     per-position weights only change the variance.
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       gamma: discount rate in (0, 1].
       topn: sampled ranking size n (10 in the paper); None = full rankings.
       num_samples: K >= 1.
       temperature: PL temperature T > 0.
       normalize: divide rewards by the list's ideal DCG@n (a per-list constant
         scale, so lists with many relevant documents do not dominate).
-      seed: None, an int, a pair of ints or a seed tensor.
+      seed: the sampling's seed.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate, and 1
-      for lists with a relevant document.
+      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate, weight 1 (0 for a
+      list without a relevant document).
 
     >>> losses, _ = mdprank_loss([[0., 1., 2.]], [[3., 2., 1.]], topn=2, num_samples=4, seed=0)
     >>> bool(losses[0] > 0)
@@ -235,16 +211,9 @@ def mdprank_loss(labels, scores, *, mask=None,
 
 
 class _PolicyGradientLoss(base.RankingLoss):
-    """The Keras classes' shared part: the logged sampled metric.
-
-    Each call records the weighted mean over lists of its per-list mean sampled
-    metric in a record of the running implementation (:data:`_RECORDS`, chosen at
-    construction): on Keras's TensorFlow backend a :class:`_VariableRecord` (a
-    ``tf.Variable`` that each call assigns); on JAX and PyTorch a
-    :class:`_SampledMetricRecord` (a Keras variable that eager calls assign, and
-    inside traced JAX code an ordered host callback that :class:`SampledRankingMetric`
-    reads back in the same step).
-    """
+    """The Keras classes' shared part: each call records the weighted mean over lists of
+    its per-list mean sampled metric in the record of the running implementation
+    (:data:`_RECORDS`)."""
 
     def __init__(self, arguments):
         super().__init__(arguments)
@@ -263,17 +232,11 @@ class _PolicyGradientLoss(base.RankingLoss):
         return f"sampled_{metric}_{topn}" if topn else f"sampled_{metric}"
 
     def _record(self, aux, weights):
-        """Stores the weighted mean over lists of the per-list mean sampled metric."""
         xp = arrays.namespace()
         per_list = xp.mean(xp.stop_gradient(aux["sampled_metric"]), axis=-1)
         weights = xp.stop_gradient(weights)
         mean = xp.safe_divide(xp.sum(per_list * weights), xp.sum(weights))
         self._record_store.write(xp.cast(mean, "float32"))
-
-    def _last_sampled_metric(self):
-        """The last call's sampled metric as a scalar tensor, where a metric's
-        ``update_state`` runs (in traced JAX code: read back from the host)."""
-        return self._record_store.read()
 
 
 class _VariableRecord:
@@ -284,23 +247,18 @@ class _VariableRecord:
     def __init__(self):
         tf = backend.tensorflow()
         with tf.init_scope():
-            self._variable = tf.Variable(
+            self.variable = tf.Variable(
                 0.0, dtype=tf.float32, trainable=False, name="sampled_metric",
                 synchronization=tf.VariableSynchronization.ON_WRITE,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
-    @property
-    def variable(self):
-        """The ``tf.Variable``."""
-        return self._variable
-
     def write(self, mean) -> None:
         """Records ``mean``, a float32 scalar."""
-        self._variable.assign(mean)
+        self.variable.assign(mean)
 
     def read(self):
         """The recorded value, where a metric's ``update_state`` runs."""
-        return self._variable
+        return self.variable
 
 
 class _SampledMetricRecord:
@@ -374,9 +332,7 @@ _RECORDS = {base.TENSORFLOW: _VariableRecord, base.KERAS_OPS: _SampledMetricReco
 class ExpectedUtilityLoss(_PolicyGradientLoss):
     r"""Keras loss of :func:`expected_utility_loss` (ExptUtility, Eq. 4-5).
 
-    The options are :func:`expected_utility_loss`'s; ``ragged`` accepts
-    ``tf.RaggedTensor`` labels and scores. Each call logs the mean metric of
-    its sampled rankings in :attr:`sampled_metric`.
+    Each call logs the mean metric of its sampled rankings in :attr:`sampled_metric`.
 
     >>> loss = ExpectedUtilityLoss(topn=2, num_samples=4, seed=0)
     >>> value = loss([[0., 1., 2.]], [[3., 2., 1.]])
@@ -396,9 +352,7 @@ class ExpectedUtilityLoss(_PolicyGradientLoss):
 class MDPRankLoss(_PolicyGradientLoss):
     r"""Keras loss of :func:`mdprank_loss` (MDPRank, Eq. 6-7).
 
-    The options are :func:`mdprank_loss`'s; ``ragged`` accepts
-    ``tf.RaggedTensor`` labels and scores. :attr:`sampled_metric` logs
-    nDCG@n of the samples whatever ``gamma``.
+    :attr:`sampled_metric` logs nDCG@n of the samples whatever ``gamma``.
 
     >>> loss = MDPRankLoss(topn=2, num_samples=4, seed=0)
     >>> bool(loss([[0., 1., 2.]], [[3., 2., 1.]]) > 0)
@@ -410,7 +364,6 @@ class MDPRankLoss(_PolicyGradientLoss):
     def __init__(self, gamma=1.0, topn=10, num_samples=1, temperature=1.0, normalize=True,
                  seed=None, ragged=False, reduction=base.DEFAULT_REDUCTION, name="mdprank"):
         super().__init__(locals())
-
 
 
 @keras.utils.register_keras_serializable(package="tfr_extensions")
@@ -441,7 +394,8 @@ class SampledRankingMetric(keras.metrics.Mean):
         super().__init__(name=name or loss.metric_name, dtype=dtype)
 
     def update_state(self, y_true=None, y_pred=None, sample_weight=None):
-        return super().update_state(self._loss._last_sampled_metric())  # pylint: disable=protected-access
+        # the last call's sampled metric (in traced JAX code: read back from the host)
+        return super().update_state(self._loss._record_store.read())  # pylint: disable=protected-access
 
     def get_config(self):
         config = super().get_config()

@@ -1,25 +1,19 @@
 """Loss names: derived from the losses' specs, never a hand-kept list.
 
-The naming rule: a loss's key is its function's name without ``_loss``
-(``twin_sigmoid_loss`` -> ``twin_sigmoid``, ``wassrank_loss`` -> ``wassrank``;
-:class:`~tfr_extensions.losses.base.LossSpec` enforces it), and its Keras
-class is the CamelCase of that name with ``Loss`` (method names of the
-literature keep their spelling: ``SoftNDCGLoss``, ``WassRankLoss``,
-``MDPRankLoss``, ``RankNetLoss``); the key is the class's default ``name``.
-TF-Ranking's keys all end in ``_loss``, ours do not but where the name without
-``_loss`` is a Python keyword: LambdaLoss's key is its function's name,
-``lambda_loss`` (the paper's name for its method; TF-Ranking has no such name).
-Names of an earlier release (:data:`DEPRECATED`) still build their loss, with a
+A loss's key is its function's name without ``_loss`` (``twin_sigmoid_loss`` ->
+``twin_sigmoid``; :class:`~tfr_extensions.losses.base.LossSpec` enforces it), or the whole
+name where the stem is a Python keyword: LambdaLoss's ``lambda_loss`` (the paper's name;
+TF-Ranking's keys all end in ``_loss``, but none is this one). Its Keras class is the
+CamelCase of the key with ``Loss`` (the literature's spelling kept: ``SoftNDCGLoss``,
+``WassRankLoss``, ``MDPRankLoss``, ``RankNetLoss``); the key is the class's default
+``name``. Names of an earlier release (:data:`DEPRECATED`) still build their loss, with a
 ``DeprecationWarning`` that names the new one; :func:`names` does not list them.
 
-Registration is this one decorator: a class decorated with :func:`register` is
-known under its key, under its class name and under each preset of its spec (e.g.
-``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). It is
-also registered as Keras-serializable. The class writes its own constructor
-(:class:`~tfr_extensions.losses.base.RankingLoss`); the decorator refuses one that
-does not. :func:`get` falls back to ``tfr.keras.losses.get`` for
-TF-Ranking's names where TF-Ranking imports (the ``tf215`` stack); without it
-only our names exist.
+Registration is the decorator :func:`register`: the class becomes Keras-serializable and
+known under its key, its class name and each preset of its spec (``twin_ndcg_type3`` ->
+``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). :func:`get` falls back to
+``tfr.keras.losses.get`` for TF-Ranking's names where TF-Ranking imports (the ``tf215``
+stack).
 """
 import warnings
 from typing import Any, Dict, Tuple, Type
@@ -27,8 +21,8 @@ from typing import Any, Dict, Tuple, Type
 from tfr_extensions import compat
 from tfr_extensions.backend import keras
 
-_NAMES: Dict[str, Tuple[type, Dict[str, Any]]] = {}  # every name -> (class, preset kwargs)
-_KINDS: Dict[str, str] = {}  # every name -> "key", "class" or "preset"
+# every name -> (class, preset kwargs, kind: "key", "class" or "preset")
+_NAMES: Dict[str, Tuple[type, Dict[str, Any], str]] = {}
 #: names of an earlier release -> the name to use now (they work until the next release)
 DEPRECATED: Dict[str, str] = {"lambda": "lambda_loss"}
 
@@ -40,25 +34,22 @@ def register(cls: Type) -> Type:
                         "and define its own constructor with the loss's options, ragged, "
                         "reduction and name (see RankingLoss).")
     cls = keras.utils.register_keras_serializable(package="tfr_extensions")(cls)
-    key = cls.spec.key
-    entries = [(key, {}, "key"), (cls.__name__, {}, "class")]
+    entries = [(cls.spec.key, {}, "key"), (cls.__name__, {}, "class")]
     entries += [(preset, dict(kwargs), "preset") for preset, kwargs in cls.spec.presets.items()]
     for name, kwargs, kind in entries:
         if name in _NAMES and _NAMES[name][0] is not cls:
             raise ValueError(f"Loss name {name!r} is registered twice.")
-        _NAMES[name] = (cls, kwargs)
-        _KINDS[name] = kind
+        _NAMES[name] = (cls, kwargs, kind)
     return cls
 
 
 def classes() -> Dict[str, type]:
     """Registry key -> Keras class, one entry per loss."""
-    return {name: cls for name, (cls, _) in _NAMES.items() if _KINDS[name] == "key"}
+    return {name: cls for name, (cls, _, kind) in _NAMES.items() if kind == "key"}
 
 
 def tfr_loss_names() -> Tuple[str, ...]:
-    """TF-Ranking's loss keys (``tfr.keras.losses.RankingLossKey``); empty
-    without TF-Ranking."""
+    """TF-Ranking's loss keys (``tfr.keras.losses.RankingLossKey``); empty without it."""
     tfr = compat.tf_ranking()
     if tfr is None:
         return ()
@@ -69,19 +60,14 @@ def tfr_loss_names() -> Tuple[str, ...]:
 
 #: TF-Ranking lambda weights by a JSON-able name, for ``get(..., lambda_weight=name)``
 LAMBDA_WEIGHTS = {
-    "ndcg": "NDCGLambdaWeight",
-    "ndcg_v2": "NDCGLambdaWeightV2",
-    "dcg": "DCGLambdaWeight",
-    "label_diff": "LabelDiffLambdaWeight",
-    "precision": "PrecisionLambdaWeight",
-    "list_mle": "ListMLELambdaWeight",
-    "yeti_dcg": "YetiDCGLambdaWeight",
-}
+    "ndcg": "NDCGLambdaWeight", "ndcg_v2": "NDCGLambdaWeightV2", "dcg": "DCGLambdaWeight",
+    "label_diff": "LabelDiffLambdaWeight", "precision": "PrecisionLambdaWeight",
+    "list_mle": "ListMLELambdaWeight", "yeti_dcg": "YetiDCGLambdaWeight"}
 
 
 def _lambda_weight(value):
-    """A TF-Ranking lambda weight from its name in :data:`LAMBDA_WEIGHTS` (so loss
-    arguments can live in JSON configs); objects pass through."""
+    """A TF-Ranking lambda weight from its name in :data:`LAMBDA_WEIGHTS` (so loss arguments
+    can live in JSON configs); objects pass through."""
     if not isinstance(value, str):
         return value
     if value not in LAMBDA_WEIGHTS:
@@ -99,41 +85,40 @@ def names(*, classes: bool = True, presets: bool = True,
           tf_ranking: bool = True) -> Tuple[str, ...]:
     """Names :func:`get` accepts: ours (sorted), then TF-Ranking's (where it imports).
 
-    By default every accepted name. Each flag leaves one kind out: our class
-    names (``classes``), preset names (``presets``), TF-Ranking's names
-    (``tf_ranking``). With all three False, one key per loss class of ours,
-    its default name:
+    Each flag leaves one kind out: our class names (``classes``), preset names
+    (``presets``), TF-Ranking's names (``tf_ranking``); with all three False, one key per
+    loss class of ours, its default name:
 
     >>> names(classes=False, presets=False, tf_ranking=False)[:3]
     ('approx_ndcg', 'expected_utility', 'lambda_loss')
     """
     left_out = {kind for kind, keep in (("class", classes), ("preset", presets)) if not keep}
-    ours = tuple(name for name in tfrx_loss_names() if _KINDS[name] not in left_out)
+    ours = tuple(name for name in tfrx_loss_names() if _NAMES[name][2] not in left_out)
     return ours + (tfr_loss_names() if tf_ranking else ())
 
 
 def get(name: str, **kwargs) -> keras.losses.Loss:
     """A loss instance by name.
 
-    Our names (keys, class names, presets such as ``twin_ap_type2``) build
-    our classes, with ``kwargs`` overriding the preset. Where TF-Ranking
-    imports, its names go to ``tfr.keras.losses.get(name, **kwargs)``, where
-    ``lambda_weight`` may be a name from :data:`LAMBDA_WEIGHTS` (LambdaRank is
-    ``get("pairwise_logistic_loss", lambda_weight="ndcg_v2")``).
+    Our names (keys, class names, presets such as ``twin_ap_type2``) build our classes,
+    with ``kwargs`` overriding the preset. Where TF-Ranking imports, its names go to
+    ``tfr.keras.losses.get(name, **kwargs)``, where ``lambda_weight`` may be a name from
+    :data:`LAMBDA_WEIGHTS` (LambdaRank is ``get("pairwise_logistic_loss",
+    lambda_weight="ndcg_v2")``).
 
     >>> get("twin_ndcg_type3", topn=10).get_config()["gradient"]
     'type3'
 
     Raises:
-      ValueError: for an unknown name, listing the known names (and saying
-        when TF-Ranking's names are missing because it does not import).
+      ValueError: for an unknown name, listing the known names (and saying when
+        TF-Ranking's are missing because it does not import).
     """
     if name in DEPRECATED:
         warnings.warn(f"The loss name {name!r} is deprecated and goes in the next release: "
                       f"use {DEPRECATED[name]!r}.", DeprecationWarning, stacklevel=2)
         name = DEPRECATED[name]
     if name in _NAMES:
-        cls, preset = _NAMES[name]
+        cls, preset, _ = _NAMES[name]
         return cls(**{**preset, **kwargs})
     if name in tfr_loss_names():
         if "lambda_weight" in kwargs:
@@ -143,7 +128,7 @@ def get(name: str, **kwargs) -> keras.losses.Loss:
         " TF-Ranking's loss names (approx_ndcg_loss, softmax_loss, ...) need tensorflow-ranking, "
         "which does not import here (ours, approx_ndcg and listnet, equal TF-Ranking's "
         "approx_ndcg_loss and softmax_loss).")
-    if name.endswith("_loss") and _KINDS.get(name[:-len("_loss")]) == "key":
+    if name.endswith("_loss") and name[:-len("_loss")] in classes():
         missing += (f" Our keys never end in `_loss` (that is the function's name): "
                     f"use {name[:-len('_loss')]!r}.")
     raise ValueError(f"Unknown loss {name!r}. Known losses: {', '.join(names())}.{missing}")

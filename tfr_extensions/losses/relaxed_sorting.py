@@ -1,55 +1,47 @@
 r"""NeuralNDCG: nDCG at NeuralSort's relaxed sorting, made doubly stochastic by Sinkhorn scaling.
 
 Pobrotyn and Bialobrzeski, "NeuralNDCG: Direct Optimisation of a Ranking Metric via
-Differentiable Relaxation of Sorting" (2021; the paper is not in ``shared/papers``, so
-no equation numbers are cited), on NeuralSort (Grover, Wang, Zweig and Ermon,
-"Stochastic Optimization of Sorting Networks via Continuous Relaxations", ICLR 2019),
-and its authors' code in allRank (``allrank/models/losses/neuralNDCG.py``), the deterministic
-variant. Per list, with n valid documents, scores :math:`s`, gains :math:`g_i = 2^{y_i} - 1`:
+Differentiable Relaxation of Sorting" (2021; not in ``shared/papers``, so no equation
+numbers), on NeuralSort (Grover, Wang, Zweig and Ermon, "Stochastic Optimization of Sorting
+Networks via Continuous Relaxations", ICLR 2019), and allRank's deterministic variant
+(``allrank/models/losses/neuralNDCG.py``). Per list, with n valid documents, scores
+:math:`s`, gains :math:`g_i = 2^{y_i} - 1`:
 
 1. NeuralSort's relaxed permutation matrix (positions r = 1..n x documents):
    :math:`\hat P[r, :] = \mathrm{softmax}\big(((n + 1 - 2r)\,s - A_s\mathbb 1)/\tau\big)`,
-   :math:`(A_s\mathbb 1)_i = \sum_j |s_i - s_j|`; each row is a distribution over the
-   documents, and as :math:`\tau \to 0` row r picks the document of rank r.
-2. Sinkhorn scaling: each iteration divides every column of :math:`\hat P` by its sum,
-   then every row by its sum; a list stops after the first iteration whose row and
-   column sums are all within ``sinkhorn_tolerance`` of 1, or after
-   ``sinkhorn_iterations`` (allRank's rule, 50 and 1e-6, applied per list here where
-   allRank stops when the whole batch has converged). ``sinkhorn_tolerance=0`` runs
-   every iteration.
-3.  NeuralNDCG@k (k = ``topn``, all positions if None), with :math:`D_r = 1/\log_2(1 + r)`
+   :math:`(A_s\mathbb 1)_i = \sum_j |s_i - s_j|`; row r is a distribution over the
+   documents, which as :math:`\tau \to 0` picks the document of rank r.
+2. Sinkhorn scaling: each iteration divides every column of :math:`\hat P` by its sum, then
+   every row; a list stops after the first iteration whose row and column sums are all
+   within ``sinkhorn_tolerance`` of 1 (0: every iteration runs), or after
+   ``sinkhorn_iterations`` (allRank's rule, 50 and 1e-6, per list here where allRank waits
+   for the whole batch).
+3. NeuralNDCG@k (k = ``topn``, all positions if None), with :math:`D_r = 1/\log_2(1 + r)`
    for r <= k and 0 beyond: :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`, the discounted
    expected gain of each position; ``transposed=True``:
    :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat P^T D)_i`, each document's gain at its expected
-   discount (allRank's ``neuralNDCG_transposed``). Both are the bilinear form
-   :math:`D^T\hat P g`, so the two variants are equal up to rounding (allRank's too); they
-   differ in the order of the sums only.
+   discount (allRank's ``neuralNDCG_transposed``). Both are :math:`D^T\hat P g`: equal up
+   to rounding (allRank's too).
 
-The loss is minus NeuralNDCG@k; IDCG@k is the ideal DCG of the labels. The gradient is
-the backend's derivative through every Sinkhorn iteration run (as allRank's).
+The loss is minus NeuralNDCG@k; the gradient is the backend's derivative through every
+Sinkhorn iteration run (as allRank's), kept in :math:`O(B L^2)` memory per iteration.
 
-**Padding** takes no part: the matrix is built over the valid documents only (n
-counts them, padded rows and columns are 0, and Sinkhorn's sums and its stopping test
-run over the valid block), so a padded list has exactly its unpadded list's value and
-gradient, and padded documents get exactly zero gradient, wherever the padding sits.
-allRank sets padded scores to -1e8, the padded block of :math:`\hat P` to ones (uniform
-rows) and masks it after Sinkhorn: the same values when the padding is at the end of the
-list, which allRank's masking of the position rows by the documents' padding assumes.
+**Padding** takes no part: the matrix is built over the valid block only (padded rows and
+columns are 0, and Sinkhorn's sums and stopping test run over the valid block), so a padded
+list has exactly its unpadded list's value and gradient, wherever the padding sits. allRank
+(padded scores -1e8, the padded block of ones, masked after Sinkhorn) gives the same values
+for padding at the end of the list, which its masking assumes.
 
-**Numerics.** The scores are clipped to +-``dtype.max / 4``, divided by
-:math:`\tau`, and clipped to +-``dtype.max / (8 n)``
-(:func:`scaled_scores`), so every logit and every
-difference of two is finite; below those bounds (+-1e30 and far beyond) nothing
-changes, beyond them the scores saturate (gradient 0). A logit sums n score
-differences, so it carries a rounding error of about :math:`n \max|s| \epsilon / \tau`
-(:math:`\epsilon`: the dtype's): scores closer than that tie (0 and 1 beside 1e37 share
-their rows), in allRank as here. The softmax shifts by the row's
-largest logit; masked logits are the lowest finite number, not a product with a mask.
-Every column of :math:`\hat P` has an entry of at least 1/n (row r's largest entry is the
-document of rank r), so Sinkhorn never divides by 0 in the valid block; the divisions
-are guarded all the same. Tied scores (and all-equal ones) split their rows evenly
-(:math:`|s_i - s_j|` has derivative 0 at a tie). Cost: :math:`O(B L^2)` memory per
-Sinkhorn iteration, kept for the backward pass.
+**Numerics.** The scores are clipped to +-``dtype.max / 4``, divided by :math:`\tau`, and
+clipped to +-``dtype.max / (8 n)`` (:func:`scaled_scores`), so every logit and every
+difference of two is finite; below those bounds (+-1e30 and far beyond) nothing changes,
+beyond them scores saturate (gradient 0). A logit sums n score differences, with a rounding
+error of about :math:`n \max|s| \epsilon / \tau` (:math:`\epsilon`: the dtype's): scores
+closer than that tie, in allRank as here. The softmax shifts by the row's largest logit;
+masked logits are the lowest finite number. Every column of :math:`\hat P` has an entry of
+at least 1/n, so Sinkhorn never divides by 0 in the valid block (the divisions are guarded
+all the same). Tied scores split their rows evenly (:math:`|s_i - s_j|` has derivative 0 at
+a tie).
 """
 import functools
 
@@ -61,13 +53,9 @@ from tfr_extensions.ops import validation
 
 
 def scaled_scores(scores, mask, temperature: float):
-    r""":math:`x = s / \tau` of the valid documents, 0 at padding, ``[B, L]``.
-
-    Clipped to +-``dtype.max / 4`` before the division and to :math:`\pm b`,
-    :math:`b` = ``dtype.max / (8 n)`` (n: the list's valid documents), after it, so
-    that every NeuralSort logit (at most :math:`3(n - 1) b` in magnitude) and every
-    difference of two is finite; below the bounds nothing changes.
-    """
+    r""":math:`x = s / \tau` of the valid documents, 0 at padding, ``[B, L]``, clipped as the
+    module docstring says: every NeuralSort logit is at most :math:`3(n - 1) b` in magnitude,
+    :math:`b` = ``dtype.max / (8 n)``."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     count = xp.sum(xp.cast(mask, dtype), axis=-1, keepdims=True)  # [B, 1]
@@ -79,13 +67,8 @@ def scaled_scores(scores, mask, temperature: float):
 
 def neural_sort(scores, mask, temperature: float):
     r"""NeuralSort's relaxed sorting matrix :math:`\hat P` ``[B, L, L]`` (positions x
-    documents) and the bool ``[B, L]`` of its valid positions (1..n).
-
-    :math:`\hat P[r, :] = \mathrm{softmax}\big(((n + 1 - 2r)\,s - A_s\mathbb 1)/\tau\big)`
-    over the valid documents, :math:`(A_s \mathbb 1)_i = \sum_j |s_i - s_j|`; the rows of
-    positions r > n and the columns of padded documents are 0, so the valid block is
-    the unpadded list's matrix.
-    """
+    documents; module docstring, step 1), 0 in the rows of positions r > n and the columns of
+    padded documents, and the bool ``[B, L]`` of its valid positions (1..n)."""
     xp = arrays.namespace()
     x = scaled_scores(scores, mask, temperature)
     dtype = xp.dtype_name(x)
@@ -158,9 +141,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
     rule, the transposed variant and the numerics.
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       temperature: NeuralSort's :math:`\tau > 0`; smaller is closer to the true sort.
       topn: the cutoff k of nDCG@k; None uses every position.
       transposed: the transposed variant (each document's expected discount).
@@ -169,8 +150,8 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
         of 1, >= 0 (0: every iteration runs).
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG, and 1 for lists with
-      a relevant document (0, with loss 0, otherwise).
+      ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG, weight 1 (0, with loss 0,
+      for a list without a relevant document).
 
     >>> losses, _ = neural_ndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], temperature=1e-3)
     >>> round(float(losses[0]), 4)  # minus the exact nDCG
@@ -190,9 +171,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
 class NeuralNDCGLoss(base.RankingLoss):
     r"""Keras loss of :func:`neural_ndcg_loss`: minus NeuralNDCG@k, per list.
 
-    The options are :func:`neural_ndcg_loss`'s; ``ragged`` accepts
-    ``tf.RaggedTensor`` labels and scores. ``get("neural_ndcg_transposed")`` is the
-    transposed variant.
+    ``get("neural_ndcg_transposed")`` is the transposed variant.
 
     >>> loss = NeuralNDCGLoss(temperature=1e-3)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # -nDCG

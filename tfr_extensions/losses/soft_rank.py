@@ -1,11 +1,8 @@
 r"""SoftRank's SoftNDCG: the expected nDCG under Gaussian-smoothed scores.
 
-Taylor, Guiver, Robertson and Minka, "SoftRank: Optimizing Non-Smooth Rank
-Metrics" (``softrank.txt``), Section 3.3-3.4 and 4.7. The rank distributions
-:math:`p_j(r)` come from :func:`tfr_extensions.ops.rank_distributions`
-(Eq. 8-12); the gradient is TensorFlow's derivative of that recursion, which
-is the paper's Eq. 18-23 (the tests check it against an independent NumPy
-implementation of Eq. 18-23).
+Taylor, Guiver, Robertson and Minka, "SoftRank: Optimizing Non-Smooth Rank Metrics"
+(``softrank.txt``), Section 3.3-3.4 and 4.7, on the rank distributions :math:`p_j(r)` of
+:func:`tfr_extensions.ops.rank_distributions` (Eq. 8-12).
 """
 from tfr_extensions import arrays
 from tfr_extensions.losses import base
@@ -40,23 +37,21 @@ def softndcg_loss(labels, scores, *, mask=None,
       :math:`D_\alpha(r) = \frac{\alpha}{\log_2(2 + r)} + (1 - \alpha)(1 - u)`;
     * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
 
-    ``discount_alpha=1`` is nDCG's :math:`1/\log_2(2 + r)`, so as
-    ``sigma -> 0`` the loss tends to minus the exact nDCG@topn; 0 is linear,
-    -1 convex. The paper's Figure 5 shows the curves but gives no formula:
-    this interpolating family is ours.
+    ``discount_alpha=1`` is nDCG's :math:`1/\log_2(2 + r)`, so as ``sigma -> 0`` the loss
+    tends to minus the exact nDCG@topn; 0 is linear, -1 the convex :math:`1 - u^2`; all
+    start at :math:`D(0) = 1`, decrease in r and are positive for r < n. The paper's Figure
+    5 shows the curves but gives no formula: this interpolating family is ours.
 
-    Documents with gain 0 add nothing to the sum, so (without Sinkhorn, which
-    needs every row, and outside XLA, whose shapes are static) the rank
-    distributions are computed for the relevant documents only: the cost is
-    :math:`O(B \cdot L \cdot K \cdot R)` with K the most relevant documents
-    of any list in the batch. The gradient is TensorFlow's derivative of the
-    recursion, the paper's Eq. 18-23; scores are bounded where the smoothing
-    would overflow (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
+    Documents with gain 0 add nothing, so (without Sinkhorn, which needs every row, and
+    outside XLA, whose shapes are static) only the relevant documents' rank distributions
+    are computed: :math:`O(B \cdot L \cdot K \cdot R)` with K the most relevant documents of
+    any list. The gradient is the backend's derivative of the recursion, the paper's Eq.
+    18-23 (the tests check it against a NumPy implementation of them); scores are bounded
+    where the smoothing would overflow
+    (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: standard deviation of the score smoothing :math:`\sigma_s` (Eq. 8), > 0.
       topn: the cutoff R; None uses all ranks.
       discount_alpha: :math:`\alpha \in [-1, 1]`, the training discount.
@@ -65,8 +60,8 @@ def softndcg_loss(labels, scores, *, mask=None,
       sinkhorn_iterations: Sinkhorn scaling of the rank distributions (Section 3.2), >= 0.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus SoftNDCG, and 1 for lists
-      with a relevant document (0 otherwise).
+      ``(losses, weights)``, ``[batch]`` each: minus SoftNDCG, weight 1 (0 for a list
+      without a relevant document).
 
     >>> losses, _ = softndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], sigma=1e-3)
     >>> round(float(losses[0]), 4)  # minus the exact nDCG
@@ -79,13 +74,17 @@ def softndcg_loss(labels, scores, *, mask=None,
         # backend fails on ops.arange(0) below)
         return xp.sum(scores, axis=-1) * 0.0, weights
     gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
-    if sinkhorn_iterations:  # Sinkhorn needs every document's row
-        columns = None
+    columns = None  # every document's row (Sinkhorn needs them)
+    if sinkhorn_iterations:
         probs = xp.rank_distributions.rank_distributions(
             scores, mask, sigma=sigma, topn=topn, method=method,
             sinkhorn_iterations=sinkhorn_iterations)  # [B, L, R]
-    else:  # only relevant documents add to Eq. 15: compute their rows only
-        columns = _relevant_first(gains)
+    else:  # only relevant documents add to Eq. 15: their rows only, [B, K] (K: the most of
+        # any list, at least 1), but where shapes must be static (XLA, jax.jit, torch.compile)
+        if not xp.lists.compiling_with_xla():
+            relevant = xp.cast(gains > 0, "int32")
+            most = xp.maximum(xp.max(xp.sum(relevant, axis=-1)), 1)
+            columns = xp.argsort(-relevant, axis=-1)[:, :most]  # (stable: in index order)
         probs = xp.rank_distributions.distributions_of(scores, mask, sigma, topn, method,
                                                        columns)  # [B, K, R]
     column_gains = gains if columns is None else xp.take_along_axis(gains, columns, axis=-1)
@@ -103,19 +102,8 @@ def softndcg_loss(labels, scores, *, mask=None,
 
 
 def training_discount(num_ranks, count, alpha: float, dtype):
-    r"""The discounts :math:`D_\alpha(r)`, ``r = 0..num_ranks-1``, ``[B, R]``.
-
-    With :math:`u = r / n` (``n`` = ``count``, the ranks that count in the list:
-    its valid documents, capped at ``topn``):
-
-    * :math:`0 \le \alpha \le 1`:
-      :math:`D_\alpha(r) = \alpha\,\frac{1}{\log_2(2 + r)} + (1 - \alpha)(1 - u)`;
-    * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
-
-    :math:`\alpha = 1` is nDCG's discount, 0 the linear one, -1 the convex
-    (super-linear) :math:`1 - u^2`; all start at :math:`D(0) = 1`, decrease in
-    r and are positive for r < n. Ranks r >= n get 0.
-    """
+    r"""The training discounts :math:`D_\alpha(r)` of :func:`softndcg_loss`,
+    ``r = 0..num_ranks-1``, ``[B, R]``; ``count`` ``[B]`` is n, and ranks r >= n get 0."""
     xp = arrays.namespace()
     ranks = xp.arange(num_ranks, dtype=dtype)[None, :]  # [1, R]
     count = xp.cast(count, dtype)[:, None]  # [B, 1]
@@ -129,25 +117,9 @@ def training_discount(num_ranks, count, alpha: float, dtype):
     return xp.where(ranks < count, discount, xp.zeros_like(discount))
 
 
-def _relevant_first(gains):
-    """Indices ``[B, K]`` of each list's documents with a positive gain first,
-    K = the most any list has (at least 1). None (all documents) where shapes must be
-    static (XLA; ``jax.jit`` and ``torch.compile``: the ``keras.ops`` implementation)."""
-    xp = arrays.namespace()
-    if xp.lists.compiling_with_xla():
-        return None
-    relevant = xp.cast(gains > 0, "int32")
-    order = xp.argsort(-relevant, axis=-1)  # (stable: each list's in index order)
-    most = xp.maximum(xp.max(xp.sum(relevant, axis=-1)), 1)
-    return order[:, :most]
-
-
 @register
 class SoftNDCGLoss(base.RankingLoss):
     r"""Keras loss of :func:`softndcg_loss`: minus SoftNDCG (Eq. 14-15), per list.
-
-    The options are :func:`softndcg_loss`'s; ``ragged`` accepts
-    ``tf.RaggedTensor`` labels and scores.
 
     >>> loss = SoftNDCGLoss(sigma=1e-3)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # -nDCG

@@ -1,9 +1,7 @@
 r"""Direct optimization of Precision, AP, nDCG and nERR with twin-sigmoid ranks.
 
-Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``):
-the loss of a list is minus the metric of Eq. 13-16 evaluated at the ranks of
-Eq. 12 (:func:`tfr_extensions.ops.twin_sigmoid_ranks`). Its value is minus the
-exact metric; its gradient is the paper's type1/2/3 gradient (Section 5).
+Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``),
+on the ranks of :func:`tfr_extensions.ops.twin_sigmoid_ranks`.
 """
 import importlib
 import itertools
@@ -33,30 +31,25 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
                       seed: validation.Seed = None):
     r"""Minus a rank metric computed on twin-sigmoid ranks, per list.
 
-    :math:`\ell(\mathbf{s}, \mathbf{y}) = -M(\mathbf{y}, \pi^+(\mathbf{s}))` with
-    :math:`M` one of Precision@k (Eq. 13), AP (Eq. 14), nDCG (Eq. 15) and
-    nERR@k (Eq. 16), :math:`\pi^+` the ranks of Eq. 12 and the gradient of Eq.
-    11 (``type1``), 20 (``type2``) or 21 (``type3``). The value is minus the
-    exact metric; the gradient is the paper's closed form (Eq. 17-18 chained
-    onto Eq. 29, 31-33), finite for any scores (see
-    :mod:`tfr_extensions.ops.twin_sigmoid`).
+    :math:`\ell(\mathbf{s}, \mathbf{y}) = -M(\mathbf{y}, \pi^+(\mathbf{s}))` with :math:`M`
+    one of Precision@k (Eq. 13), AP (Eq. 14), nDCG (Eq. 15) and nERR@k (Eq. 16),
+    :math:`\pi^+` the ranks of Eq. 12 and the gradient of Eq. 11 (``type1``), 20 (``type2``)
+    or 21 (``type3``): the paper's closed form (Eq. 17-18 chained onto Eq. 29, 31-33),
+    finite for any scores (:mod:`tfr_extensions.ops.twin_sigmoid`).
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
-      metric: a name of :mod:`~tfr_extensions.ops.vocabulary`: ``"precision"``,
-        ``"ap"`` (``"map"``), ``"ap_min"``, ``"ndcg"`` or ``"nerr"``.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
+      metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"precision"``, ``"ap"``,
+        ``"ap_min"``, ``"ndcg"``, ``"nerr"``, ...).
       topn: cutoff k of the metric; None = the whole list.
       gradient: ``"type1"``, ``"type2"`` or ``"type3"``.
       alpha_b: backward sigmoid steepness :math:`\alpha_b` (1.0 in the paper).
       tie_break: random tie breaking of Section 4.2 (on in the paper).
-      seed: None, an int, a pair of ints or a seed tensor, for the
-        tie-breaking permutations.
+      seed: the tie-breaking permutations' seed.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus the metric, and 1 for
-      lists with a relevant document (0 otherwise).
+      ``(losses, weights)``, ``[batch]`` each: minus the metric, weight 1 (0 for a list
+      without a relevant document).
 
     >>> losses, weights = twin_sigmoid_loss([[0., 1., 2.]], [[3., 2., 1.]], gradient="type3")
     >>> round(float(losses[0]), 4), float(weights[0])  # minus nDCG
@@ -72,10 +65,7 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
 class TwinSigmoidLoss(base.RankingLoss):
     r"""Keras loss of :func:`twin_sigmoid_loss`: minus a rank metric on twin-sigmoid ranks.
 
-    The options are :func:`twin_sigmoid_loss`'s; ``ragged`` accepts
-    ``tf.RaggedTensor`` labels and scores (TensorFlow). With a ``seed``, each call
-    breaks ties with a new draw (a step counter is folded in). Presets
-    ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
+    Presets ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
 
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG

@@ -1,76 +1,66 @@
 r"""WassRank: a listwise loss from entropy-regularized optimal transport.
 
-Yu, Jatowt, Joho, Jose, Yang and Chen, "WassRank: Listwise Document Ranking
-Using Optimal Transport Theory" (WSDM 2019), the baseline of the twin-sigmoid
-and policy-gradient papers. Per list, with n valid documents:
+Yu, Jatowt, Joho, Jose, Yang and Chen, "WassRank: Listwise Document Ranking Using Optimal
+Transport Theory" (WSDM 2019), the baseline of the twin-sigmoid and policy-gradient papers.
+Per list, with n valid documents:
 
-* the predicted distribution is the softmax of the scores,
-  :math:`a_i = e^{s_i} / \sum_k e^{s_k}`;
+* the predicted distribution is the softmax of the scores, :math:`a_i = e^{s_i} / \sum_k e^{s_k}`;
 * the target distribution is the normalized gains
-  :math:`b_j = (2^{y_j} - 1) / \sum_k (2^{y_k} - 1)` (``target="gain"``) or the
-  softmax of the labels (``target="softmax"``, PT-Ranking's default);
-* the ground cost :math:`C_{ij}` between documents i and j comes from their
-  labels (``cost_type``, below);
+  :math:`b_j = (2^{y_j} - 1) / \sum_k (2^{y_k} - 1)` (``target="gain"``) or the softmax of
+  the labels (``target="softmax"``, PT-Ranking's default);
+* the ground cost :math:`C_{ij}` between documents i and j comes from their labels
+  (``cost_type``, below);
 * the loss is the Sinkhorn distance :math:`\langle P_\lambda, C\rangle` of the
   entropy-regularized transport plan
   :math:`P_\lambda = \arg\min_{P \in U(a, b)} \langle P, C\rangle - \lambda H(P)`,
-  :math:`H(P) = -\sum_{ij} P_{ij}(\log P_{ij} - 1)`, obtained by
-  ``sinkhorn_iterations`` Sinkhorn iterations in log space:
+  :math:`H(P) = -\sum_{ij} P_{ij}(\log P_{ij} - 1)`, after ``sinkhorn_iterations`` Sinkhorn
+  iterations in log space:
   :math:`g_j = \lambda\log b_j - \lambda\,\mathrm{LSE}_i\big((f_i - C_{ij})/\lambda\big)`,
   :math:`f_i = \lambda\log a_i - \lambda\,\mathrm{LSE}_j\big((g_j - C_{ij})/\lambda\big)`,
   :math:`P_{ij} = \exp\big((f_i + g_j - C_{ij})/\lambda\big)`.
 
 Gradient (as in the paper, after Frogner et al., "Learning with a Wasserstein Loss", NeurIPS
-2015): the dual potential :math:`f` is taken as the gradient with respect to :math:`a`,
-which is the exact gradient of the regularized objective
+2015): the dual potential :math:`f` is the gradient with respect to :math:`a`, exact for
 :math:`\mathrm{OT}_\lambda(a, b) = \langle P_\lambda, C\rangle - \lambda H(P_\lambda)` at
-convergence; through the softmax,
-:math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations run on
-``stop_gradient(scores)`` and the gradient enters as
-:math:`\sum_i \bar g_i (s_i - \bar s_i)` (bars: no gradient), exactly 0 in value: no [B, L,
-L] tensor is kept per iteration for a backward pass.
+convergence; through the softmax, :math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`.
+The iterations run on ``stop_gradient(scores)`` and the gradient enters as
+:math:`\sum_i \bar g_i (s_i - \bar s_i)` (bars: no gradient), exactly 0 in value, so no
+``[B, L, L]`` tensor is kept per iteration.
 
-Convergence (our addition, ``epsilon_scaling=True``): with the paper's
-:math:`\lambda = 0.1` and costs up to :math:`10^2`, the kernel
-:math:`e^{-C/\lambda}` is numerically diagonal, so 20 plain Sinkhorn
-iterations from :math:`f = g = 0` move no mass: with ``target="softmax"``
-the plan stays :math:`\mathrm{diag}(a)`, the value is about 0 whatever the
-scores, and the dual gradient reduces to :math:`\lambda\nabla_a \mathrm{KL}(a \| b)`.
-Epsilon scaling (Schmitzer, "Stabilized sparse scaling algorithms for entropy
-regularized transport problems", 2019) anneals the regularization from the
-largest cost of the list down to :math:`\lambda` over the first half of the
-iterations, which brings the plan close to the optimum in the same number of
-iterations. ``epsilon_scaling=False`` is the plain algorithm of the paper and
-of PT-Ranking.
+Convergence (our addition, ``epsilon_scaling=True``): with the paper's :math:`\lambda = 0.1`
+and costs up to :math:`10^2`, the kernel :math:`e^{-C/\lambda}` is numerically diagonal, so
+20 plain Sinkhorn iterations from :math:`f = g = 0` move no mass (with ``target="softmax"``
+the plan stays :math:`\mathrm{diag}(a)`, the value about 0 whatever the scores). Epsilon
+scaling (Schmitzer, "Stabilized sparse scaling algorithms for entropy regularized transport
+problems", 2019) anneals the regularization from the list's largest cost down to
+:math:`\lambda` over the first half of the iterations, which brings the plan close to the
+optimum in the same number of iterations; ``epsilon_scaling=False`` is the paper's and
+PT-Ranking's plain algorithm.
 
-Ground costs (``cost_type``), after PT-Ranking's implementation
-(``wildltr/ptranking``, ``ltr_adhoc/listwise/wassrank``), with
-:math:`G_i = \beta^{y_i} - 1` (:math:`\beta` = ``gain_base``):
+Ground costs (``cost_type``), after PT-Ranking (``wildltr/ptranking``,
+``ltr_adhoc/listwise/wassrank``), with :math:`G_i = \beta^{y_i} - 1` (:math:`\beta` =
+``gain_base``):
 
-* ``"eg"`` (explicit grouping, the default): :math:`C_{ij} = |G'_i - G'_j|` for
-  different labels, with :math:`G'_i = G_i` for relevant documents and
-  :math:`-` ``non_rele_gap`` for non-relevant ones; ``var_penalty`` between
-  distinct documents of one label; 0 on the diagonal;
-* ``"dg"``: :math:`|G_i - G_j|`; ``"ddg"``: :math:`|G_i - G_j|\,|D_i - D_j|`
-  with :math:`D_i = 1/\log_2(1 + \rho_i)` at the ideal 1-based position
-  :math:`\rho_i` (labels sorted, ties by index);
+* ``"eg"`` (explicit grouping, the default): :math:`C_{ij} = |G'_i - G'_j|` for different
+  labels, with :math:`G'_i = G_i` for relevant documents and :math:`-` ``non_rele_gap`` for
+  non-relevant ones; ``var_penalty`` between distinct documents of one label; 0 on the
+  diagonal;
+* ``"dg"``: :math:`|G_i - G_j|`; ``"ddg"``: :math:`|G_i - G_j|\,|D_i - D_j|` with
+  :math:`D_i = 1/\log_2(1 + \rho_i)` at the ideal 1-based position :math:`\rho_i` (labels
+  sorted, ties by index);
 * ``"p1"``, ``"p2"``: :math:`|\rho_i - \rho_j|` and its square.
 
-Numerics: everything is in log space (log-softmax, log-sum-exp), so scores of
-any finite magnitude (:math:`\pm 10^{30}`, :math:`\pm 3 \cdot 10^{38}` in
-float32) and costs of :math:`10^2 / \lambda` are finite; the log-softmax is
-shifted by the largest score and floored at -1000 (:math:`e^{-1000} = 0`), so
-tied scores of :math:`10^{10}` still share their mass exactly; documents
-with zero target mass (non-relevant ones under ``target="gain"``) and padded
-documents are excluded from the log-sum-exps by masking their arguments.
-
-Large labels: the costs grow as :math:`\beta^y`, and the Sinkhorn iterations resolve
-:math:`(f_i + g_j - C_{ij}) / \lambda` only to the rounding unit of :math:`C_{max}/\lambda`.
-With the defaults (:math:`\beta = 4`, :math:`\lambda = 0.1`) float32 is accurate to about
-1e-4 relative for labels up to 7 (3% off at 8, 20% at 10); float64 to label 20 or so. Up to
-the maximum label (:func:`max_label`: 31, lower for :math:`\beta > 4`) values and gradients
-stay finite, but past those labels they are not the entropic transport distance: use float64
-scores, a larger ``regularization`` or a smaller ``gain_base`` there.
+Numerics: everything is in log space, so scores of any finite magnitude (:math:`\pm 10^{30}`,
+:math:`\pm 3 \cdot 10^{38}` in float32) and costs of :math:`10^2 / \lambda` stay finite; the
+log-softmax is shifted by the largest score and floored at -1000 (so tied scores of
+:math:`10^{10}` still share their mass exactly); documents with zero target mass and padded
+documents leave the log-sum-exps by masking their arguments. The costs grow as
+:math:`\beta^y`, and Sinkhorn resolves :math:`(f_i + g_j - C_{ij}) / \lambda` only to the
+rounding unit of :math:`C_{max}/\lambda`: with the defaults (:math:`\beta = 4`,
+:math:`\lambda = 0.1`) float32 is accurate to about 1e-4 relative for labels up to 7 (3% off
+at 8, 20% at 10), float64 to label 20 or so. Up to :func:`max_label` values and gradients
+stay finite, but beyond those labels they are not the entropic transport distance: use
+float64 scores, a larger ``regularization`` or a smaller ``gain_base`` there.
 """
 import math
 
@@ -119,13 +109,12 @@ def wassrank_loss(labels, scores, *, mask=None,
                   epsilon_scaling: validation.Flag = True):
     r"""WassRank's Sinkhorn distance between predicted and target distributions.
 
-    See the module docstring for the definition, the gradient (the paper's
-    dual potential, through a term that is 0 in value), the ground costs and the numerics.
+    :math:`\ell = \langle P_\lambda, C\rangle`; the module docstring has the definition, the
+    gradient (the paper's dual potential, through a term that is 0 in value), the ground
+    costs and the numerics.
 
     Args:
-      labels: float ``[batch, list_size]``, graded relevance; < 0 = padding.
-      scores: float ``[batch, list_size]``.
-      mask: optional bool ``[batch, list_size]``, True = valid.
+      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       regularization: :math:`\lambda`, the entropic regularization, > 0.
       sinkhorn_iterations: number of Sinkhorn iterations, >= 1.
       cost_type: ``"eg"``, ``"dg"``, ``"ddg"``, ``"p1"`` or ``"p2"``.
@@ -137,9 +126,8 @@ def wassrank_loss(labels, scores, *, mask=None,
         ``regularization`` over the first half of the iterations (module docstring).
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the transport cost
-      :math:`\langle P_\lambda, C\rangle`, and 1 for lists with a relevant
-      document (0 otherwise).
+      ``(losses, weights)``, ``[batch]`` each: the transport cost, weight 1 (0 for a list
+      without a relevant document).
 
     >>> good, _ = wassrank_loss([[0., 1., 2.]], [[-9., 0., 2.]])
     >>> bad, _ = wassrank_loss([[0., 1., 2.]], [[2., 0., -9.]])
@@ -153,10 +141,15 @@ def wassrank_loss(labels, scores, *, mask=None,
         # Keras's ops.max of an empty tensor fails on PyTorch and JAX)
         return xp.sum(scores, axis=-1) * 0.0, weights
     cost = cost_matrix(labels, mask, cost_type, gain_base, non_rele_gap, var_penalty)
-    log_b, col_mask = target_log_distribution(labels, mask, target)
+    if target == "softmax":
+        log_b, col_mask = _masked_log_softmax(labels, mask), mask
+    else:  # the normalized gains: the softmax of the positive gains' logs
+        gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
+        col_mask = gains > 0  # where the target is > 0
+        log_gains = xp.log(xp.where(col_mask, gains, xp.ones_like(gains)))
+        log_b = _masked_log_softmax(log_gains, col_mask)
     has_target = xp.any(col_mask, axis=-1, keepdims=True)
     row_mask = xp.logical_and(mask, has_target)
-
     fixed = xp.stop_gradient(scores)  # (the iterations keep no tape)
     log_a = _masked_log_softmax(fixed, row_mask)
     f, g = (xp.stop_gradient(potential) for potential in sinkhorn_potentials(
@@ -164,29 +157,26 @@ def wassrank_loss(labels, scores, *, mask=None,
         epsilon_scaling))  # (constants of the backward pass: no gradient through the loop)
     plan = transport_plan(f, g, cost, row_mask, col_mask, regularization)
     value = xp.sum(plan * cost, axis=(1, 2))
-    # The paper's gradient a_i (f_i - sum_k a_k f_k), entering through a term that is
-    # exactly 0 in value
+    # the paper's gradient a_i (f_i - sum_k a_k f_k), through a term exactly 0 in value
     a = xp.where(row_mask, xp.exp(log_a), xp.zeros_like(log_a))
     centered = f - xp.sum(a * f, axis=-1, keepdims=True)
     grad = xp.stop_gradient(xp.where(row_mask, a * centered, xp.zeros_like(a)))
     return value + xp.sum(grad * (scores - fixed), axis=-1), weights
 
 
-# Stand-in for log(0) in masked log-sum-exp arguments: finite, and so far below
-# any real argument that exp() of it is exactly 0 relative to them.
+# log(0) in masked log-sum-exp arguments: finite, and so far below any real argument that
+# its exp() is exactly 0 beside them
 _LOG_ZERO = -1e30
-
-# Floor of the log-probabilities of the softmaxes: e^-1000 is 0 in float32 and
-# float64 alike, so the floor changes no probability, but it keeps log a, the
-# potentials f and every (f - C) / lambda finite when scores spread by more
-# than 1000 (up to +-3e38, where s - max s would be -inf).
+# floor of the softmaxes' log-probabilities: e^-1000 is 0 in float32 and float64, so it
+# changes no probability, but keeps log a, the potentials f and every (f - C) / lambda
+# finite when scores spread by more than 1000 (up to +-3e38, where s - max s is -inf)
 _LOG_PROB_FLOOR = -1000.0
 
 
 def cost_matrix(labels, mask, cost_type: str = "eg", gain_base: float = 4.0,
                 non_rele_gap: float = 100.0, var_penalty: float = math.e):
-    """The ground cost ``[B, L, L]`` between the documents of each list
-    (see the module docstring); entries of padded documents are 0."""
+    """The ground cost ``[B, L, L]`` between the documents of each list (module docstring);
+    entries of padded documents are 0."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(labels)
     eye = xp.eye(xp.shape(labels)[1], dtype="bool")[None]
@@ -213,15 +203,10 @@ def cost_matrix(labels, mask, cost_type: str = "eg", gain_base: float = 4.0,
 
 
 def _masked_log_softmax(x, mask):
-    r"""log softmax over the entries where ``mask``, floored at
-    ``_LOG_PROB_FLOOR``; 0 elsewhere.
-
-    The entries are shifted by the largest masked one, m, before the
-    log-sum-exp: :math:`\max((x - m) - \log\sum e^{x - m}, -1000)`, which keeps
-    full precision at any magnitude (``x - logsumexp(x)`` loses the
-    :math:`\log n` of n tied scores next to 1e10 in float32, giving each of
-    them probability 1).
-    """
+    r"""Log softmax over the entries where ``mask`` (0 elsewhere),
+    :math:`\max((x - m) - \log\sum e^{x - m}, -1000)` with m the largest masked entry: full
+    precision at any magnitude (``x - logsumexp(x)`` loses the :math:`\log n` of n tied
+    scores next to 1e10 in float32)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(x)
     top = xp.max(xp.where(mask, x, xp.constant(-float("inf"), dtype)), axis=-1, keepdims=True)
@@ -236,13 +221,12 @@ def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask,
                         epsilon_scaling: bool = False):
     r"""Log-space Sinkhorn: dual potentials ``(f, g)``, each ``[B, L]``.
 
-    Rows (source, ``a``) where ``row_mask`` and columns (target, ``b``) where
-    ``col_mask`` take part; the other potentials are 0. After the last
-    ``f`` update the plan's row sums equal ``a`` exactly. With
-    ``epsilon_scaling`` the regularization of iteration k is
-    :math:`\lambda_k = \max(\lambda, c_{max} q^{k})`, decreasing
-    geometrically from the list's largest cost :math:`c_{max}` to
-    :math:`\lambda` over the first half of the iterations (then constant).
+    Rows (source, ``a``) where ``row_mask`` and columns (target, ``b``) where ``col_mask``
+    take part; the other potentials are 0. After the last ``f`` update the plan's row sums
+    equal ``a`` exactly. With ``epsilon_scaling`` iteration k regularizes by
+    :math:`\lambda_k = \max(\lambda, c_{max} q^{k})`, decreasing geometrically from the
+    list's largest cost :math:`c_{max}` to :math:`\lambda` over the first half of the
+    iterations.
     """
     xp = arrays.namespace()
     dtype = xp.dtype_name(cost)
@@ -281,24 +265,11 @@ def transport_plan(f, g, cost, row_mask, col_mask, regularization: float):
     return xp.exp(xp.where(pair_mask, arg, xp.constant(_LOG_ZERO, dtype)))
 
 
-def target_log_distribution(labels, mask, target: str):
-    """``(log_b, col_mask)``: the log target distribution and where it is > 0."""
-    xp = arrays.namespace()
-    if target == "softmax":
-        return _masked_log_softmax(labels, mask), mask
-    gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
-    positive = gains > 0
-    log_gains = xp.log(xp.where(positive, gains, xp.ones_like(gains)))
-    return _masked_log_softmax(log_gains, positive), positive
-
-
 @register
 class WassRankLoss(base.RankingLoss):
     r"""Keras loss of :func:`wassrank_loss`: WassRank's Sinkhorn distance.
 
-    The options are :func:`wassrank_loss`'s; ``ragged`` accepts
-    ``tf.RaggedTensor`` labels and scores. Lists without relevant documents
-    get weight 0; :attr:`max_label` is :func:`max_label` of the options.
+    :attr:`max_label` is :func:`max_label` of the options.
 
     >>> loss = WassRankLoss()
     >>> good = float(loss([[0., 1., 2.]], [[-9., 0., 2.]]))

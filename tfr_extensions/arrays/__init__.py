@@ -8,17 +8,12 @@ A loss's body asks for the namespace of the implementation that runs it::
 and finds there the ``keras.ops`` names (``where``, ``sum``, ``cast``, ...), a few
 numerics that keep a device busy (:func:`constant`, ``full``, ``maximum``,
 ``safe_divide``, ``dtype_name``) and the per-framework helper modules (``lists``,
-``rank_metrics``, ``sorting``, ``screening``, ...). Two fillings exist:
-
-* :mod:`tfr_extensions.arrays.tensorflow_namespace`: TensorFlow's own ops (Keras 2,
-  TF-Ranking and Keras 3's TensorFlow backend), which compile to the graphs and XLA
-  programs of hand-written TensorFlow;
-* :mod:`tfr_extensions.arrays.keras_namespace`: ``keras.ops`` (Keras 3 on JAX and
-  PyTorch).
-
-Which one runs is :func:`tfr_extensions.backend.implementation`'s rule, the one rule of
-the package; :func:`use` overrides it for a block (a test comparing the two fillings on
-Keras's TensorFlow backend). Both modules import their framework on first use only.
+``rank_metrics``, ``sorting``, ``screening``, ...), filled by
+:mod:`~tfr_extensions.arrays.tensorflow_namespace` (TensorFlow's own ops: Keras 2,
+TF-Ranking, Keras 3's TensorFlow backend) or :mod:`~tfr_extensions.arrays.keras_namespace`
+(``keras.ops``: Keras 3 on JAX and PyTorch). Which one runs is
+:func:`tfr_extensions.backend.implementation`'s rule; :func:`use` overrides it for a block.
+Both modules import their framework on first use only.
 
 >>> namespace().__name__.rsplit(".", 1)[-1] in ("tensorflow_namespace", "keras_namespace")
 True

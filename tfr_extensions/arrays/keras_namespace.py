@@ -10,6 +10,7 @@ Every public name of ``keras.ops``, then the names that differ from it:
 * the helper modules of the ``keras.ops`` implementation, under the names their
   TensorFlow counterparts have in :mod:`tfr_extensions.arrays.tensorflow_namespace`.
 """
+import contextlib
 import importlib
 
 import keras as _keras
@@ -49,14 +50,15 @@ rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributi
 IMPLEMENTATION = "keras_ops"
 
 
-def _on_torch_in_its_dtype(x) -> bool:
-    """Whether ``x`` is a floating torch tensor on Keras's PyTorch backend, whose
-    ``keras.ops.cumsum`` and ``cumprod`` (Keras 3.15) compute in
-    ``keras.backend.result_type``, which maps float64 to float32: torch's own keep it."""
-    if _keras.backend.backend() != "torch":
-        return False
-    import torch  # pylint: disable=import-outside-toplevel
-    return torch.is_tensor(x) and x.is_floating_point()
+def _in_its_dtype(keras_op, torch_op: str, x, axis, dtype):
+    """``keras_op(x, axis=axis, dtype=dtype)`` in ``x``'s dtype: on Keras's PyTorch
+    backend (Keras 3.15) ``cumsum`` and ``cumprod`` compute in
+    ``keras.backend.result_type``, which maps float64 to float32; torch's own keep it."""
+    if dtype is None and axis is not None and _keras.backend.backend() == "torch":
+        import torch  # pylint: disable=import-outside-toplevel
+        if torch.is_tensor(x) and x.is_floating_point():
+            return getattr(torch, torch_op)(x, dim=axis)
+    return keras_op(x, axis=axis, dtype=dtype)
 
 
 def cumsum(x, axis=None, dtype=None, reverse=False):
@@ -64,10 +66,7 @@ def cumsum(x, axis=None, dtype=None, reverse=False):
     ``reverse``: the sums from the end (TensorFlow's ``tf.cumsum(reverse=True)``)."""
     if reverse:
         return _ops.flip(cumsum(_ops.flip(x, axis=axis), axis=axis, dtype=dtype), axis=axis)
-    if dtype is None and axis is not None and _on_torch_in_its_dtype(x):
-        import torch  # pylint: disable=import-outside-toplevel
-        return torch.cumsum(x, dim=axis)
-    return _ops.cumsum(x, axis=axis, dtype=dtype)
+    return _in_its_dtype(_ops.cumsum, "cumsum", x, axis, dtype)
 
 
 def cumprod(x, axis=None, dtype=None, exclusive=False):
@@ -78,22 +77,16 @@ def cumprod(x, axis=None, dtype=None, exclusive=False):
         if axis not in (-1, len(x.shape) - 1):
             raise ValueError(f"An exclusive cumprod runs along the last axis; got axis={axis}.")
         x = _ops.concatenate([_ops.ones_like(x[..., :1]), x[..., :-1]], axis=-1)
-    if dtype is None and axis is not None and _on_torch_in_its_dtype(x):
-        import torch  # pylint: disable=import-outside-toplevel
-        return torch.cumprod(x, dim=axis)
-    return _ops.cumprod(x, axis=axis, dtype=dtype)
+    return _in_its_dtype(_ops.cumprod, "cumprod", x, axis, dtype)
 
-
-# -- plackett_luce, rank_distributions ----------------------------------------------------
 
 def uniform_noise(shape, seed, dtype="float32"):
-    """Uniform noise in the open interval (0, 1) (the Plackett-Luce sampler's Gumbel
-    noise, :func:`tfr_extensions.ops.plackett_luce.uniform_noise`): integers ``b`` of
+    """Uniform noise in the open interval (0, 1), the Plackett-Luce sampler's
+    (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`): integers ``b`` of
     :func:`tfr_extensions.keras_ops.random.random_bits` (``seed``: None, an int, a pair
     of ints or a seed tensor ``[2]``), float32 from 24 bits, ``u = (b + 1/2) / 2^24``,
-    float64 from 30, ``u = (b + 1/2) / 2^30``. Per framework because the streams are
-    each framework's own (TensorFlow's filling draws the uint32 bits of a stateless op):
-    a seed keeps giving the rankings it gave."""
+    float64 from 30, ``u = (b + 1/2) / 2^30``. Per framework: a seed keeps giving the
+    rankings it gave on each."""
     bits = 30 if dtype == "float64" else 24
     draws = random.random_bits(shape, seed, bits)
     return (_ops.cast(draws, dtype) + 0.5) * (2.0 ** -bits)
@@ -102,18 +95,15 @@ def uniform_noise(shape, seed, dtype="float32"):
 def cumulative_logsumexp(x, axis=-1, reverse=False):
     r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: over
     :math:`i \ge j`): ``keras.ops.associative_scan`` of ``logaddexp`` (``keras.ops`` has
-    no cumulative log-sum-exp; TensorFlow's filling runs ``tf.math.cumulative_logsumexp``)."""
+    no cumulative log-sum-exp)."""
     axis = axis % len(x.shape)  # (JAX's associative_scan takes no negative axis)
     return _ops.associative_scan(_ops.logaddexp, x, reverse=reverse, axis=axis)
 
 
 def ensure_shape(x, shape):  # pylint: disable=unused-argument,redefined-outer-name
-    """``x``: ``keras.ops`` shapes are static (TensorFlow's filling sets the static
-    shape its graphs cannot infer, ``tf.ensure_shape``)."""
+    """``x``: ``keras.ops`` shapes are static."""
     return x
 
-
-# -- the bad-input screening (tfr_extensions.ops.screening) --------------------------------
 
 #: ragged tensors exist on TensorFlow only (its filling pads them, tfr_extensions.ops.ragged)
 ragged = None
@@ -121,5 +111,4 @@ ragged = None
 
 def name_scope(name: str):  # pylint: disable=unused-argument
     """No name scope: JAX and PyTorch programs have none to give."""
-    import contextlib  # pylint: disable=import-outside-toplevel
     return contextlib.nullcontext()

@@ -12,6 +12,7 @@ the helper modules of the TensorFlow implementation stand under the names their
 >>> where(tf.constant([True, False]), tf.constant([1.0, 2.0], tf.float64), 0.0).numpy().tolist()
 [1.0, 0.0]
 """
+import contextlib
 import importlib
 
 import numpy as np
@@ -22,21 +23,34 @@ from tfr_extensions.ops import list_metrics, lists, numerics  # noqa: F401
 from tfr_extensions.ops import plackett_luce, rank_metrics  # noqa: F401
 from tfr_extensions.ops import screening, sinkhorn, sorting  # noqa: F401
 from tfr_extensions.ops.numerics import log1mexp, safe_divide  # noqa: F401
-# (modules whose package exports a function of the same name)
+# (modules whose package exports a function of the same name, or none of tfr_extensions.ops)
 approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
+#: the exact Rank-Binomial recursion and the pairwise win probabilities
+rank_binomial = importlib.import_module("tfr_extensions.ops.rank_binomial")
+#: ragged inputs, padded as TF-Ranking pads them (the ``keras.ops`` filling has none: None)
+ragged = importlib.import_module("tfr_extensions.ops.ragged")
+#: a function of lists compiled by XLA per bucket of list lengths
+run_over_lists = importlib.import_module("tfr_extensions.ops.list_programs").run_over_lists
 
 #: which filling this is
 IMPLEMENTATION = "tensorflow"
+
+# the keras.ops names whose TensorFlow op takes the same arguments
+abs, exp, log, log1p, expm1 = tf.abs, tf.exp, tf.math.log, tf.math.log1p, tf.math.expm1
+sqrt, square, sign, tanh, sigmoid = tf.sqrt, tf.square, tf.sign, tf.tanh, tf.sigmoid
+zeros_like, ones_like, equal, not_equal = tf.zeros_like, tf.ones_like, tf.equal, tf.not_equal
+transpose, convert_to_tensor, sort = tf.transpose, tf.convert_to_tensor, tf.sort
+relu, softmax, softplus, isfinite = tf.nn.relu, tf.nn.softmax, tf.math.softplus, tf.math.is_finite
+erf, erfc = tf.math.erf, tf.math.erfc
+logical_and, logical_or, logical_not = tf.logical_and, tf.logical_or, tf.logical_not
+stack, reshape, broadcast_to, einsum = tf.stack, tf.reshape, tf.broadcast_to, tf.einsum
+stop_gradient, cond, cast = tf.stop_gradient, tf.cond, tf.cast
 
 
 def dtype_name(x) -> str:
     """The dtype's name, ``"float32"``, ``"bool"``, ..."""
     return tf.as_dtype(x.dtype).name
-
-
-def convert_to_tensor(x, dtype=None):
-    return tf.convert_to_tensor(x, dtype=dtype)
 
 
 def _pair(x, y):
@@ -47,6 +61,45 @@ def _pair(x, y):
     if isinstance(y, (int, float, bool)):
         return x, tf.constant(y, x.dtype)
     return x, tf.convert_to_tensor(y)
+
+
+def _binary(op):
+    """``op(x, y)`` with a Python number taking the other's dtype (:func:`_pair`)."""
+    def binary(x, y):
+        return op(*_pair(x, y))
+    return binary
+
+
+maximum, minimum, subtract, greater, power = map(
+    _binary, (tf.maximum, tf.minimum, tf.subtract, tf.greater, tf.pow))
+
+
+def _reduction(reduce, of_bools=False):
+    """``keras.ops``'s ``(x, axis=None, keepdims=False)`` over ``reduce`` (``of_bools``:
+    ``x`` cast to bool first)."""
+    def reduction(x, axis=None, keepdims=False):
+        x = tf.cast(x, tf.bool) if of_bools else x
+        return reduce(x, axis=list(axis) if isinstance(axis, tuple) else axis, keepdims=keepdims)
+    return reduction
+
+
+sum, max, min, mean, logsumexp = map(_reduction, (
+    tf.reduce_sum, tf.reduce_max, tf.reduce_min, tf.reduce_mean, tf.reduce_logsumexp))
+all, any = _reduction(tf.reduce_all, True), _reduction(tf.reduce_any, True)
+amax = max
+
+
+def _shift(op):
+    """A bit shift of integers by ``y`` in ``x``'s dtype (right: arithmetic on signed
+    integers, as ``keras.ops.right_shift``); the tie-break keys'
+    (:mod:`tfr_extensions.arrays.tie_keys`; ``&``, ``|``, ``^`` are the tensor operators)."""
+    def shift(x, y):
+        x = tf.convert_to_tensor(x)
+        return op(x, tf.cast(y, x.dtype))
+    return shift
+
+
+left_shift, right_shift = _shift(tf.bitwise.left_shift), _shift(tf.bitwise.right_shift)
 
 
 def constant(value, dtype):
@@ -68,68 +121,15 @@ def where(condition, x, y):
     return tf.where(condition, x, y)
 
 
-def maximum(x, y):
-    return tf.maximum(*_pair(x, y))
-
-
-def minimum(x, y):
-    return tf.minimum(*_pair(x, y))
-
-
-def subtract(x, y):
-    return tf.subtract(*_pair(x, y))
-
-
-def greater(x, y):
-    return tf.greater(*_pair(x, y))
-
-
-def power(x, y):
-    return tf.pow(*_pair(x, y))
-
-
-def cast(x, dtype):
-    return tf.cast(x, tf.as_dtype(dtype))
-
-
-def _axis(axis):
-    return list(axis) if isinstance(axis, tuple) else axis
-
-
-def sum(x, axis=None, keepdims=False):
-    return tf.reduce_sum(x, axis=_axis(axis), keepdims=keepdims)
-
-
-def max(x, axis=None, keepdims=False):
-    return tf.reduce_max(x, axis=_axis(axis), keepdims=keepdims)
-
-
-amax = max
-
-
-def min(x, axis=None, keepdims=False):
-    return tf.reduce_min(x, axis=_axis(axis), keepdims=keepdims)
-
-
-def all(x, axis=None, keepdims=False):
-    return tf.reduce_all(tf.cast(x, tf.bool), axis=_axis(axis), keepdims=keepdims)
-
-
-def any(x, axis=None, keepdims=False):
-    return tf.reduce_any(tf.cast(x, tf.bool), axis=_axis(axis), keepdims=keepdims)
-
-
-def logsumexp(x, axis=None, keepdims=False):
-    return tf.reduce_logsumexp(x, axis=_axis(axis), keepdims=keepdims)
-
-
 def cumsum(x, axis=None, reverse=False):
     """``keras.ops.cumsum``; ``reverse``: the sums from the end (``tf.cumsum``'s)."""
     return tf.cumsum(x, axis=0 if axis is None else axis, reverse=reverse)
 
 
-def softmax(x, axis=-1):
-    return tf.nn.softmax(x, axis=axis)
+def cumprod(x, axis=None, exclusive=False):
+    """``keras.ops.cumprod``; ``exclusive``: the products of the preceding entries
+    (``tf.math.cumprod``'s, 1 first)."""
+    return tf.math.cumprod(x, axis=0 if axis is None else axis, exclusive=exclusive)
 
 
 def arange(start, stop=None, step=1, dtype=None):
@@ -144,6 +144,12 @@ def zeros(shape, dtype=None):
 
 def ones(shape, dtype=None):
     return tf.ones(shape, tf.as_dtype(dtype or "float32"))
+
+
+def eye(N, M=None, k=0, dtype=None):  # pylint: disable=invalid-name
+    if k:
+        raise ValueError(f"eye takes the main diagonal here; got k={k}.")
+    return tf.eye(N, M, dtype=tf.as_dtype(dtype or "float32"))
 
 
 def shape(x):
@@ -166,10 +172,6 @@ def pad(x, pad_width, mode="constant", constant_values=None):
     x = tf.convert_to_tensor(x)
     value = 0 if constant_values is None else constant_values
     return tf.pad(x, pad_width, constant_values=tf.cast(value, x.dtype))
-
-
-def sort(x, axis=-1):
-    return tf.sort(x, axis=axis)
 
 
 def triu(x, k=0):
@@ -204,44 +206,8 @@ def scatter_update(inputs, indices, updates, reduction=None):
     return tf.tensor_scatter_nd_update(inputs, indices, updates)
 
 
-def relu(x):
-    return tf.nn.relu(x)
-
-
-def softplus(x):
-    return tf.math.softplus(x)
-
-
-def isfinite(x):
-    return tf.math.is_finite(x)
-
-
-def logical_and(x, y):
-    return tf.logical_and(x, y)
-
-
-def logical_or(x, y):
-    return tf.logical_or(x, y)
-
-
-def logical_not(x):
-    return tf.logical_not(x)
-
-
-def stack(xs, axis=0):
-    return tf.stack(xs, axis=axis)
-
-
 def concatenate(xs, axis=0):
     return tf.concat(xs, axis=axis)
-
-
-def reshape(x, newshape):
-    return tf.reshape(x, newshape)
-
-
-def broadcast_to(x, shape):  # pylint: disable=redefined-outer-name
-    return tf.broadcast_to(x, shape)
 
 
 def take_along_axis(x, indices, axis=None):
@@ -250,112 +216,9 @@ def take_along_axis(x, indices, axis=None):
     return tf.gather(x, indices, batch_dims=len(x.shape) - 1)
 
 
-def einsum(subscripts, *operands):
-    return tf.einsum(subscripts, *operands)
-
-
-def stop_gradient(x):
-    return tf.stop_gradient(x)
-
-
-abs = tf.abs
-exp = tf.exp
-log = tf.math.log
-log1p = tf.math.log1p
-expm1 = tf.math.expm1
-sqrt = tf.sqrt
-square = tf.square
-sign = tf.sign
-tanh = tf.tanh
-sigmoid = tf.sigmoid
-zeros_like = tf.zeros_like
-ones_like = tf.ones_like
-equal = tf.equal
-not_equal = tf.not_equal
-transpose = tf.transpose
-
-def mean(x, axis=None, keepdims=False):
-    return tf.reduce_mean(x, axis=_axis(axis), keepdims=keepdims)
-
-
 def argsort(x, axis=-1):
     """Indices sorting ``x`` ascending along ``axis``, ties in index order (stable)."""
     return tf.argsort(x, axis=axis, direction="ASCENDING", stable=True)
-
-
-def eye(N, M=None, k=0, dtype=None):  # pylint: disable=invalid-name
-    if k:
-        raise ValueError(f"eye takes the main diagonal here; got k={k}.")
-    return tf.eye(N, M, dtype=tf.as_dtype(dtype or "float32"))
-
-
-# -- integer shifts (the tie-break keys, tfr_extensions.arrays.tie_keys; &, | and ^ are
-#    TensorFlow's tensor operators) ----------------------------------------------------
-
-def _integers(x, y):
-    x = tf.convert_to_tensor(x)
-    return x, tf.cast(y, x.dtype)
-
-
-def left_shift(x, y):
-    return tf.bitwise.left_shift(*_integers(x, y))
-
-
-def right_shift(x, y):
-    """Arithmetic on signed integers, as ``keras.ops.right_shift``."""
-    return tf.bitwise.right_shift(*_integers(x, y))
-
-
-# -- rank_metrics, list_metrics, approx_ranks ---------------------------------------------
-
-def cumprod(x, axis=None, exclusive=False):
-    """``keras.ops.cumprod``; ``exclusive``: the products of the preceding entries
-    (``tf.math.cumprod``'s, 1 first)."""
-    return tf.math.cumprod(x, axis=0 if axis is None else axis, exclusive=exclusive)
-
-
-def row_sums(terms, columns, fills, rows=()):
-    r""":math:`\sum_j` ``terms(*rows, *columns)[b, i, j]``, ``[B, L]``.
-
-    Without ``rows`` (``terms`` closes over its row values), the pairs formed at once.
-    With ``rows`` (``[B, L]`` tensors, one per row argument of ``terms``), the columns
-    in blocks of ``lists.PAIR_BLOCK`` (``[B, 1, C, 32]`` against ``[B, L, 1, 1]``, the
-    last block padded with ``fills``, whose terms must be 0): a sum over 32 columns,
-    which XLA fuses with the chain that builds the pairs, so they are never stored
-    (``docs/notes/twin_sigmoid_speed.md``; the ``keras.ops`` filling's
-    :func:`tfr_extensions.keras_ops.pairs.row_sums` visits blocks on XLA:CPU)."""
-    if not rows:
-        return tf.reduce_sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
-    pairs = terms(*(r[:, :, None, None] for r in rows),
-                  *(lists.column_blocks(c, fill) for c, fill in zip(columns, fills)))
-    return tf.reduce_sum(tf.reduce_sum(pairs, axis=-1), axis=-1)
-
-
-def with_gradient(value, x, backward, *residuals):
-    """``value`` (computed from ``x`` without a gradient) with the gradient
-    ``backward(upstream, x, *residuals)`` with respect to ``x``: ``tf.custom_gradient``
-    (the ``keras.ops`` filling's is ``jax.custom_vjp`` on JAX,
-    :func:`tfr_extensions.keras_ops.list_programs.with_gradient`)."""
-    @tf.custom_gradient
-    def _value(v):
-        return tf.identity(value), lambda upstream: backward(upstream, v, *residuals)
-
-    return _value(x)
-
-
-# (a function of lists compiled by XLA per bucket of list lengths)
-run_over_lists = importlib.import_module("tfr_extensions.ops.list_programs").run_over_lists
-
-
-def convert_to_numpy(x):
-    """A tensor's values as NumPy."""
-    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
-
-
-# -- plackett_luce, rank_distributions ----------------------------------------------------
-# (the TensorFlow half of the exact Rank-Binomial recursion and of the pairwise win
-# probabilities: a module whose name no function of tfr_extensions.ops takes)
-rank_binomial = importlib.import_module("tfr_extensions.ops.rank_binomial")
 
 
 def top_k(x, k, sorted=True):
@@ -371,16 +234,9 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
     return tf.one_hot(x, num_classes, axis=axis, dtype=dtype)
 
 
-def erf(x):
-    return tf.math.erf(x)
-
-
-def erfc(x):
-    return tf.math.erfc(x)
-
-
-def cond(pred, true_fn, false_fn):
-    return tf.cond(pred, true_fn, false_fn)
+def convert_to_numpy(x):
+    """A tensor's values as NumPy."""
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
 
 
 def ensure_shape(x, shape):  # pylint: disable=redefined-outer-name
@@ -389,24 +245,50 @@ def ensure_shape(x, shape):  # pylint: disable=redefined-outer-name
     return tf.ensure_shape(x, shape)
 
 
+def row_sums(terms, columns, fills, rows=()):
+    r""":math:`\sum_j` ``terms(*rows, *columns)[b, i, j]``, ``[B, L]``
+    (:func:`tfr_extensions.keras_ops.pairs.row_sums` is the ``keras.ops`` filling's).
+
+    Without ``rows`` (``terms`` closes over its row values), the pairs formed at once.
+    With ``rows`` (``[B, L]`` tensors, one per row argument of ``terms``), the columns
+    in blocks of ``lists.PAIR_BLOCK`` (``[B, 1, C, 32]`` against ``[B, L, 1, 1]``, the
+    last block padded with ``fills``, whose terms must be 0), which XLA fuses with the
+    chain that builds the pairs, so they are never stored
+    (``docs/notes/twin_sigmoid_speed.md``)."""
+    if not rows:
+        return tf.reduce_sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
+    pairs = terms(*(r[:, :, None, None] for r in rows),
+                  *(lists.column_blocks(c, fill) for c, fill in zip(columns, fills)))
+    return tf.reduce_sum(tf.reduce_sum(pairs, axis=-1), axis=-1)
+
+
+def with_gradient(value, x, backward, *residuals):
+    """``value`` (computed from ``x`` without a gradient) with the gradient
+    ``backward(upstream, x, *residuals)`` with respect to ``x``: ``tf.custom_gradient``
+    (:func:`tfr_extensions.keras_ops.list_programs.with_gradient` is the ``keras.ops``
+    filling's)."""
+    @tf.custom_gradient
+    def _value(v):
+        return tf.identity(value), lambda upstream: backward(upstream, v, *residuals)
+
+    return _value(x)
+
+
 def cumulative_logsumexp(x, axis=-1, reverse=False):
     r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: over
-    :math:`i \ge j`): ``tf.math.cumulative_logsumexp``, one op (``keras.ops`` has
-    none: the ``keras.ops`` filling scans ``logaddexp``). The long Plackett-Luce
-    rankings' denominators (:mod:`tfr_extensions.ops.plackett_luce`)."""
+    :math:`i \ge j`): ``tf.math.cumulative_logsumexp``, one op (the ``keras.ops``
+    filling scans ``logaddexp``). The long Plackett-Luce rankings' denominators."""
     return tf.math.cumulative_logsumexp(x, axis=axis, reverse=reverse)
 
 
 def uniform_noise(shape, seed, dtype="float32"):
-    """Uniform noise in the open interval (0, 1) (the Plackett-Luce sampler's Gumbel
-    noise, :func:`tfr_extensions.ops.plackett_luce.uniform_noise`), identical in graph
-    mode and XLA: uint32 bits of a stateless op seeded by ``seed`` (None: a fresh seed;
-    an int, a pair of ints or an int32 ``[2]`` seed tensor), as TF's own float
-    conversion differs between graph mode and XLA and the bits do not. float32 keeps
-    the top 24 bits, ``u = (b + 1/2) / 2^24``; float64 all 32, ``u = (b + 1/2) / 2^32``.
-    Per framework because the streams are each framework's own (the ``keras.ops``
-    filling draws :func:`tfr_extensions.keras_ops.random.random_bits`): a seed keeps
-    giving the rankings it gave."""
+    """Uniform noise in the open interval (0, 1), the Plackett-Luce sampler's
+    (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`), identical in graph mode
+    and XLA: uint32 bits of a stateless op seeded by ``seed`` (None: a fresh seed; an
+    int, a pair of ints or an int32 ``[2]`` seed tensor), as TF's own float conversion
+    differs between graph mode and XLA and the bits do not. float32 keeps the top 24
+    bits, ``u = (b + 1/2) / 2^24``; float64 all 32, ``u = (b + 1/2) / 2^32``. Per
+    framework: a seed keeps giving the rankings it gave on each."""
     seed = lists.fresh_seed() if seed is None else lists.seed_tensor(seed)
     bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
                                        dtype=tf.uint32, alg=lists.RNG_ALG)
@@ -416,13 +298,6 @@ def uniform_noise(shape, seed, dtype="float32"):
     return tf.cast((tf.cast(top, tf.float32) + 0.5) * (2.0 ** -24), tf.as_dtype(dtype))
 
 
-# -- the bad-input screening (tfr_extensions.ops.screening) --------------------------------
-
-#: ragged inputs, padded as TF-Ranking pads them (the ``keras.ops`` filling has none: None)
-ragged = importlib.import_module("tfr_extensions.ops.ragged")
-
-
 def name_scope(name: str):
     """``tf.name_scope(name)`` (TensorFlow's graphs and profiles show it); none for ``""``."""
-    import contextlib  # pylint: disable=import-outside-toplevel
     return tf.name_scope(name) if name else contextlib.nullcontext()

@@ -90,6 +90,13 @@ def _bit_length(xp, value):
     return xp.sum(xp.cast(xp.right_shift(value, xp.arange(31, dtype="int32")) > 0, "int32"))
 
 
+def hash_seed(xp, first, second, salt=_GOLDEN):
+    r"""The stream :math:`s = f(f(a \oplus \varphi) + b)` of the seed pair :math:`(a, b)`
+    (int32 tensors); an int32 tensor ``salt`` in place of :math:`\varphi` hashes once per salt."""
+    salt = _int32(salt) if isinstance(salt, int) else salt
+    return _fmix32(xp, _fmix32(xp, first ^ salt) + second)
+
+
 def tie_keys(shape: Sequence, seed, xp=None):
     """Int32 keys ``[B, L]`` in ``[0, 2^31)``, distinct within each list (module
     docstring).
@@ -107,7 +114,7 @@ def tie_keys(shape: Sequence, seed, xp=None):
     else:
         seed = xp.cast(seed, "int32")
         first, second = seed[0], seed[1]
-    stream = _fmix32(xp, _fmix32(xp, first ^ _int32(_GOLDEN)) + second)
+    stream = hash_seed(xp, first, second)
     lists = xp.arange(batch, dtype="int32")[:, None]
     positions = xp.arange(size, dtype="int32")[None, :]
     rows = _fmix32(xp, lists ^ stream)

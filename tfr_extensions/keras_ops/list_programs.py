@@ -18,12 +18,6 @@ def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=
     return function(*tensors, *statics, tie_keys=sorting.tie_keys_for(tensors[0], seed))
 
 
-def _upstream(args, upstream):
-    """The upstream gradient of a ``keras.ops.custom_gradient`` backward function:
-    positional on JAX and TensorFlow, the ``upstream`` keyword on PyTorch."""
-    return args[0] if upstream is None else upstream
-
-
 def with_gradient(value, x, backward, *residuals):
     """``value`` (computed from ``x`` without a gradient) with the gradient
     ``backward(upstream, x, *residuals)`` with respect to ``x``.
@@ -37,8 +31,8 @@ def with_gradient(value, x, backward, *residuals):
     if keras.backend.backend() != "jax":
         @ops.custom_gradient
         def _value(v):
-            def grad(*args, upstream=None):
-                return backward(_upstream(args, upstream), v, *residuals)
+            def grad(*args, upstream=None):  # (the upstream keyword on PyTorch)
+                return backward(args[0] if upstream is None else upstream, v, *residuals)
             return ops.copy(value), grad
         return _value(x)
     import jax  # pylint: disable=import-outside-toplevel

@@ -1,14 +1,9 @@
 """Lists: the ``keras.ops`` form of :mod:`tfr_extensions.ops.lists` (the same
-conventions, the same names): gathers, gains and discounts.
-
-``labels`` and ``scores`` are ``[batch, list_size]``; a label < 0 (or NaN)
-marks padding, ``mask`` (bool, True = valid) narrows validity further; gains
-are ``2^y - 1`` and discounts ``1 / log2(1 + rank)``; computation runs in
-float64 for float64 scores and in float32 otherwise (on JAX, float64 needs
-``jax_enable_x64``). The inputs (shapes, compute dtype, padding and validity,
-keras-rs dicts, lists without a relevant document) are prepared by
-:mod:`tfr_extensions.ops.screening`, which writes the bad-input policy once;
-their old names here are the same functions.
+conventions, the same names): gathers, gains ``2^y - 1`` and discounts
+``1 / log2(1 + rank)``. A label < 0 (or NaN) or ``mask`` False marks padding; float64
+scores compute in float64 (on JAX with ``jax_enable_x64``), others in float32. The inputs
+are prepared by :mod:`tfr_extensions.ops.screening`, whose functions keep their old names
+here.
 
 >>> from keras import ops
 >>> ops.convert_to_numpy(gains(ops.array([[0., 1., 2.]]))).tolist()
@@ -18,7 +13,6 @@ from keras import ops
 
 from tfr_extensions.keras_ops import numerics
 from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
-# the input conventions moved to screening; these names stay for their callers
 from tfr_extensions.ops.screening import (  # noqa: F401
     check_list_shapes, compute_dtype, has_relevant, labels_with_mask, prepare_lists,
     prepare_scores)
@@ -54,7 +48,6 @@ def log2_discount(ranks):
 
 
 def compiling_with_xla() -> bool:
-    """True: the counterpart of :func:`tfr_extensions.ops.lists.compiling_with_xla`. Keras 3's
-    JAX and PyTorch programs (``jax.jit``, ``torch.compile``) need static shapes, so the
-    ``keras.ops`` implementation always takes the static-shape path."""
+    """True (:func:`tfr_extensions.ops.lists.compiling_with_xla`): ``jax.jit`` and
+    ``torch.compile`` need static shapes, so ``keras.ops`` always takes that path."""
     return True

@@ -31,15 +31,11 @@ from tfr_extensions.keras_ops.lists import dtype_name
 def query_zscore(features, mask=None):
     r"""Z-scores every feature over the valid documents of each list.
 
-    Numerics: the two-pass variance (centre first, then square) cannot go
-    negative; "constant within the list" is decided exactly from the valid
-    minimum and maximum, not from a rounded standard deviation, so a constant
-    feature gives exactly 0 rather than +-1 from rounding noise. The square root
-    and the division are masked in their arguments (the variance and the divisor
-    are 1 where the result is not used), so all-padding lists and constant
-    features give 0 with a zero, finite gradient. A valid document with a
-    non-finite feature is left out of its list's statistics and comes out NaN in
-    every feature; padded entries may hold anything (NaN included).
+    Numerics: the two-pass variance (centre first, then square) cannot go negative;
+    "constant within the list" is decided exactly from the valid minimum and maximum,
+    so a constant feature gives exactly 0, not +-1 from rounding noise. The square root
+    and the division are masked in their arguments, so all-padding lists and constant
+    features give 0 with a zero, finite gradient. Padded entries may hold anything.
 
     Args:
       features: float ``[batch, list_size, num_features]``.
@@ -76,21 +72,21 @@ def query_zscore(features, mask=None):
     mean = ops.sum(ops.where(valid, features, zeros), axis=1, keepdims=True) / safe_count
     centred = ops.where(valid, features - mean, zeros)  # [B, L, F]
     variance = ops.sum(ops.square(centred), axis=1, keepdims=True) / safe_count  # [B, 1, F]
-    # Exact test of "constant over the valid documents" (the dtype's largest finite
-    # value stands in for +-infinity: padded entries never win).
+    # "constant over the valid documents", exactly: the dtype's largest finite value
+    # stands in for +-infinity (padded entries never win), one more document at that
+    # identity keeps lists of no document from an empty reduction, and on TensorFlow
+    # so does ``initial`` for a batch of no list (Keras's TensorFlow min refuses one)
     largest_finite = float(np.finfo(dtype).max)
-    # one more document, at each reduction's identity, so that no reduction is empty
-    # (lists of no document); on TensorFlow an ``initial`` as well (a batch of no list:
-    # Keras's TensorFlow max refuses an empty tensor where NumPy's would)
     edge = ops.zeros_like(ops.sum(features, axis=1, keepdims=True))  # [B, 1, F]
     identity = ({"initial": largest_finite} if keras.backend.backend() == "tensorflow"
                 else {})
-    largest = -ops.min(ops.concatenate([ops.where(valid, -features, largest_finite * ones),
+
+    def valid_min(values):  # [B, 1, F]
+        return ops.min(ops.concatenate([ops.where(valid, values, largest_finite * ones),
                                         edge + largest_finite], axis=1),
                        axis=1, keepdims=True, **identity)
-    smallest = ops.min(ops.concatenate([ops.where(valid, features, largest_finite * ones),
-                                        edge + largest_finite], axis=1),
-                       axis=1, keepdims=True, **identity)
+
+    largest, smallest = -valid_min(-features), valid_min(features)
     varies = ops.logical_and(largest > smallest, variance > 0)  # [B, 1, F]
     scale = ops.sqrt(ops.where(varies, variance, ops.ones_like(variance)))
     normalized = ops.where(ops.logical_and(valid, varies), centred / scale, zeros)

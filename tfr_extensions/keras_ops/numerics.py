@@ -33,24 +33,21 @@ def log1mexp(x):
 
 
 def constant(value: float, dtype):
-    """A Python number as a 0-d tensor of ``dtype`` (``ops.cast`` of a Python float
-    goes through float32 on Keras's TensorFlow backend: 0.1 would lose its float64
-    digits, 2^509 would overflow), filled on the device (:func:`full`)."""
+    """A Python number as a 0-d tensor of ``dtype``, filled on the device (:func:`full`;
+    ``ops.cast`` of a Python float goes through float32 on Keras's TensorFlow backend)."""
     return full((), value, dtype)
 
 
 def full(shape, value: float, dtype):
     """``ops.full(shape, value, dtype)`` for a Python number ``value``, filled on the
-    device. On PyTorch, Keras's ``full`` and ``convert_to_tensor`` turn the number
-    into a tensor in host memory and copy it over: on a GPU that copy waits until
-    every kernel already queued has run, so the host can no longer queue work ahead
-    of the device (PyTorch issue 120996); ``torch.full`` launches a fill kernel.
+    device: on PyTorch, Keras makes the number in host memory and copies it over, which
+    on a GPU waits for every queued kernel (PyTorch issue 120996); ``torch.full`` fills.
 
     >>> full((2,), 0.5, "float64").dtype == ops.ones(1, "float64").dtype
     True
     """
     if keras.backend.backend() != "torch":
-        if shape == ():  # (as before: a Python number converted in ``dtype`` itself)
+        if shape == ():  # (a Python number converted in ``dtype`` itself)
             return ops.convert_to_tensor(value, dtype=dtype)
         return ops.full(shape, value, dtype=dtype)
     import torch  # pylint: disable=import-outside-toplevel

@@ -1,30 +1,22 @@
 r"""Row sums over all pairs of a list, :math:`\sum_j f(i, j)`, without storing
 the ``[B, L, L]`` pairs where the compiler would.
 
-On JAX on a CPU, XLA:CPU (JAX 0.10) stores any pair tensor that feeds a
-reduction: its YNNPACK reductions do not fuse the element-wise chain that
-builds the pairs, so a pass over all pairs written with broadcasting writes
-and reads ``4 B L^2`` bytes per intermediate. :func:`row_sums` therefore
-visits the columns in blocks of :data:`BLOCK` (``keras.ops.map``) and adds
-each block's columns by element-wise additions, which XLA fuses with the
-terms into one loop over ``[B, L]``: no pair is stored, no reduction is
-formed (0.2-0.3 ns per pair of the twin-sigmoid backward on 2 EPYC cores at
-L = 512-1024, against 1.0-4.9 stored). On PyTorch (and TensorFlow) the pairs
-are formed at once, which is what their kernels do best, and so is JAX on a
-GPU, where XLA fuses a
-reduction with the chain that builds its input (there the blocks' sequential
-loop costs a launch per block: the twin-sigmoid loss ran 6x slower at L = 128
-and 12x slower at L = 1024 on an H200, ``docs/notes/keras_ops_backends.md``).
+On JAX on a CPU, XLA:CPU (JAX 0.10) stores any pair tensor that feeds a reduction (its
+YNNPACK reductions do not fuse the element-wise chain that builds the pairs).
+:func:`row_sums` therefore visits the columns in blocks of :data:`BLOCK`
+(``keras.ops.map``) and adds each block's columns by element-wise additions, which XLA
+fuses with the terms into one loop over ``[B, L]``: no pair is stored (0.2-0.3 ns per
+pair of the twin-sigmoid backward on 2 EPYC cores at L = 512-1024, against 1.0-4.9
+stored). PyTorch, TensorFlow and JAX on a GPU (where XLA fuses a reduction with its input
+and the blocks' loop ran the twin-sigmoid loss 6-12x slower on an H200,
+``docs/notes/keras_ops_backends.md``) form the pairs at once.
 
-Run eagerly on JAX (outside ``jax.jit``: ``tfrx.metrics`` called on arrays, the
-evaluation of the jobs), ``keras.ops.map`` compiles a new loop program at every
-call, for its ``terms`` are a new closure each time (0.2-0.3 s a call on 2
-cores: a tiny ``tfrx-train`` run took 44 s, 25 s with the loop below). There, up to
-:data:`EAGER_MAX_PAIRS` pairs, the blocks are a Python loop of broadcast sums
-instead, whose operations JAX compiles once per shape (``[B, L, BLOCK]`` per
-intermediate). Past it the compiled loop runs faster despite its compile
-(counting positions, 2 EPYC cores: 5 against 210 ms at 64 lists of 128, 140
-against 220 ms at 256 of 512, 1,650 against 270 ms at 512 of 1,000).
+Eagerly on JAX (``tfrx.metrics`` on arrays, the jobs' evaluation), ``keras.ops.map``
+would compile a new loop at every call (its ``terms`` are a new closure each time); up to
+:data:`EAGER_MAX_PAIRS` pairs the blocks are a Python loop of broadcast sums instead,
+compiled once per shape; past it the compiled loop is faster despite its compile
+(counting positions on 2 EPYC cores, loop against compiled: 5 against 210 ms at 64 lists
+of 128, 1,650 against 270 ms at 512 of 1,000).
 """
 import functools
 from typing import Callable, Sequence
@@ -46,13 +38,6 @@ def on_xla_cpu() -> bool:
         return False
     import jax  # pylint: disable=import-outside-toplevel
     return jax.default_backend() == "cpu"
-
-
-def _blocks(values, fill):
-    """``[B, L]`` -> ``[C, B, 1, BLOCK]``, the last block filled with ``fill``."""
-    batch, size = ops.shape(values)[0], ops.shape(values)[1]
-    padded = ops.pad(values, [[0, 0], [0, -size % BLOCK]], constant_values=fill)
-    return ops.transpose(ops.reshape(padded, (batch, 1, -(-size // BLOCK), BLOCK)), (2, 0, 1, 3))
 
 
 def row_sums(terms: Callable, columns: Sequence, fills: Sequence, rows: Sequence = ()):
@@ -85,7 +70,9 @@ def row_sums(terms: Callable, columns: Sequence, fills: Sequence, rows: Sequence
         for start in range(BLOCK, size, BLOCK):
             total = total + block_of(start)
         return total
-    blocks = tuple(_blocks(c, fill) for c, fill in zip(columns, fills))
+    blocks = tuple(ops.transpose(ops.reshape(  # [C, B, 1, BLOCK], the last block filled
+        ops.pad(c, [[0, 0], [0, -size % BLOCK]], constant_values=fill),
+        (batch, 1, -(-size // BLOCK), BLOCK)), (2, 0, 1, 3)) for c, fill in zip(columns, fills))
 
     def block_sum(block):  # BLOCK element-wise additions, fused by XLA
         total = terms(*(c[..., :1] for c in block))[..., 0]

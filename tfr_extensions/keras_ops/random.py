@@ -3,45 +3,33 @@ counterpart of the seed helpers of :mod:`tfr_extensions.ops.lists`.
 
 A seed is None (fresh draws), an int, a pair of ints, or a seed tensor ``[2]`` as
 :func:`next_seed` returns it. A loss class built with a seed holds a
-``keras.random.SeedGenerator`` (:func:`seed_generator`) and draws one seed per
-call from it (:func:`next_seed`): reproducible from one seed, fresh at every
-step.
+``keras.random.SeedGenerator`` (:func:`seed_generator`) and draws one seed per call
+from it (:func:`next_seed`): reproducible from one seed, fresh at every step.
 
-**The generator's state on JAX.** A ``SeedGenerator`` advances by assigning its
-state variable. On PyTorch (and TensorFlow) that assignment is eager and
-persists. On JAX it persists only where someone threads the variable through
-the traced program: Keras's JAX trainer threads the *model's* variables (and
-those of its metrics) through each jitted step, inside a ``StatelessScope``
-whose updates it collects for those variables only. A generator held by a
-*loss* is none of them, so ``model.fit`` would drop every update and draw the
-same noise at every step (jitted or not), and a raw ``jax.jit`` would leak a
-tracer into the variable. :class:`SeedGenerator` (what :func:`seed_generator`
-returns) therefore advances, wherever its update would be dropped, on the host:
-the traced program asks for its seed through one ordered
-``jax.experimental.io_callback``, which returns the current state and advances
-a host copy of it, and that copy is written back into the state variable at the
-next eager access of :attr:`SeedGenerator.state` (a save, an eager draw). Each
-execution of a compiled step thus draws the next seed of the stream, exactly
-as successive eager calls do: one seed gives one sequence of draws, in and out
-of ``model.fit``. Where the variable *is* threaded (the generator made the model's
-own by :class:`tfr_extensions.models.TrainingModel`, as the ``tfrx-train`` job does
-on JAX, so that the trainer maps its state in its ``StatelessScope``) the ordinary
-``SeedGenerator.next`` runs: the same stream, no callback. Costs and limits of the
-host path: one host round trip per step, which holds the device's stream until
-Python answers (on this project's 2-vCPU VM the job's MSLR-shaped step, batches of
-32, ran at 52 steps/s with it and 61 threaded), and JAX's limits on ordered
-callbacks (no ``vmap``; multi-device programs may refuse them): train through
-:class:`~tfr_extensions.models.TrainingModel` there.
+**The generator's state on JAX.** A ``SeedGenerator`` advances by assigning its state
+variable, which persists eagerly (and on PyTorch and TensorFlow always) but, under JAX
+tracing, only where the variable is threaded through the program: Keras's JAX trainer
+threads the model's (and its metrics') variables only, so a generator held by a loss
+would draw the same noise at every step of ``model.fit`` (and leak a tracer under a raw
+``jax.jit``). Where its update would be dropped, :class:`SeedGenerator` therefore asks
+for its seed through one ordered ``jax.experimental.io_callback``, which returns the
+current state and advances a host copy of it; the copy is written back into the variable
+at the next eager read of :attr:`SeedGenerator.state` (a save, an eager draw). Each
+execution of a compiled step thus draws the next seed of the stream, as successive eager
+calls do. Where the variable is threaded (the generator made the model's own by
+:class:`tfr_extensions.models.TrainingModel`, as ``tfrx-train`` does on JAX) the ordinary
+``SeedGenerator.next`` runs: the same stream, no callback. The host path costs a host
+round trip per step (52 steps/s against 61 threaded: ``tfrx-train``'s MSLR-shaped step, 2
+vCPUs) and meets JAX's limits on ordered callbacks (no ``vmap``; multi-device programs
+may refuse them): train through :class:`~tfr_extensions.models.TrainingModel` there.
 
-``seed=None`` means fresh draws: on PyTorch and TensorFlow :func:`random_bits`
-takes them from Keras's global stream; on JAX (where Keras refuses its global
-generator in traced code) from a process-wide host stream by the same host
-path.
-
-On JAX, :func:`random_bits` (the Plackett-Luce noise) draws from XLA's
-``RngBitGenerator`` rather than ``keras.random``'s Threefry, whose compilation
-costs seconds in every new jitted step on a CPU; a seed still gives one stream.
+``seed=None`` means fresh draws: on PyTorch and TensorFlow from Keras's global stream;
+on JAX (where Keras refuses its global generator in traced code) from a process-wide
+host stream by the same host path. On JAX, :func:`random_bits` draws from XLA's
+``RngBitGenerator`` rather than ``keras.random``'s Threefry, whose compilation costs
+seconds in every new jitted step on a CPU.
 """
+import functools
 import random as python_random
 import threading
 from typing import Optional, Sequence, Union
@@ -51,6 +39,7 @@ import numpy as np
 import keras
 from keras import ops
 
+from tfr_extensions import arrays
 from tfr_extensions.arrays import tie_keys
 
 Seed = Union[None, int, Sequence[int], "keras.KerasTensor"]
@@ -87,13 +76,19 @@ def assignment_persists(variable) -> bool:
     return not (_on_jax() and jax_tracing())
 
 
+def _from_host(host_next):
+    """``host_next()``, a uint32 seed ``[2]`` the host computes, asked for by the traced
+    JAX program through one ordered ``io_callback``."""
+    import jax  # pylint: disable=import-outside-toplevel
+    from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
+    return io_callback(host_next, jax.ShapeDtypeStruct((2,), np.uint32), ordered=True)
+
+
 class SeedGenerator(keras.random.SeedGenerator):
     """A ``keras.random.SeedGenerator`` whose stream also advances in traced JAX
     code that drops its state updates (module docstring); elsewhere it is
-    Keras's own.
-
-    :attr:`state` is the Keras variable, brought up to date with the draws of
-    the host path whenever it is read eagerly.
+    Keras's own. :attr:`state` is the Keras variable, brought up to date with the
+    draws of the host path whenever it is read eagerly.
     """
 
     def __init__(self, seed=None, name=None):
@@ -107,8 +102,7 @@ class SeedGenerator(keras.random.SeedGenerator):
     def state(self):
         """The state variable ``[2]`` (``[seed, draws]``), host draws included."""
         variable = self._state_variable
-        if self._host_ahead and _stateless_scope() is None and not (
-                _on_jax() and jax_tracing()):
+        if self._host_ahead and _stateless_scope() is None and assignment_persists(variable):
             with self._lock:
                 if self._host_ahead:
                     if self._value_of(variable) is self._host_source:
@@ -130,9 +124,9 @@ class SeedGenerator(keras.random.SeedGenerator):
         return getattr(variable, "_value", None)
 
     def _sync_host_locked(self):
-        """Starts the host copy from the variable when there is none or the
-        variable was assigned since it was made (the assigned value then wins over
-        host draws not yet written back). Call with the lock held."""
+        """Starts the host copy from the variable when there is none or the variable
+        was assigned since it was made (the assigned value wins over host draws not
+        yet written back). Call with the lock held."""
         current = self._value_of(self._state_variable)
         if self._host is None or current is not self._host_source:
             self._host = np.array(current, dtype=np.uint32)
@@ -140,8 +134,7 @@ class SeedGenerator(keras.random.SeedGenerator):
             self._host_ahead = False
 
     def _host_next(self):
-        """The callback: the current state, advancing the host copy (NumPy only,
-        but for a transfer after an assignment of the variable between steps)."""
+        """The callback: the current state, advancing the host copy."""
         with self._lock:
             self._sync_host_locked()
             seed = self._host.copy()
@@ -151,24 +144,18 @@ class SeedGenerator(keras.random.SeedGenerator):
 
     def next(self, ordered=True):
         if ordered and _on_jax() and not assignment_persists(self._state_variable):
-            return self._traced_next()
+            with self._lock:  # the host copy made now, at trace time, not in the callback
+                self._sync_host_locked()
+            return _from_host(self._host_next)
         if ordered and keras.backend.backend() == "torch":
-            # Keras's own adds a NumPy array, which breaks a torch.compile graph
-            # (the increment [0, 1] made on the state's device: a list would be copied from
+            # Keras's own adds a NumPy array, which breaks a torch.compile graph (the
+            # increment [0, 1] made on the state's device: a list would be copied from
             # host memory, which on a GPU waits for the queued kernels)
             state = self.state
             seed = state.value * 1  # (a copy)
             state.assign(ops.add(state, ops.arange(2, dtype=state.dtype)))
             return seed
         return super().next(ordered=ordered)
-
-    def _traced_next(self):
-        import jax  # pylint: disable=import-outside-toplevel
-        from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
-        with self._lock:  # the copy made now, at trace time, rather than in the callback
-            self._sync_host_locked()
-        shape = jax.ShapeDtypeStruct((2,), np.uint32)
-        return io_callback(self._host_next, shape, ordered=True)
 
 
 def state_value(generator) -> np.ndarray:
@@ -200,76 +187,45 @@ def next_seed(generator: keras.random.SeedGenerator):
 class _HostStream:
     """The process-wide stream of ``seed=None`` draws on JAX: a random start (from
     Python's ``random``, as Keras's own generators start, so a
-    ``keras.utils.set_random_seed`` before the first draw fixes it) and a draw
-    counter on the host. No Keras variable: it may first be needed while tracing,
-    where a variable cannot be created."""
+    ``keras.utils.set_random_seed`` before the first draw fixes it) and a draw counter
+    on the host; no Keras variable, which cannot be created while tracing."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._state = np.array([python_random.randint(1, 10**9), 0], np.uint32)
 
-    def _host_next(self):
+    def host_next(self):
         with self._lock:
             seed = self._state.copy()
             self._state[1] += np.uint32(1)
             return seed
 
-    def next(self):
-        import jax  # pylint: disable=import-outside-toplevel
-        from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
-        return io_callback(self._host_next, jax.ShapeDtypeStruct((2,), np.uint32), ordered=True)
 
-
-_GLOBAL = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _global_stream() -> _HostStream:
-    if "stream" not in _GLOBAL:
-        _GLOBAL["stream"] = _HostStream()
-    return _GLOBAL["stream"]
+    return _HostStream()
 
 
 def _keras_seed(seed):
-    """``seed`` as the ``keras.random`` functions of this backend take it."""
-    if seed is None:
-        if _on_jax() and jax_tracing():
-            return _global_stream().next()
-        return None
+    """``seed`` as the ``keras.random`` functions of PyTorch and TensorFlow take it."""
+    if seed is None or isinstance(seed, keras.random.SeedGenerator):
+        return seed
     if isinstance(seed, (int, np.integer)):
         return int(seed)
-    if isinstance(seed, keras.random.SeedGenerator):
-        return seed
     if isinstance(seed, (list, tuple)):
         return as_int(seed)
-    if _on_jax():
-        return ops.cast(seed, "uint32")  # a jax.Array seed is a raw PRNG key there
     if getattr(seed, "is_meta", False):  # torch's shape inference: no values, nothing drawn
         return 0
-    values = ops.convert_to_numpy(seed).astype("int64").tolist()  # torch, tensorflow: eager
-    return as_int(values)
-
-
-# MurmurHash3's 32-bit finalizer (a bijection with full avalanche) and four odd
-# constants: they spread a seed [2] over the 128-bit state of XLA's RngBitGenerator.
-_MIX_CONSTANTS = (0x9E3779B9, 0x7F4A7C15, 0x94D049BB, 0xBF58476D)
-
-
-def _fmix32(h):
-    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-    h = h ^ (h >> 16)
-    h = h * jnp.uint32(0x85EBCA6B)
-    h = h ^ (h >> 13)
-    h = h * jnp.uint32(0xC2B2AE35)
-    return h ^ (h >> 16)
+    return as_int(ops.convert_to_numpy(seed).astype("int64").tolist())  # eager
 
 
 def _jax_raw_key(seed):
-    """``seed`` as a raw uint32 ``[2]`` key on JAX (None: the next one of Keras's
-    global stream eagerly, of the host stream in traced code)."""
+    """``seed`` as a raw uint32 ``[2]`` key on JAX (None: the next one of the host
+    stream, through :func:`_from_host` in traced code)."""
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     if seed is None:
-        return _global_stream().next() if jax_tracing() else jnp.asarray(
-            _global_stream()._host_next())  # pylint: disable=protected-access
+        stream = _global_stream()
+        return _from_host(stream.host_next) if jax_tracing() else jnp.asarray(stream.host_next())
     if isinstance(seed, (int, np.integer, list, tuple)):
         return jnp.asarray([as_int(seed), 0], jnp.uint32)
     if isinstance(seed, keras.random.SeedGenerator):
@@ -277,16 +233,19 @@ def _jax_raw_key(seed):
     return ops.cast(seed, "uint32")
 
 
+#: four salts that spread a seed ``[2]`` over the 128-bit state of XLA's RngBitGenerator
+_SALTS = (0x9E3779B9, 0x7F4A7C15, 0x94D049BB, 0xBF58476D)
+
+
 def random_bits(shape, seed: Seed, bits: int):
     """Uniform int32 draws in ``[0, 2^bits)`` (``bits <= 31``) of ``shape`` from ``seed``.
 
     PyTorch and TensorFlow: ``keras.random.randint`` (for ``bits = 31`` in ``[0,
-    2^31 - 1)``: its int32 bound cannot hold 2^31). JAX: the top ``bits`` of
-    XLA's ``RngBitGenerator`` (``jax.random.bits`` with the ``"rbg"``
-    implementation), its 128-bit state hashed from the seed ``[2]`` (so
-    successive seeds of a ``SeedGenerator`` give unrelated streams), rather than
-    ``keras.random``'s Threefry, whose XLA compilation costs seconds in every
-    new training step on CPU, against a fraction of a second for this one.
+    2^31 - 1)``: its int32 bound cannot hold 2^31). JAX: the top ``bits`` of XLA's
+    ``RngBitGenerator`` (``jax.random.bits`` with the ``"rbg"`` implementation), its
+    128-bit state the seed ``[2]`` hashed as the tie-break keys hash theirs
+    (:func:`tfr_extensions.arrays.tie_keys.hash_seed`, one salt per 32 bits), so
+    successive seeds of a ``SeedGenerator`` give unrelated streams.
     """
     if not 1 <= bits <= 31:
         raise ValueError(f"`bits` must be in [1, 31]; got {bits}.")
@@ -296,9 +255,11 @@ def random_bits(shape, seed: Seed, bits: int):
                                     dtype="int32", seed=_keras_seed(seed))
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-    key = _jax_raw_key(seed)
-    state = _fmix32(_fmix32(key[0] ^ jnp.asarray(_MIX_CONSTANTS, jnp.uint32)) + key[1])
-    draws = jax.random.bits(jax.random.wrap_key_data(state, impl="rbg"), shape, jnp.uint32)
+    key = jax.lax.bitcast_convert_type(_jax_raw_key(seed), jnp.int32)
+    salts = jax.lax.bitcast_convert_type(jnp.asarray(_SALTS, jnp.uint32), jnp.int32)
+    state = tie_keys.hash_seed(arrays.load(arrays.backend.KERAS_OPS), key[0], key[1], salts)
+    draws = jax.random.bits(jax.random.wrap_key_data(
+        jax.lax.bitcast_convert_type(state, jnp.uint32), impl="rbg"), shape, jnp.uint32)
     return (draws >> (32 - bits)).astype(jnp.int32)
 
 

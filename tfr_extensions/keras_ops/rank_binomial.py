@@ -1,18 +1,17 @@
 r"""The ``keras.ops`` half of SoftRank's rank distributions
-(:mod:`tfr_extensions.ops.rank_distributions`): the pairwise win probabilities
-(autodiff of ``erf``) and the exact Rank-Binomial recursion (Eq. 11-12) one document
-at a time. Reached as ``xp.rank_binomial`` in the ``keras.ops`` filling of the array
-namespace (:mod:`tfr_extensions.arrays.keras_namespace`); TensorFlow's filling runs
-:mod:`tfr_extensions.ops.rank_binomial` (a hand-written gradient, a product tree).
+(:mod:`tfr_extensions.ops.rank_distributions`, as ``xp.rank_binomial``): the pairwise win
+probabilities (autodiff of ``erf``) and the exact Rank-Binomial recursion (Eq. 11-12) one
+document at a time; TensorFlow's filling runs :mod:`tfr_extensions.ops.rank_binomial` (a
+hand-written gradient, a product tree).
 
-Why per framework: speed. The recursion of Eq. 12 itself, one step per document i over
-the ``[R, B, K]`` coefficients of all documents j at once, runs in a ``keras.ops.scan``
-under JAX (``lax.scan``: one compiled step whatever L) and a Python loop elsewhere: TF's
-balanced product tree written in ``keras.ops`` compiled 3-4x slower under ``jax.jit`` and
-ran slower on a CPU (``docs/notes/keras_ops_backends.md``, "SoftRank"; TensorFlow's side:
-``python -m benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``,
-``docs/speed.md``). The factors commute, so the result is the TF op's up to rounding.
-Cost :math:`O(B L K R)` time, and as much memory for autodiff (one state per step).
+Per framework for speed: the recursion of Eq. 12, one step per document i over the
+``[R, B, K]`` coefficients of all documents j at once, is a ``lax.scan`` under JAX (one
+compiled step whatever L) and a Python loop elsewhere; TF's product tree in ``keras.ops``
+compiled 3-4x slower under ``jax.jit`` and ran slower on a CPU
+(``docs/notes/keras_ops_backends.md``, "SoftRank"; TensorFlow's side: ``python -m
+benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``). The factors
+commute, so the result is the TF op's up to rounding. Cost :math:`O(B L K R)` time, and as
+much memory for autodiff.
 """
 import keras
 from keras import ops
@@ -25,9 +24,7 @@ def win_probabilities(scaled, losers, columns, neutral_z: float):
     r""":math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, ``[L_i, B, K]``, with
     :math:`z_{ij}` = ``scaled[b, i] - losers[b, k]`` (``losers``: the scaled scores of the
     documents ``columns``, int ``[B, K]``, or all of them when None), and ``neutral_z``
-    for the pairs i == j. (The TF op writes the gradient by hand to keep no
-    ``[L, B, K]`` tensor; here the backend's autodiff of ``erf`` gives the same
-    :math:`e^{-z^2}/\sqrt\pi`.)"""
+    for the pairs i == j; the gradient is the backend's autodiff of ``erf``."""
     dtype = lists.dtype_name(scaled)
     documents = ops.arange(scaled.shape[1], dtype="int32")  # (not NumPy: torch.compile traces this)
     if columns is None:
@@ -53,8 +50,7 @@ def exact(win, num_ranks: int, static_ranks=None):  # pylint: disable=unused-arg
     if keras.backend.backend() == "jax":  # lax.scan: one compiled step whatever L
         probs, _ = ops.scan(lambda state, w: (step(state, w), None), delta, win)
         return probs
-    # PyTorch, TensorFlow: a Python loop (Keras's scan there stacks an output of
-    # the state's size per step, where JAX's takes None)
+    # (Keras's scan on PyTorch and TensorFlow stacks an output of the state's size per step)
     probs = delta
     for w in ops.unstack(win, axis=0):
         probs = step(probs, w)

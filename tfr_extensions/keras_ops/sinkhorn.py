@@ -1,10 +1,7 @@
 """Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in ``keras.ops`` (JAX;
-PyTorch runs :mod:`tfr_extensions.torch_ops.sinkhorn`): the primitive that
+PyTorch runs :mod:`tfr_extensions.torch_ops.sinkhorn`, TensorFlow
+:func:`tfr_extensions.ops.sinkhorn.sinkhorn_scaling`): the primitive that
 :func:`tfr_extensions.losses.neural_ndcg_loss` calls as ``xp.sinkhorn.sinkhorn_scaling``.
-
-The loop always runs its ``iterations`` (``ops.fori_loop``; JAX cannot differentiate a
-loop whose trip count depends on the data), each list's matrix frozen once it has
-converged, as the TensorFlow form does (unrolled there).
 """
 from keras import ops
 
@@ -16,9 +13,9 @@ def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: 
     """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
     columns): columns then rows divided by their sums, per iteration; a list's matrix is
     frozen after the first iteration at which all its valid row and column sums are within
-    ``tolerance`` of 1. Runs ``iterations`` iterations (``ops.fori_loop``: static for
-    ``jax.jit``, differentiable; on PyTorch ``torch.compile`` unrolls it into one graph);
-    TensorFlow's form is :func:`tfr_extensions.ops.sinkhorn.sinkhorn_scaling`."""
+    ``tolerance`` of 1. Always runs ``iterations`` iterations (``ops.fori_loop``: JAX
+    cannot differentiate a loop whose trip count depends on the data; ``torch.compile``
+    unrolls it into one graph), as TensorFlow's form does (unrolled there)."""
     tolerance = numerics.constant(tolerance, lists.dtype_name(matrix))
 
     def scale(m):

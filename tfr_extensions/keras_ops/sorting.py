@@ -1,31 +1,24 @@
 """Exact ranks by sorting or counting: the ``keras.ops`` form of
 :mod:`tfr_extensions.ops.sorting` (the same functions, the same orders).
 
-Every order is descending score, then descending tie key (when given), then
-ascending index, padded documents last: ``keras.ops.argsort`` is stable on
-every backend (``jnp.argsort``, ``torch.argsort(stable=True)``, TF's
-``argsort``), so a stable ascending sort of the negated keys keeps the lower
-index first among ties. With tie keys the order takes two stable sorts (by
-key, then by score), as the TensorFlow version does for float64; on JAX one
+Every order is descending score, then descending tie key (when given), then ascending
+index, padded documents last: ``keras.ops.argsort`` is stable on every backend, so a
+stable ascending sort of the negated keys keeps the lower index first among ties. With
+tie keys the order takes two stable sorts (by key, then by score); on JAX one
 ``lax.sort`` on both keys.
 
-On JAX's CPU (every program XLA-compiled), lists of a static length up to
-:data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead
-(``1 + #{documents before it}``, one fused O(L^2) compare-and-sum,
-:func:`tfr_extensions.keras_ops.pairs.row_sums`), as the TensorFlow version
-does under XLA: the same positions, faster there (XLA:CPU's sort costs
-0.1-0.3 us per element; counting beats it up to L = 1024 and loses at 2048,
-``docs/notes/keras_ops_backends.md``), and the inverse of a permutation is
-one scatter. PyTorch, whose eager kernels store every ``[B, L, L]``
-intermediate, sorts at every length, and so does JAX on a GPU, whose sort is fast
-(and where counting over 256 lists of 512 stopped with ``CUDA_ERROR_ILLEGAL_ADDRESS``
-on an H200, JAX 0.11).
+On JAX's CPU, lists of a static length up to :data:`COUNTING_MAX_LIST_SIZE` get their
+positions by counting instead (``1 + #{documents before it}``, one fused O(L^2)
+compare-and-sum, :func:`tfr_extensions.keras_ops.pairs.row_sums`), and the inverse of a
+permutation is one scatter: XLA:CPU's sort costs 0.1-0.3 us per element, and counting
+beats it up to L = 1024 (``docs/notes/keras_ops_backends.md``). PyTorch, whose eager
+kernels store every ``[B, L, L]`` intermediate, and JAX on a GPU, whose sort is fast
+(counting over 256 lists of 512 failed there with ``CUDA_ERROR_ILLEGAL_ADDRESS``, H200,
+JAX 0.11), sort at every length.
 
-Sorting is a primitive per framework (the TensorFlow one: a 64-bit composite key, a
-no-ties count and ``invert_permutation``; this one: ``lax.sort`` on two keys and a
-scatter on JAX), kept by ``python -m benchmarks.backend_throughput --backends jax``: the
-twin-sigmoid loss at 7.0-10.3x Rax's ApproxNDCG at 256 lists of 128 (2-vCPU EPYC,
-2026-11-29), where these counts and sorts are its forward pass.
+Kept per framework by ``python -m benchmarks.backend_throughput --backends jax``: the
+twin-sigmoid loss, whose forward pass these are, at 7.0-10.3x Rax's ApproxNDCG (256 lists
+of 128, 2-vCPU EPYC, 2026-11-29).
 """
 from typing import Optional
 
@@ -52,11 +45,9 @@ def _counting_is_faster(values) -> bool:
 
 
 def _count_positions(scores, mask, tie_keys=None):
-    """Positions by counting who comes first: higher score, then higher tie key
-    (distinct within a list, :func:`random_tie_keys`), or without tie keys the
-    lower index; padded documents last (their key, -inf, ties a valid
-    -inf by index, as in :func:`sort_order`). One pass over the pairs
-    (:func:`pairs.row_sums`)."""
+    """Positions by counting who comes first (one pass over the pairs): higher score,
+    then higher tie key, or without tie keys the lower index; padded documents last
+    (their key, -inf, ties a valid -inf by index, as in :func:`sort_order`)."""
     keys = ops.where(mask, scores, numerics.full_like(scores, _NEG_INF))
     index = ops.broadcast_to(ops.arange(ops.shape(scores)[1], dtype="int32")[None],
                              ops.shape(scores))
@@ -79,17 +70,12 @@ def _count_positions(scores, mask, tie_keys=None):
     return 1 + pairs.row_sums(before, columns, fills)
 
 
-def _descending_keys(scores, mask):
-    """Ascending sort keys of a descending order, padded documents last
-    (``-s``; ``+ 0.0`` makes -0.0 a tie of +0.0)."""
-    return -ops.where(mask, scores + 0.0, numerics.full_like(scores, _NEG_INF))
-
-
 def sort_order(scores, mask, tie_keys=None):
     """Indices ``[B, L]`` that sort each list by descending score, then descending
     ``tie_keys`` (else ascending index), padded documents last: the contract of
     :func:`tfr_extensions.ops.sorting.sort_order`."""
-    keys = _descending_keys(scores, mask)
+    # ascending keys, padded documents last (``+ 0.0`` makes -0.0 a tie of +0.0)
+    keys = -ops.where(mask, scores + 0.0, numerics.full_like(scores, _NEG_INF))
     if tie_keys is None:
         return ops.cast(ops.argsort(keys, axis=-1), "int32")
     if keras.backend.backend() == "jax":  # one sort on both keys (1.4x two sorts' speed)
@@ -146,11 +132,9 @@ def exact_ranks(scores, mask, tie_keys=None):
 
 
 def counting_positions(values, mask):
-    """1-based positions of ``values`` sorted descending (ties by index, padded
-    last) where counting is faster than sorting (JAX on a CPU, lists up to
-    ``COUNTING_MAX_LIST_SIZE``), else None: a caller that can use positions in
-    place of sorted values (a sum over positions) then needs no inverse and no
-    gather."""
+    """1-based positions of ``values`` sorted descending (ties by index, padded last)
+    where counting is faster than sorting, else None: a caller that can sum over
+    positions in place of sorted values then needs no inverse and no gather."""
     return _count_positions(values, mask) if _counting_is_faster(values) else None
 
 

@@ -1,12 +1,9 @@
 """LambdaLoss's PyTorch-native body: its math, :func:`tfr_extensions.losses.lambda_loss`
 (in ``keras.ops``), under the bad-input policy in torch operations
-(:mod:`tfr_extensions.torch_ops.screening`: a dozen torch operations for the thirty or so
-``keras.ops`` calls of the generic screening, each of which converts and checks its
-inputs in Python). At 64 lists of 32 that call overhead is a tenth of a forward and
-backward pass: ``KERAS_BACKEND=torch python -m benchmarks.allrank_losses --cases
-lambda_loss lambda_ranknet --sizes 32 --threads 1 --clock cpu`` gave 1.09 / 1.01x
-allRank 1.4.3's code with the generic screening, the figures of ``docs/speed.md`` with
-this one.
+(:mod:`tfr_extensions.torch_ops.screening`): at 64 lists of 32 the generic screening's
+Python call overhead is a tenth of a forward and backward pass. ``KERAS_BACKEND=torch
+python -m benchmarks.allrank_losses --cases lambda_loss lambda_ranknet --sizes 32 --threads
+1 --clock cpu``: 1.09 / 1.01x allRank 1.4.3 with the generic one, ``docs/speed.md``'s here.
 """
 from tfr_extensions.losses import lambda_framework
 

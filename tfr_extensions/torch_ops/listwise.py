@@ -1,7 +1,6 @@
 r"""ApproxNDCG and ListNet in PyTorch: the PyTorch-native bodies of
 :func:`tfr_extensions.losses.approx_ndcg_loss` and
-:func:`tfr_extensions.losses.listnet_loss` (the contracts of their ``keras.ops``
-bodies, :mod:`tfr_extensions.keras_ops.losses.listwise`).
+:func:`tfr_extensions.losses.listnet_loss` (their contracts).
 
 ApproxNDCG (``approxndcg-revisited.txt``, Eq. 3-6) is one ``torch.autograd.Function``. With
 :math:`x = s / T`, :math:`S_{ij} = \sigma(x_j - x_i)` and :math:`m` the valid documents, the
@@ -13,19 +12,16 @@ the symmetric :math:`P = S \odot (1 - S)`:
 .. math:: \frac{\partial\,\mathrm{nDCG}}{\partial s_k} = \frac{m_k}{T}
    \left[(P c)_k - c_k (P m)_k\right]
 
-(the diagonal terms of the two sums cancel). Both are computed in the forward pass
-over blocks of rows (:mod:`tfr_extensions.torch_ops.pairs`): the ``x`` differences
-and one ``sigmoid`` per pair in place, a batched matrix product for the ranks;
-where a gradient is wanted, once more with ``P`` in place and a batched matrix
-product with :math:`[c, m]` (the ranks of the whole list come first). The backward
-pass scales the saved ``[B, L]`` gradient by the upstream one; no ``[B, L, L]``
-tensor outlives the forward pass.
+(the diagonal terms of the two sums cancel). Both are computed in the forward pass over
+blocks of rows (:mod:`tfr_extensions.torch_ops.pairs`): one ``sigmoid`` per pair in place
+and a batched matrix product for the ranks; where a gradient is wanted, once more with
+``P`` in place and a batched matrix product with :math:`[c, m]`. The backward scales the
+saved ``[B, L]`` gradient by the upstream one; no ``[B, L, L]`` tensor outlives the forward.
 
-ListNet is O(B L) and runs as plain PyTorch operations under autograd, kept by
-``python -m benchmarks.backend_throughput --backends torch --losses listnet
---with-keras-ops``: eagerly 1.4-1.8x its ``keras.ops`` body at L = 32-128 (Keras's
-per-op cost), equal at 512; under ``torch.compile`` the ``keras.ops`` body runs
-1.25-2.1x faster (2-vCPU EPYC, 2026-11-29).
+ListNet is O(B L), plain PyTorch operations under autograd, kept by ``python -m
+benchmarks.backend_throughput --backends torch --losses listnet --with-keras-ops``: eagerly
+1.4-1.8x its ``keras.ops`` body at L = 32-128, equal at 512; under ``torch.compile`` the
+``keras.ops`` body runs 1.25-2.1x faster (2-vCPU EPYC, 2026-11-29).
 """
 import math
 
@@ -35,12 +31,6 @@ from tfr_extensions.keras_ops.numerics import safe_divide
 from tfr_extensions.ops import rank_metrics
 from tfr_extensions.torch_ops import screening
 from tfr_extensions.torch_ops import pairs
-
-
-def _pair_sigmoids(x, block, buffer):
-    """:math:`S_{ij} = \\sigma(x_j - x_i)` for the rows ``block``, ``[B, R, L]`` (into
-    ``buffer``, :func:`~tfr_extensions.torch_ops.pairs.scratch`, where given)."""
-    return pairs.differences(x, block, buffer).sigmoid_()
 
 
 class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
@@ -54,7 +44,8 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
         x = pairs.clip(torch.where(valid, scores, 0.0) / temperature)
         blocks, buffer = pairs.row_blocks(x), pairs.scratch(x)
         ranks = 0.5 + torch.cat([  # 1/2 + S m
-            torch.bmm(weights[:, None, :], _pair_sigmoids(x, block, buffer).transpose(1, 2))
+            torch.bmm(weights[:, None, :],
+                      pairs.differences(x, block, buffer).sigmoid_().transpose(1, 2))
             for block in blocks], dim=2)[:, 0]
         log_ranks = torch.log1p(ranks)  # ln(1 + rank) >= ln 1.5
         ndcg = (gains * (math.log(2.0) / log_ranks)).sum(dim=-1) * inverse_ideal
@@ -64,7 +55,8 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
             columns = torch.stack([rank_grads, weights], dim=1)  # [B, 2, L]
             sums = torch.cat([  # the pairs again: P c and P m, P = S (1 - S) in place
                 torch.bmm(columns, pair.addcmul_(pair, pair, value=-1.0).transpose(1, 2))
-                for pair in (_pair_sigmoids(x, block, buffer) for block in blocks)], dim=2)
+                for pair in (pairs.differences(x, block, buffer).sigmoid_()
+                             for block in blocks)], dim=2)
             ctx.save_for_backward(
                 weights * (sums[:, 0] - rank_grads * sums[:, 1]) / temperature)
         return ndcg
@@ -78,8 +70,7 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     r"""ApproxNDCG, per list: minus nDCG at the smooth ranks of Eq. 5-6 (module
-    docstring); the PyTorch-native form of
-    :func:`tfr_extensions.keras_ops.losses.listwise.approx_ndcg_loss`.
+    docstring).
 
     Returns ``(losses, weights)`` ``[batch]``: minus approxNDCG, and 1 for lists with
     a relevant document (0, with loss 0, otherwise).
@@ -99,9 +90,8 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
     r"""ListNet, per list: the cross entropy
     :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log \mathrm{softmax}(s/T)_i` over the valid
-    documents, weight :math:`\sum_k y_k`; the
-    PyTorch-native form of :func:`tfr_extensions.keras_ops.losses.listwise.listnet_loss`
-    (the same clipping and the same shift by the largest valid logit).
+    documents, weight :math:`\sum_k y_k` (the ``keras.ops`` body's clipping and shift by
+    the largest valid logit).
 
     >>> losses, weights = listnet_loss(torch.tensor([[1., 0.]]), torch.tensor([[0., 0.]]),
     ...                                mask=torch.tensor([[True, True]]))

@@ -1,18 +1,14 @@
 r"""Row blocks for the pair passes of the PyTorch-native bodies.
 
-PyTorch's eager CPU kernels write every ``[B, L, L]`` intermediate to memory, and
-a fresh tensor of many megabytes comes from the operating system page by page: at
-16 lists of 512 documents (16 MB a tensor, 2 EPYC cores) allocating and first
-touching one took 5 ms, against 0.5-1.3 ms for a pass over it that reuses memory.
-So on a CPU the pair passes run over blocks of rows, ``[B, R, L]`` with at most
-:data:`CPU_BLOCK_PAIRS` pairs: the blocks stay in cache. Eagerly, the differences of
-each block are written into one buffer per pass (:func:`scratch`, :func:`differences`):
-a fresh tensor per block goes back to the operating system when freed, and the next
-one pays the first touch of its pages again (64 lists of 128: the twin-sigmoid's pair
-pass took 2.6 ms with a tensor per block, 1.5 ms with two buffers). On a GPU (PyTorch's
-caching allocator, kernels that fill the device) the whole ``[B, L, L]`` is one block.
-The number of blocks depends on the static shape only, so ``torch.compile`` unrolls
-them into one graph (no ``out=`` into slices, which it refuses).
+PyTorch's eager CPU kernels write every ``[B, L, L]`` intermediate to memory, and a fresh
+tensor of many megabytes comes from the operating system page by page (16 lists of 512,
+2 EPYC cores: 5 ms to allocate and first touch one, 0.5-1.3 ms for a pass that reuses
+memory). So on a CPU the pair passes run over blocks of rows, ``[B, R, L]`` with at most
+:data:`CPU_BLOCK_PAIRS` pairs, which stay in cache, and eagerly each block's differences
+are written into one buffer per pass (:func:`scratch`, :func:`differences`: the
+twin-sigmoid's pair pass at 64 lists of 128 took 2.6 ms with a tensor per block, 1.5 ms
+with two buffers). On a GPU the whole ``[B, L, L]`` is one block. The number of blocks
+depends on the static shape only, so ``torch.compile`` unrolls them into one graph.
 
 >>> scores = torch.zeros(16, 512)
 >>> rows_per_block(scores), len(row_blocks(scores)), row_blocks(scores)[1]

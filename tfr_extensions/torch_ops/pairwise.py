@@ -1,6 +1,5 @@
 r"""RankNet in PyTorch: the PyTorch-native body of
-:func:`tfr_extensions.losses.ranknet_loss` (the contract of
-:func:`tfr_extensions.keras_ops.losses.pairwise.ranknet_loss`).
+:func:`tfr_extensions.losses.ranknet_loss` (its contract).
 
 ``ranknet-and-ndcg-beta-report.txt``, Eq. 1-4. The pair cost
 :math:`C(o, \bar P) = (1 - \bar P)\,o + \log(1 + e^{-o}) = \mathrm{softplus}(o) - \bar P o`
@@ -15,9 +14,8 @@ of valid documents, less the diagonal's :math:`n \log 2`, and, as
    \frac{\partial}{\partial o_k} = m_k \sum_j m_j \big(\sigma(o_{kj}) - \bar P_{kj}\big).
 
 One ``torch.autograd.Function`` forms the pairs once, over blocks of rows
-(:mod:`tfr_extensions.torch_ops.pairs`): the value and, where wanted, the gradient,
-with no ``[B, L, L]`` mask (the masks enter as the vectors of batched matrix
-products).
+(:mod:`tfr_extensions.torch_ops.pairs`), for the value and, where wanted, the gradient;
+the masks enter as the vectors of batched matrix products.
 """
 import math
 

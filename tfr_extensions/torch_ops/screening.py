@@ -1,14 +1,12 @@
 r"""The bad-input policy around the PyTorch-native bodies, in PyTorch operations.
 
-The same policy as :func:`tfr_extensions.ops.screening.screened_loss` (and
-:mod:`tfr_extensions.losses.base`): labels < 0 (NaN included) or ``mask`` False are
-padding; a list with a valid document whose score is not finite or whose label exceeds
-``max_label`` is broken: NaN loss, no gradient; labels are 0 at padding and capped at
-``max_label``, non-finite scores 0. Written with ``torch`` operations it costs about a
-dozen element-wise ``[B, L]`` kernels; through ``keras.ops`` it took about thirty calls,
-each converting and checking its inputs in Python (about a quarter of the eager
-twin-sigmoid's call at 32 lists of 128 on a CPU, by cProfile; the call went from 5.4-5.7
-to 3.0-4.6 ms).
+The policy of :func:`tfr_extensions.ops.screening.screened_loss`: labels < 0 (NaN
+included) or ``mask`` False are padding; a list with a valid document whose score is not
+finite or whose label exceeds ``max_label`` is broken (NaN loss, no gradient); labels are
+0 at padding and capped at ``max_label``, non-finite scores 0. About a dozen ``[B, L]``
+torch kernels, where ``keras.ops`` took some thirty calls that each convert and check
+their inputs in Python (the eager twin-sigmoid at 32 lists of 128 on a CPU went from
+5.4-5.7 to 3.0-4.6 ms a call).
 
 >>> import torch
 >>> body = lambda labels, scores, mask: (-(scores * labels).sum(-1), mask.any(-1).float())

@@ -1,26 +1,22 @@
 r"""Sinkhorn scaling in PyTorch: the loop of NeuralNDCG, with a hand-written backward.
 
-The same iteration and the same per-list stopping rule as the array namespace's
+The iteration and per-list stopping rule of the array namespace's
 ``xp.sinkhorn.sinkhorn_scaling`` (:func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`):
 each iteration divides every column of a list's matrix by its sum, then every row by its
 sum (a zero sum leaves its zeros); a list is frozen after the first iteration at which all
 its valid row and column sums are within ``tolerance`` of 1.
 
-Per framework because of its cost. The generic loop guards each division with two selects
-over ``[B, L, L]``, freezes the stopped lists with a third, and leaves autograd to
-differentiate the ten or so ``[B, L, L]`` operations of each iteration. Here every select is
-over sums, ``[B, L]``: each iteration multiplies the columns, then the rows, by their
-inverse sums (0 for a zero sum), a stopped list by 1 (it stays as it is, to the bit), the
-stopping test's column sums are the next iteration's, and the backward is one
+Per framework because of its cost: where the generic loop guards each division and the
+freeze with selects over ``[B, L, L]`` and leaves autograd ten or so ``[B, L, L]``
+operations per iteration, here every select is over sums, ``[B, L]`` (a stopped list
+scales by 1 and stays as it is, to the bit), and the backward is one
 ``torch.autograd.Function``: per iteration, with :math:`a = m / c` and :math:`b = a / q`,
 :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
 :math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a stopped
-list passes its gradient through), four ``[B, L, L]`` element-wise operations and two
-reductions. Every iteration runs, with no value read back to the host (a GPU's queue never
-waits on it) and one ``torch.compile`` graph. ``KERAS_BACKEND=torch python -m
-benchmarks.allrank_losses``: at 64 lists of 32 and of 128, NeuralNDCG's forward and backward
-ran at 0.34-0.51x and 0.41-0.46x allRank 1.4.3's code with the generic loop, at the figures
-of ``docs/speed.md`` with this one.
+list passes its gradient through). No value is read back to the host, and
+``torch.compile`` makes one graph. Kept by ``KERAS_BACKEND=torch python -m
+benchmarks.allrank_losses``: 0.34-0.51x allRank 1.4.3 at 64 lists of 32 and 128 with the
+generic loop, the figures of ``docs/speed.md`` with this one.
 """
 import torch
 
@@ -73,10 +69,8 @@ class _Sinkhorn(torch.autograd.Function):
 
 def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
     """Sinkhorn scaling of ``[B, L, L]`` matrices that are zero outside their valid rows
-    (``row_mask`` bool ``[B, L]``) and columns (``column_mask``), as
-    :func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling` computes it (module
-    docstring): at most ``iterations`` iterations, a list stopped once its valid row and
-    column sums are all within ``tolerance`` of 1.
+    (``row_mask`` bool ``[B, L]``) and columns (``column_mask``), ``iterations`` at most
+    (module docstring).
 
     >>> m = torch.tensor([[[2., 1.], [1., 2.]]])
     >>> valid = torch.tensor([[True, True]])

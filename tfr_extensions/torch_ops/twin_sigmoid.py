@@ -20,13 +20,11 @@ with :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` of Eq. 11, 20 or 21. With
 * type3 (Eq. 21): :math:`g = \alpha_b (1 + t)` if u = 1, :math:`-\alpha_b(1 - t)` if
   u = -1, 0 if u = 0; that is :math:`g = \alpha_b\, u (1 + t u)`.
 
-Both sums of row k are one batched matrix product, :math:`G [\delta, m]` with
-:math:`m` the valid documents (padded columns count for nothing, padded rows get
-0), so no ``[B, L, L]`` mask is formed; under ``torch.compile`` they are one
-reduction that its compiler fuses with the pair terms. Each pair takes one logistic,
-:math:`\frac14(1 - t^2) = \sigma(x)\,\sigma(-x)` and :math:`1 + t u = 2\sigma(u x)`
-with :math:`x = \alpha_b (s_j - s_k)`: exact for every spread (no cancellation near
-:math:`|t| = 1`), so there is no exp/tanh choice and no data-dependent branch.
+Both sums of row k are one batched matrix product, :math:`G [\delta, m]` with :math:`m`
+the valid documents, so no ``[B, L, L]`` mask is formed (under ``torch.compile``, one
+reduction fused with the pair terms). Each pair takes one logistic,
+:math:`\frac14(1 - t^2) = \sigma(x)\,\sigma(-x)` and :math:`1 + t u = 2\sigma(u x)` with
+:math:`x = \alpha_b (s_j - s_k)`: exact for every spread, with no data-dependent branch.
 """
 import torch
 
@@ -46,8 +44,8 @@ from tfr_extensions.torch_ops.rank_metrics import ndcg_value_and_rank_gradient
 def _pair_derivatives(x, u, gradient: str):
     r""":math:`g / \alpha_b` up to the constant of :data:`_SIGN_AND_SCALE`: :math:`p (1 - p)`
     (type1), :math:`p (1 - p) u` (type2), :math:`u\,\sigma(u x)` (type3), with
-    :math:`p = \sigma(x)`, for the pair logits ``x`` :math:`= \alpha_b (s_j - s_k)`
-    (overwritten) and label signs ``u`` (None for type1)."""
+    :math:`p = \sigma(x)`, for the pair logits ``x`` (overwritten) and label signs ``u``
+    (None for type1)."""
     if gradient == "type3":
         return x.mul_(u).sigmoid_().mul_(u)
     p = x.sigmoid_()
@@ -58,7 +56,6 @@ def _pair_derivatives(x, u, gradient: str):
 #: ``(c, k)`` of each type:
 #: :math:`\partial L / \partial s_k = -k c \alpha_b \sum_j g'_{kj} (\delta_j + c\,\delta_k m_j)`
 #: with :math:`g'` of :func:`_pair_derivatives`
-#: (:math:`\frac14 (1 - t^2) = p (1 - p)`, :math:`1 + \tanh(z / 2) = 2 \sigma(z)`)
 _SIGN_AND_SCALE = {"type1": (-1.0, 1.0), "type2": (1.0, 1.0), "type3": (1.0, 2.0)}
 
 
@@ -72,9 +69,8 @@ def _stored(tensor):
 
 def _fused_row_sums(x, labels, delta, weights, sign: float, gradient: str):
     r""":math:`\sum_j g'_{kj} (\delta_j + c\,\delta_k m_j)` ``[B, L]`` as one
-    expression over all pairs, for ``torch.compile``: its compiler fuses the pair terms
-    into the reduction, so no ``[B, L, L]`` tensor is stored (nor a row block, nor the
-    product with two columns, which an eager CPU prefers)."""
+    expression over all pairs, for ``torch.compile``, whose compiler fuses the pair terms
+    into the reduction (no ``[B, L, L]`` tensor stored)."""
     x, labels, delta, weights = map(_stored, (x, labels, delta, weights))
     pair_x = x[:, None, :] - x[:, :, None]
     u = None if gradient == "type1" else torch.sign(labels[:, :, None] - labels[:, None, :])
@@ -87,10 +83,8 @@ def _fused_row_sums(x, labels, delta, weights, sign: float, gradient: str):
 
 
 def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
-    r"""The sums of :func:`_fused_row_sums` eagerly: per block of rows
-    (:func:`~tfr_extensions.torch_ops.pairs.row_blocks`) the logits and label signs
-    written into two buffers allocated once (:func:`~tfr_extensions.torch_ops.pairs.scratch`),
-    the pair terms in place, and both sums as one batched product
+    r"""The sums of :func:`_fused_row_sums` eagerly, per block of rows: logits and label
+    signs in two buffers, the pair terms in place, both sums as one batched product
     :math:`[\delta, m]^\top G^\top` (faster on a CPU than :math:`G [\delta, m]`)."""
     logits = pairs.scratch(x)
     signs = None if gradient == "type1" else pairs.scratch(labels)
@@ -105,34 +99,9 @@ def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
     return both[:, 0] + sign * delta * both[:, 1]
 
 
-def _pair_inputs(delta, scores, valid, alpha_b: float):
-    r"""``(delta, x, m)`` ``[B, L]`` of :func:`_pair_sums`: :math:`\delta` and the
-    scaled scores :math:`\alpha_b s` (clipped) with 0 at padded documents, and the
-    valid documents as 0/1."""
-    zeros = torch.zeros_like(scores)
-    return (torch.where(valid, delta, zeros),
-            pairs.clip(torch.where(valid, scores, zeros) * alpha_b), valid.to(scores.dtype))
-
-
-def _pair_sums(delta, x, labels, weights, gradient: str):
-    r""":math:`\partial L / \partial s` ``[B, L]`` over :math:`\alpha_b` (0 at padded
-    documents) from the :func:`_pair_inputs`: eagerly by row blocks
-    (:func:`_blocked_row_sums`), under ``torch.compile`` as one fused reduction
-    (:func:`_fused_row_sums`)."""
-    sign, scale = _SIGN_AND_SCALE[gradient]
-    if pairs.compiling():
-        sums = _fused_row_sums(x, labels, delta, weights, sign, gradient)
-    else:
-        sums = _blocked_row_sums(x, labels, delta, weights, sign, gradient)
-    return (-sign * scale) * sums * weights
-
-
 def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     r""":math:`\partial L / \partial s` ``[B, L]`` from :math:`\delta = \partial L / \partial r`
-    ``[B, L]`` (module docstring), with :math:`x_{kj} = \alpha_b (s_j - s_k)`
-    and :math:`t = \tanh(x / 2)`:
-    :math:`\frac{\alpha_b}{4}(1 - t^2) = \alpha_b \sigma(x) \sigma(-x)` and
-    :math:`\alpha_b u (1 + t u) = 2 \alpha_b u\,\sigma(u x)`, one logistic per pair: eagerly
+    ``[B, L]`` (module docstring: one logistic per pair, exact for every spread): eagerly
     by blocks of rows, under ``torch.compile`` as one fused reduction. ``delta``, ``scores``
     and ``labels`` may hold anything finite at padded documents.
 
@@ -140,8 +109,13 @@ def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     >>> ranks_backward(torch.tensor([[1.0, 0.0]]), s, y, y >= 0, 1.0, "type3")
     tensor([[-1.4621,  1.4621]])
     """
-    delta, x, weights = _pair_inputs(delta, scores, valid, alpha_b)
-    return alpha_b * _pair_sums(delta, x, labels, weights, gradient)
+    zeros = torch.zeros_like(scores)
+    delta, weights = torch.where(valid, delta, zeros), valid.to(scores.dtype)
+    x = pairs.clip(torch.where(valid, scores, zeros) * alpha_b)  # 0 at padded documents
+    sign, scale = _SIGN_AND_SCALE[gradient]
+    row_sums = _fused_row_sums if pairs.compiling() else _blocked_row_sums
+    return alpha_b * ((-sign * scale) * row_sums(x, labels, delta, weights, sign, gradient)
+                      * weights)
 
 
 #: the keras.ops namespace, loaded now (an import where torch.compile traces breaks its graph)
@@ -199,10 +173,8 @@ def forward_ranks(scores, valid, tie_break: bool, seed):
 
 class _TwinSigmoidGradient(torch.autograd.Function):  # pylint: disable=abstract-method
     """``value`` ``[B]`` with the gradient of :func:`ranks_backward` for ``delta =
-    upstream * rank_gradient``. The pairs are formed in the forward pass, where
-    ``scores`` needs a gradient, for ``delta = rank_gradient`` (the gradient of list b
-    is linear in its upstream), as the other PyTorch bodies do; the backward scales
-    the stored ``[B, L]`` gradient."""
+    upstream * rank_gradient``: computed in the forward pass for ``delta = rank_gradient``
+    (linear in the upstream), which the backward scales."""
 
     @staticmethod
     def forward(ctx, scores, value, rank_gradient, labels, valid, alpha_b, gradient):

@@ -276,7 +276,7 @@ JAX_TRAINER = textwrap.dedent("""
     import json, runpy, sys
     sys.modules["tensorflow"] = None  # as on a machine without TensorFlow
     fold, output, features_path, lengths = sys.argv[1:5]
-    sys.argv = ["pipelines.train", "--data", fold, "--scorer", "CE4.L", "--hidden-units", "8",
+    sys.argv = ["pipelines.train", "--data", fold, "--scorer", "SA1", "--hidden-units", "8",
                 "--epochs", "2", "--steps-per-epoch", "4", "--batch-size", "4",
                 "--no-tensorboard", "--verbose", "0", "--output-dir", output,
                 "--export-dir", output + "/export"]
@@ -297,7 +297,9 @@ JAX_TRAINER = textwrap.dedent("""
 def test_trained_on_jax_exported_on_tensorflow_served_by_tensorflow_alone(exported, tmp_path):
     """The whole route of a JAX user: ``tfrx-train`` on JAX without TensorFlow writes
     model.keras and prints the export command; ``tfrx-export`` writes the SavedModel on
-    TensorFlow; a TensorFlow-only process serves the JAX model's scores."""
+    TensorFlow; a TensorFlow-only process serves the JAX model's scores. The model is the
+    self-attention scorer (``SA1``), whose scores depend on the whole list: the served
+    signatures must hand it each list whole."""
     _, _, features, mask, _ = exported
     fold = tmp_path / "fold"
     fold.mkdir()

@@ -418,7 +418,9 @@ def test_a_seeded_loss_draws_afresh_each_call_and_replays_with_its_seed(key):
     assert np.isfinite(first).all()
 
 
-@stack.heavy_integration("tf215", "keras3")  # (Keras 2: tf215's)
+# Keras 2's mixed precision (a LossScaleOptimizer around the loss's float16 gradients);
+# Keras 3's: tests/neutral/test_neutral_keras_losses.py on every backend
+@stack.heavy_integration("tf215")
 @pytest.mark.parametrize("name", KEYS)
 def test_trains_under_the_mixed_float16_policy(name):
     keras.utils.set_random_seed(0)

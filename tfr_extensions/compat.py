@@ -17,7 +17,7 @@ Our own versions of the few TF-Ranking pieces the package cannot do without
 live with what they belong to (``tests/test_compat.py`` checks each against
 TF-Ranking where it imports), and their old names here still import:
 
-* ragged padding, :func:`tfr_extensions.ops.screening.ragged_to_dense`;
+* ragged padding, :func:`tfr_extensions.ops.ragged.ragged_to_dense`;
 * ELWC parsing, :func:`tfr_extensions.data.elwc.parse_elwc`, and its predict
   signature, :func:`tfr_extensions.serving.elwc_predict_function`;
 * the strategy helpers, :mod:`tfr_extensions.strategies`;

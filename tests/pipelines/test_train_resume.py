@@ -222,14 +222,13 @@ def assert_results_equal(got, want):
                 assert scores_got[part][key] == pytest.approx(value, abs=TOLERANCE), (part, key)
 
 
+# (compiled steps with a seeded loss resume on the jax stack, where Keras 3 compiles every
+# step: tests/neutral/test_neutral_train.py)
 @stack.heavy_integration("tf215", "keras3")
 @pytest.mark.parametrize("overrides", [
     {"loss": "irgan_pair"},                                    # two players, two optimizers
     {"strategy": "mirrored", "mixed_precision": True},         # loss scaling's state too
-    pytest.param({"jit_compile": True, "loss": "twin_ndcg_type3",
-                  "loss_args": {"tie_break": True}},
-                 marks=stack.heavy_integration("keras3")),  # Keras 3's default on a GPU
-], ids=["irgan", "mirrored_mixed_precision", "xla"])
+], ids=["irgan", "mirrored_mixed_precision"])
 def test_an_interrupted_run_resumes_exactly(tiny_fold, tmp_path, monkeypatch, overrides):
     argv = tiny_argv(tiny_fold, tmp_path / "run", epochs=2)
     config = dataclasses.replace(train.parse_args(argv), seed=3, steps_per_epoch=3, **overrides)

@@ -5,6 +5,7 @@ Everything here runs TF-Ranking's classes (``SimplePipeline``,
 through the ``strategy`` hparam), never stand-ins, on MQ2008 Fold1.
 """
 import base64
+import inspect
 import json
 import os
 import pathlib
@@ -243,11 +244,10 @@ def _one_name_per_kind_of_loss():
     counter and seed live in the checkpoint). The pipeline sees only the loss object; the
     math of every class and preset is ``tests/losses``'s (values, gradients, graph mode,
     XLA, Keras fit under mixed precision)."""
-    import inspect
     kinds = {}
     for name in tfrx.losses.names(classes=False, presets=False, tf_ranking=False):
         cls = type(tfrx.losses.get(name))
-        kind = (cls.__mro__[1], "seed" in inspect.signature(cls.__init__).parameters)
+        kind = (cls.__mro__[1], "seed" in _init_args(name))
         kinds.setdefault(kind, name)
     return TF_RANKING_LOSSES + tuple(kinds.values())
 
@@ -272,7 +272,6 @@ def test_each_kind_of_loss_trains_a_step_in_the_pipeline(name, short_lists_build
 
 
 def _init_args(name):
-    import inspect
     return inspect.signature(type(tfrx.losses.get(name)).__init__).parameters
 
 

@@ -237,6 +237,10 @@ def test_every_registered_name_resolves_in_build_loss(tmp_path, short_lists_buil
 TF_RANKING_LOSSES = ("softmax_loss", "ordinal_loss")
 
 
+def _init_args(name):
+    return inspect.signature(type(tfrx.losses.get(name)).__init__).parameters
+
+
 def _one_name_per_kind_of_loss():
     """TF_RANKING_LOSSES, then the first loss of ours (registry order) of each kind the
     pipeline can tell apart: its base class below ``RankingLoss`` (the policy-gradient
@@ -269,10 +273,6 @@ def test_each_kind_of_loss_trains_a_step_in_the_pipeline(name, short_lists_build
     assert np.isfinite(logs["loss"]) and np.isfinite(logs["val_loss"]), logs
     assert 0.0 <= logs["val_metric/nerr_10"] <= 1.0
     assert pipeline.exported_to.endswith(os.path.join("export", "latest_model"))
-
-
-def _init_args(name):
-    return inspect.signature(type(tfrx.losses.get(name)).__init__).parameters
 
 
 def test_validation_metrics_equal_tfrx_evaluation(libsvm_builder, tmp_path):

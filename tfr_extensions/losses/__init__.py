@@ -5,14 +5,11 @@
     losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, topn=10)  # per list
 
 (:mod:`tfr_extensions.losses.base` has the conventions and the bad-input policy.) Every
-module of this package but its infrastructure (:data:`INFRASTRUCTURE`) is one family of
-losses, imported here whole: its registered classes and their functions are this package's
-names, with no list to keep by hand. No module is named like a function:
-``tfrx.losses.lambda_loss`` is LambdaLoss's function (its module is
-:mod:`tfr_extensions.losses.lambda_framework`, NeuralNDCG's
-:mod:`tfr_extensions.losses.relaxed_sorting`). The module paths of an earlier release
-(:data:`RENAMED_MODULES`) still import, and their names work with a ``DeprecationWarning``
-that names the new module.
+module but the infrastructure (:data:`INFRASTRUCTURE`) is one family of losses, imported
+here whole: its registered classes and their functions are this package's names. No module
+is named like a function (``tfrx.losses.lambda_loss`` is the function; its module is
+:mod:`~tfr_extensions.losses.lambda_framework`). The module paths of an earlier release
+(:data:`RENAMED_MODULES`) still import, with a ``DeprecationWarning`` naming the new module.
 """
 import importlib
 import pkgutil

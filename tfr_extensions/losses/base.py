@@ -1,22 +1,17 @@
 """The functional core of every ``tfrx`` loss, and the one Keras class around it.
 
-Every loss is first a pure function of tensors, public in :mod:`tfr_extensions.losses`::
+Every loss is first a pure function, public in :mod:`tfr_extensions.losses`,
+``fn(labels, scores, *, mask=None, <options>)`` -> per-list losses and weights, ``[batch]``
+each (a custom training loop's batch loss is then, e.g., ``sum(losses * weights) / batch``)::
 
     losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ap", topn=10)
 
-``fn(labels, scores, *, mask=None, <options>)`` returns per-list losses and weights,
-``[batch]`` each; the batch loss of a custom training loop (or of a gradient-boosting
-objective) is then, for example, ``sum(losses * weights) / batch``. The options are
-keyword-only and checked at every call (a ``ValueError`` naming the option). The Keras
-class of a loss (a :class:`RankingLoss`, the recipe for a new one) takes the same options in
-its explicit constructor, checks them at construction and returns them in ``get_config``
-(``from_config`` is ``cls(**config)``), so every option round-trips through JSON.
-
-**The math once, one rule.** A loss's math is written once against the array namespace
-(:func:`tfr_extensions.arrays.namespace`: TensorFlow's ops on Keras 2 and on Keras 3's
-TensorFlow backend, ``keras.ops`` on JAX and PyTorch, by the one rule
-:func:`tfr_extensions.backend.implementation`) and put under the option checks and the
-bad-input policy by :func:`loss_function`. A loss whose pairs dominate may name a
+The options are keyword-only and checked at every call (a ``ValueError`` naming the
+option). The Keras class of a loss (a :class:`RankingLoss`, the recipe for a new one) takes
+them in its explicit constructor, checks them at construction and returns them in
+``get_config`` (``from_config`` is ``cls(**config)``). The math is written once against the
+array namespace (:func:`tfr_extensions.arrays.namespace`) and put under the option checks
+and the bad-input policy by :func:`loss_function`; a loss whose pairs dominate may name a
 PyTorch-native body (``torch=``, :mod:`tfr_extensions.torch_ops`), run in its place on
 Keras's PyTorch backend (:meth:`LossSpec.implementation_of`). This module imports no
 TensorFlow.
@@ -28,8 +23,9 @@ differs):
   ``scores``: float ``[batch, list_size]``; ``mask``: optional bool ``[batch, list_size]``,
   True = valid, narrows validity further. On TensorFlow both may be ``tf.RaggedTensor``
   (padded as TF-Ranking does, label -1); the Keras classes take them with ``ragged=True``.
-* Lists without relevant documents (or that cannot be ranked at all) get weight 0, a
-  finite loss and zero gradient.
+* The weight of a list is 1 unless its loss says otherwise; lists without relevant
+  documents (or that cannot be ranked at all) get weight 0, a finite loss (0 where the
+  loss's docstring says so) and zero gradient.
 * Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels or
   keras-rs's ``{"labels", "mask"}`` (mask False = padding); ``sample_weight`` is
   ``[batch, 1]`` per list, or ``[batch, list_size]`` per item, made a per-list weight by
@@ -44,19 +40,15 @@ differs):
   runs with one seed are identical.
 
 Bad input (``docs/bad_input.md``): one policy for the functions and the classes, written
-once in :mod:`tfr_extensions.ops.screening` (and in torch operations around the
-PyTorch-native bodies, :mod:`tfr_extensions.torch_ops.screening`) and applied by
-:func:`~tfr_extensions.ops.screening.screened_loss` (O(B L) element-wise, no host sync).
-**Padding** (label < 0 or NaN, or ``mask`` False) is ignored whatever its score, NaN and
-inf included, with gradient exactly 0. **A non-finite score** of a valid document, or a
-valid label above the loss's maximum (31, :data:`~tfr_extensions.ops.conventions.MAX_LABEL`,
-+inf included), makes that list's loss NaN (so the reduced loss is NaN and Keras's
-``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it were
-absent, and a loss is never finite over a non-finite gradient (a NaN that the model itself
-produced may still reach its own weights through the chain rule). **A batch of 0 lists**
-(``[0, L]``, also ``[0, 0]``) or lists of 0 documents give losses ``[0]`` (a reduced loss of
-0) and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``, fractional ones
-included; metrics with binary relevance count ``label > 0`` as relevant.
+once in :mod:`tfr_extensions.ops.screening` (:mod:`tfr_extensions.torch_ops.screening`
+around the PyTorch-native bodies), O(B L) element-wise with no host sync. **Padding**
+(label < 0 or NaN, or ``mask`` False) is ignored whatever its score, with gradient exactly
+0. **A non-finite score** of a valid document, or a valid label above the loss's maximum
+(:data:`~tfr_extensions.ops.conventions.MAX_LABEL`, 31), makes that list's loss NaN (so
+Keras's ``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it
+were absent. **A batch of 0 lists** (``[0, L]``, ``[0, 0]``) or lists of 0 documents give
+losses ``[0]`` and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``,
+fractional ones included; binary metrics count ``label > 0`` as relevant.
 """
 import dataclasses
 import functools
@@ -233,16 +225,13 @@ class LossSpec:
         if which is not None:
             return which
         which = implementation()
-        if which == KERAS_OPS and self.torch is not None and backend.backend_name() == "torch":
-            return TORCH
-        return which
+        native = which == KERAS_OPS and self.torch is not None and backend.backend_name() == "torch"
+        return TORCH if native else which
 
     def body(self, which: Optional[str] = None) -> Callable[..., Output]:
         """What implementation ``which`` (default: :meth:`implementation_of`) runs: the
         PyTorch-native body for :data:`TORCH`, else :attr:`math`."""
-        if self.implementation_of(which) == TORCH:
-            return load_body(self.torch)
-        return self.math
+        return load_body(self.torch) if self.implementation_of(which) == TORCH else self.math
 
     def compute(self, labels, scores, mask, options, which: Optional[str] = None) -> Output:
         """``(losses, weights, aux)`` for checked ``options``: the body of implementation
@@ -294,13 +283,11 @@ def loss_function(*, torch: Optional[str] = None,
 class StepSeeded:
     """Mixin for randomized losses and models: a seed that changes at every call.
 
-    With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``. On
-    TensorFlow the counter is a non-trainable variable (a Keras weight of a model;
-    :mod:`tfr_extensions.ops.step_seeds`), so it works inside ``tf.function``, XLA and
-    distribution strategies (synchronized on write, updated once per step by the first
-    replica; with more than one replica each folds in its replica id as well). On JAX and
-    PyTorch it is a Keras ``SeedGenerator`` (:mod:`tfr_extensions.keras_ops.random`).
-    With ``seed=None`` every call draws a fresh seed.
+    With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``: on TensorFlow
+    the counter is a non-trainable variable (:mod:`tfr_extensions.ops.step_seeds`; it works
+    inside ``tf.function``, XLA and distribution strategies), on JAX and PyTorch a Keras
+    ``SeedGenerator`` (:mod:`tfr_extensions.keras_ops.random`). With ``seed=None`` every
+    call draws a fresh seed.
     """
 
     def _init_seed(self, seed, salt: int = 0) -> None:
@@ -342,11 +329,10 @@ class StepSeeded:
 class RankingLoss(StepSeeded, keras.losses.Loss):
     """The Keras class of a loss: its function's :class:`LossSpec` and checked options.
 
-    A subclass names its loss function and writes its constructor explicitly (so
-    ``help()``, ``inspect.signature`` and IDEs show it): the function's options, with its
-    defaults and in its order, then ``ragged``, ``reduction`` and ``name`` (default: the
-    registry key), handed on whole. With the function, this is a whole loss (the other
-    steps, an oracle and tests, are in ``docs/methods.md``, "Adding a loss")::
+    A subclass names its loss function and writes its constructor explicitly: the
+    function's options, with its defaults and in its order, then ``ragged``, ``reduction``
+    and ``name`` (default: the registry key), handed on whole (the other steps of adding a
+    loss: ``docs/methods.md``)::
 
         @registry.register
         class MyLoss(base.RankingLoss):
@@ -356,10 +342,9 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
                          name="my"):
                 super().__init__(locals())
 
-    This base class checks the options (errors come at construction), returns them in
-    :meth:`get_config`, folds a step counter into ``seed`` (:class:`StepSeeded`), and in
-    :meth:`call` applies the body of :func:`implementation`: per-list ``losses *
-    weights``, NaN for broken lists (module docstring).
+    This base class checks the options at construction, returns them in :meth:`get_config`,
+    folds a step counter into ``seed`` (:class:`StepSeeded`), and in :meth:`call` returns
+    per-list ``losses * weights``.
     """
 
     #: the loss's public function (set by each subclass); :attr:`spec` is its spec
@@ -373,15 +358,10 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
             cls.spec = cls.function.spec
 
     def __init__(self, arguments: Mapping[str, Any], **keywords):
-        """Construction from a subclass's constructor.
-
-        Args:
-          arguments: the subclass constructor's ``locals()``: every option of the loss's
-            function, and ``ragged`` (``tf.RaggedTensor`` inputs, TensorFlow only),
-            ``reduction`` (Keras's, of the per-list losses) and ``name``.
-          **keywords: ``ragged``, ``reduction`` and ``name`` given apart from the options
-            (the form ``super().__init__(options, ragged=..., ...)``, which keeps working).
-        """
+        """Construction from a subclass constructor's ``locals()`` (``arguments``): every
+        option of the loss's function, ``ragged`` (``tf.RaggedTensor`` inputs, TensorFlow
+        only), ``reduction`` (Keras's) and ``name``; ``keywords`` may give the last three
+        apart (``super().__init__(options, ragged=..., ...)``)."""
         arguments = {**arguments, **keywords}
         options = {k: v for k, v in arguments.items()
                    if k not in ("self", "__class__", "ragged", "reduction", "name")}
@@ -389,11 +369,10 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
             raise TypeError(f"{type(self).__name__}'s constructor must take every option of "
                             f"{self.spec.math.__name__}, {sorted(self.spec.defaults)}, and "
                             f"ragged, reduction and name; got {sorted(arguments)}.")
-        ragged = arguments.get("ragged", False)
         self.spec.body()  # its body must import here: fail now, naming it
         super().__init__(reduction=backend.standardize_reduction(
             arguments.get("reduction", DEFAULT_REDUCTION)), name=arguments.get("name"))
-        self._ragged = validation.validate_bool(ragged, "ragged")
+        self._ragged = validation.validate_bool(arguments.get("ragged", False), "ragged")
         if self._ragged and implementation() != TENSORFLOW:
             raise ValueError(f"`ragged=True` takes tf.RaggedTensor inputs, which exist on Keras's "
                              f"TensorFlow backend only; this process runs {backend.describe()}. "
@@ -441,10 +420,7 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     def get_config(self) -> Dict[str, Any]:
         """The constructor's arguments: Keras's config (``reduction``, ``name``),
         ``ragged`` and every option as checked."""
-        config = super().get_config()
-        config["ragged"] = self._ragged
-        config.update(self._options)
-        return config
+        return {**super().get_config(), "ragged": self._ragged, **self._options}
 
     # Keras 3 saves a compiled model's loss through these (``model.save``, ``save_weights``,
     # ``BackupAndRestore``): a seeded loss's step counter travels with the weights, so a

@@ -5,12 +5,10 @@ Optimization" (CIKM 2018; not in ``../shared/papers``, so the weighting schemes 
 allRank's ``allrank/models/losses/lambdaLoss.py``, which ``tests`` vendor and compare with).
 
 Extreme scores: the loss sums up to :math:`L^2` terms linear in the score gaps, so the
-scores are clipped to :math:`\pm b`, :math:`b = \sqrt{\text{dtype.max}}/4` (4.6e18 in
-float32; :func:`tfr_extensions.arrays.extremes.clip_scores`), before and after the scaling
-by :math:`\sigma_s`: each term is at most :math:`2b/\ln 2` times its weight, and the sum
-stays finite. Below :math:`b` nothing changes; beyond it distinct scores tie (ranked by
-index), with gradient 0. Every shape is static, with no data-dependent Python branch: it
-runs under XLA, ``jax.jit`` and ``torch.compile`` as it is.
+scores are clipped to :math:`\pm\sqrt{\text{dtype.max}}/4` (4.6e18 in float32;
+:func:`tfr_extensions.arrays.extremes.clip_scores`) before and after the scaling by
+:math:`\sigma`, and the sum stays finite; beyond that bound distinct scores tie, with
+gradient 0. Every shape is static: it runs under XLA, ``jax.jit`` and ``torch.compile``.
 """
 import math
 
@@ -137,15 +135,13 @@ def lambda_loss(labels, scores, *, mask=None,
       ``mu`` :math:`= \mu` (NDCG-Loss2++: :math:`\mu` times NDCG-Loss2 plus LambdaRank).
 
     The weights are constants of the backward pass (the ranks come from a sort), so the
-    gradient is LambdaRank's "lambdas" for the scheme. ``-log2(sigmoid(x))`` is computed as
-    ``softplus(-x) / ln 2``, exact for any gap (of clipped scores: module docstring) where
-    allRank clamps the sigmoid at 1e-10 (a pair's term saturates at 33.2 there). Without
-    ``topn``, TF-Ranking's ``PairwiseLogisticLoss`` with ``temperature = 1/sigma`` and
-    ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))`` (``ndcg_loss2pp``),
-    ``NDCGLambdaWeightV2()`` (``ndcg_loss2``) or ``NDCGLambdaWeight(smooth_fraction=1)``
-    (``lambdarank``) gives per list this loss times :math:`L \ln 2` (L the padded list
-    size), divided by :math:`1 + \mu` for ``ndcg_loss2pp``; with ``topn`` it keeps other
-    pairs (``tests/losses/test_lambda_loss.py``).
+    gradient is LambdaRank's "lambdas" for the scheme. ``-log2(sigmoid(x))`` is
+    ``softplus(-x) / ln 2``, exact for any gap of clipped scores (module docstring; allRank
+    clamps the sigmoid at 1e-10). Without ``topn``, TF-Ranking's ``PairwiseLogisticLoss``
+    (``temperature = 1/sigma``) with ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))``,
+    ``NDCGLambdaWeightV2()`` or ``NDCGLambdaWeight(smooth_fraction=1)`` gives this loss
+    (``ndcg_loss2pp``, ``ndcg_loss2``, ``lambdarank``) times :math:`L \ln 2`, divided by
+    :math:`1 + \mu` for ``ndcg_loss2pp`` (``tests/losses/test_lambda_loss.py``).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
@@ -156,8 +152,7 @@ def lambda_loss(labels, scores, *, mask=None,
       topn: the cutoff k: None (the whole list) or an int >= 1.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each; weight 1 (0, with loss 0, for a list without
-      a relevant document).
+      ``(losses, weights)``, ``[batch]`` each (losses 0 at weight 0).
 
     >>> losses, _ = lambda_loss([[1., 0.]], [[0., 0.]], weighting="ranknet")
     >>> float(losses[0])  # -log2(1/2)
@@ -170,8 +165,8 @@ def lambda_loss(labels, scores, *, mask=None,
 class LambdaLoss(base.RankingLoss):
     r"""Keras loss of :func:`lambda_loss`: LambdaLoss's weighted pairwise logistic loss.
 
-    Registered as ``lambda_loss`` (its key, the paper's name for its method; ``lambda``
-    is a Python keyword), and as ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
+    Registered as ``lambda_loss`` (``lambda`` is a Python keyword) and as
+    ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
 
     >>> float(LambdaLoss(weighting="ranknet")([[1., 0.]], [[0., 0.]]))  # -log2(1/2)
     1.0

@@ -3,11 +3,10 @@ r"""Listwise losses: ApproxNDCG and ListNet, TF-Ranking's two listwise baselines
 Equation numbers refer to ``approxndcg-revisited.txt`` (Bruch et al., "Revisiting
 Approximate Metric Optimization in the Age of Deep Neural Networks", which summarizes Qin
 et al.'s ApproxNDCG). ListNet is Cao et al., "Learning to Rank: From Pairwise Approach to
-Listwise Approach" (ICML 2007), with the top-one probabilities of TF-Ranking's
-``SoftmaxLoss``. Both equal TF-Ranking 0.5.5's Keras classes (``ApproxNDCGLoss``,
-``SoftmaxLoss``; ``tests/losses/test_listwise.py``) on the same inputs, reduced loss and
-gradient, but for padding, which TF-Ranking approximates with finite constants and which is
-exactly absent here (see each function).
+Listwise Approach" (ICML 2007). Both equal TF-Ranking 0.5.5's ``ApproxNDCGLoss`` and
+``SoftmaxLoss`` (reduced loss and gradient, ``tests/losses/test_listwise.py``), but padding
+is exactly absent here where TF-Ranking approximates it with finite constants (see each
+function).
 """
 from tfr_extensions import arrays
 from tfr_extensions.arrays.extremes import clip_scores, dtype_max
@@ -27,13 +26,8 @@ def approx_ndcg_loss(labels, scores, *, mask=None,
     3-4) with :math:`\hat\pi(i) = 1 + \sum_{j \ne i} \sigma((s_j - s_i)/T)` over the valid
     documents (:func:`tfr_extensions.ops.approx_ranks.approx_ranks`, Eq. 6 with
     :math:`\alpha = 1/T`) and :math:`DCG(\pi^*, y)` the ideal DCG. Only sigmoids of score
-    differences enter, which saturate (an overflowing difference gives 0 or 1, gradient 0):
-    no clipping is needed.
-
-    TF-Ranking's ``ApproxNDCGLoss`` has the same per-list value (it divides both DCGs by
-    :math:`2^{\max y}`, which cancels) and weight, so the same reduced loss; it sets padded
-    logits 1000 below the list's minimum (after the division by T), where the sigmoid is 0
-    in float32, so the two agree there too.
+    differences enter, which saturate (gradient 0): no clipping is needed. TF-Ranking's
+    padded logits (1000 below the list's minimum) get sigmoid 0 in float32, as here.
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
@@ -41,8 +35,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None,
         ranks.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus the smooth nDCG, weight 1 (0, with
-      loss 0, for a list without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: minus the smooth nDCG (0 at weight 0).
 
     >>> losses, _ = approx_ndcg_loss([[1., 0.]], [[0.6, 0.8]])
     >>> round(float(losses[0]), 6)  # TF-Ranking's docstring: -0.655107
@@ -63,28 +56,21 @@ def listnet_loss(labels, scores, *, mask=None,
 
     Per list, the loss is
     :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log\frac{e^{s_i/T}}{\sum_j e^{s_j/T}}` over the
-    valid documents and the weight is :math:`\sum_k y_k` (0 for a list without relevant
-    documents), so ``losses * weights`` is TF-Ranking's per-list
-    :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i`: ``SoftmaxLoss``'s
-    ``compute_per_list`` returns this loss and the weight ``label_sum``, reduced as here.
+    valid documents and the weight is :math:`\sum_k y_k`, so ``losses * weights`` is
+    TF-Ranking's per-list :math:`-\sum_i y_i \log \mathrm{softmax}(s/T)_i` (``SoftmaxLoss``'s
+    ``compute_per_list``). Unlike TF-Ranking, a per-item ``sample_weight`` does not multiply
+    the labels (module docstring of :mod:`~tfr_extensions.losses.base`), and padding is
+    absent (TF-Ranking gives it the logit :math:`\log 10^{-10}`).
 
-    Numerics: :math:`x = s/T` is clipped to :math:`\pm b`, :math:`b` = ``dtype.max / 4``,
-    before and after the division (:func:`tfr_extensions.arrays.extremes.clip_scores`;
-    beyond :math:`b` scores saturate, gradient 0); with :math:`m` the list's largest valid
-    :math:`x` (a constant of the backward pass),
-    :math:`-\log\mathrm{softmax}(x)_i = \log\sum_j e^{x_j - m} - (x_i - m)`: every ``exp``
-    argument is <= 0, the sum is >= 1, and the value is exact where :math:`x_i - m` is (two
-    relevant documents tied at :math:`10^{30}` give :math:`\log 2` each, where
-    :math:`\mathrm{logsumexp}(x) - x_i` gives 0).
-
-    Unlike TF-Ranking, a per-item ``sample_weight`` does not multiply the labels (it
-    becomes the label-weighted mean of the item weights, as for every listwise loss), and
-    padded documents are absent (TF-Ranking gives them the logit :math:`\log 10^{-10}`, a
-    relative difference of about :math:`10^{-10} / \sum_j e^{s_j/T}` each).
+    Numerics: :math:`x = s/T` is clipped to ``dtype.max / 4`` before and after the division
+    (:func:`tfr_extensions.arrays.extremes.clip_scores`); with :math:`m` the list's largest
+    valid :math:`x`, :math:`-\log\mathrm{softmax}(x)_i = \log\sum_j e^{x_j - m} - (x_i - m)`:
+    every ``exp`` argument is <= 0, the sum >= 1, and the value exact where :math:`x_i - m`
+    is (two relevant documents tied at :math:`10^{30}` give :math:`\log 2` each).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
-      temperature: :math:`T > 0`, dividing the scores (TF-Ranking's, default 1).
+      temperature: :math:`T > 0`, dividing the scores.
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each: the cross entropy, and the sum of the valid
@@ -118,8 +104,6 @@ def listnet_loss(labels, scores, *, mask=None,
 class ApproxNDCGLoss(base.RankingLoss):
     r"""Keras loss of :func:`approx_ndcg_loss`: minus nDCG at sigmoid-smoothed ranks.
 
-    Equals ``tfr.keras.losses.ApproxNDCGLoss`` (same default temperature 0.1).
-
     >>> round(float(ApproxNDCGLoss()([[1., 0.]], [[0.6, 0.8]])), 6)
     -0.655107
     """
@@ -133,9 +117,7 @@ class ApproxNDCGLoss(base.RankingLoss):
 
 @register
 class ListNetLoss(base.RankingLoss):
-    r"""Keras loss of :func:`listnet_loss`: ListNet, TF-Ranking's softmax loss.
-
-    Equals ``tfr.keras.losses.SoftmaxLoss`` (each list weighted by its label sum).
+    r"""Keras loss of :func:`listnet_loss`: ListNet, TF-Ranking's ``SoftmaxLoss``.
 
     >>> round(float(ListNetLoss()([[1., 0.]], [[0.6, 0.8]])), 6)
     0.798139

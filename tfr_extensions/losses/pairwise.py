@@ -4,12 +4,9 @@ Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s 
 Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt`` (Eq. 4-5).
 
 Extreme scores: both losses grow linearly with score gaps (quadratically for the squared
-hinge), so they clip the scores to :math:`\pm b` first, :math:`b` = ``dtype.max / 4``
-(``sqrt(dtype.max) / 4`` for the squared hinge;
-:func:`tfr_extensions.arrays.extremes.clip_scores`): every value stays finite (about 8.5e37
-at most in float32). Below :math:`b` (scores of :math:`\pm 10^{30}` included, and
-:math:`\pm 4.6 \cdot 10^{18}` for the squared hinge) nothing changes; beyond it distinct
-scores tie, with gradient 0.
+hinge), so they clip the scores to ``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for the
+squared hinge; :func:`tfr_extensions.arrays.extremes.clip_scores`) and every value stays
+finite; beyond that bound distinct scores tie, with gradient 0.
 """
 from tfr_extensions import arrays
 from tfr_extensions.arrays.extremes import clip_scores
@@ -55,15 +52,15 @@ def ranknet_loss(labels, scores, *, mask=None,
     and :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`: the cross entropy of
     :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has :math:`\sigma = 1`) against the
     target :math:`\bar P_{ij} = (1 + S_{ij})/2` (Eq. 3), so tied pairs have target 1/2.
-    Computed with ``softplus`` on :math:`\sigma s` clipped (module docstring), each pair's
-    share taken before the sum: finite for any score gap.
+    Computed with ``softplus`` on clipped :math:`\sigma s`, each pair's share taken before
+    the sum: finite for any score gap.
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: the scale :math:`\sigma > 0`.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each; weight 1 for lists with a relevant document.
+      ``(losses, weights)``, ``[batch]`` each.
 
     >>> losses, _ = ranknet_loss([[1., 0.]], [[0., 0.]])
     >>> float(losses[0])  # log 2
@@ -97,8 +94,7 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
     :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` (:func:`ndcg_beta_pair_weights`), margin
     :math:`m` (1 in the paper) and :math:`\phi(x) = \max(0, x)` (L1-SVM) or
     :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It upper-bounds
-    :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the batch mean. Scores are
-    clipped (module docstring), so every value is finite.
+    :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the batch mean.
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
@@ -106,8 +102,7 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
       squared: the squared hinge (L2-SVM).
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each; weight 0 for lists whose ideal
-      :math:`DCG_\beta` is 0, else 1.
+      ``(losses, weights)``, ``[batch]`` each (weight 0 where the ideal :math:`DCG_\beta` is 0).
 
     >>> losses, _ = ndcg_beta_hinge_loss([[1., 0.]], [[0., 0.]])
     >>> float(losses[0])

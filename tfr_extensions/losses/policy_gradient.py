@@ -7,21 +7,19 @@ rankings from the Plackett-Luce model of the scores (PL-sampling,
 ranking (ExptUtility, Eq. 4-5: by its metric), or of each of its positions (MDPRank, Eq.
 6-7: by the discounted return from there on), by a reward computed from the labels.
 
-The loss *value* is the REINFORCE surrogate, minus the weighted log-probabilities with the
-weights held constant (stop-gradient), so its gradient is exactly the estimator of Eq. 5 /
-Eq. 7, sign flipped for minimization. It is not the expected metric; that one is logged
-instead: each call of :class:`ExpectedUtilityLoss` or :class:`MDPRankLoss` stores the mean
-metric of its sampled rankings (over lists with a relevant document) in
-:attr:`sampled_metric`, which :class:`SampledRankingMetric` reports in ``fit``::
+The loss *value* is the REINFORCE surrogate (minus the weighted log-probabilities, the
+weights held constant), whose gradient is exactly the estimator of Eq. 5 / Eq. 7, sign
+flipped. The expected metric is logged instead: each call of a Keras class stores the mean
+metric of its sampled rankings in :attr:`sampled_metric`, which
+:class:`SampledRankingMetric` reports in ``fit``::
 
     loss = tfrx.losses.ExpectedUtilityLoss(topn=10, seed=0)
     model.compile("adam", loss=loss,
                   metrics=[tfrx.losses.SampledRankingMetric(loss)])
     history = model.fit(ds)   # history.history["sampled_ndcg_10"]
 
-The classes draw one seed per call, inside ``model.fit``'s jitted JAX steps too
-(:mod:`tfr_extensions.keras_ops.random`). A sampled ranking of a list shorter than ``topn``
-ends with padded documents, which get no reward and no log-probability term.
+A sampled ranking of a list shorter than ``topn`` ends with padded documents, which get no
+reward and no log-probability term.
 """
 from typing import Optional
 
@@ -39,11 +37,10 @@ from tfr_extensions.ops import vocabulary
 def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
     r"""Per-position DCG rewards of sampled rankings, ``[B, S, n]``.
 
-    :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based
-    position t, divided by the list's ideal DCG@n when ``normalize`` (then
-    :math:`\sum_t r_t` is the sampled ranking's nDCG@n). ``labels`` must have padded
-    entries 0 (as the screening gives), so positions holding padded documents get 0; so
-    does every position of a list without relevant documents. ``mask``: bool ``[B, L]``.
+    :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based position t, divided
+    by the list's ideal DCG@n when ``normalize`` (then :math:`\sum_t r_t` is nDCG@n).
+    ``labels``: padded entries 0 (as screened), so padded documents get 0; ``mask``: bool
+    ``[B, L]``.
     """
     xp = arrays.namespace()
     dtype, size = xp.dtype_name(labels), rankings.shape[-1]
@@ -63,9 +60,8 @@ def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
 def sampled_metric(metric: str, labels, rankings, mask):
     """A rank metric at cutoff n of each sampled ranking, ``[B, S]``.
 
-    nDCG uses :func:`sampled_dcg_rewards`; the others place the sampled
-    documents at ranks 1..n and every other document at rank n + 1 (beyond the
-    cutoff) and call the implementation's ``rank_metrics``.
+    nDCG uses :func:`sampled_dcg_rewards`; the others place the sampled documents at ranks
+    1..n, every other document at rank n + 1, and call ``rank_metrics``.
     """
     xp = arrays.namespace()
     metric = vocabulary.canonical_metric(metric)
@@ -106,18 +102,17 @@ def expected_utility_loss(labels, scores, *, mask=None,
                           seed: validation.Seed = None):
     r"""ExptUtility: REINFORCE on the expected metric of PL-sampled rankings.
 
-    Minimizes :math:`R_{EU} = -\mathbb{E}_{\pi \sim P_\theta}[M(\pi, y^*)]`
-    (Eq. 4) with the score-function estimator of Eq. 5:
+    Minimizes :math:`R_{EU} = -\mathbb{E}_{\pi \sim P_\theta}[M(\pi, y^*)]` (Eq. 4) with
+    the score-function estimator of Eq. 5:
 
     .. math::
         \ell = -\frac{1}{K}\sum_{k=1}^{K}
                \mathrm{sg}\big[M(\pi_k, y^*) - b_k\big] \log P_\theta(\pi_k),
 
-    :math:`K` = ``num_samples`` rankings of size n = ``topn`` (10 in the paper)
-    drawn at ``temperature``, :math:`M` = ``metric`` at cutoff n,
-    :math:`P_\theta` the PL probability of Eq. 12, sg = stop-gradient, and
-    :math:`b_k` the mean metric of the other K - 1 samples with ``baseline=True``
-    (0 otherwise, as in the paper, and always 0 for K = 1).
+    :math:`K` = ``num_samples`` rankings of size n = ``topn`` drawn at ``temperature``,
+    :math:`M` = ``metric`` at cutoff n, :math:`P_\theta` the PL probability of Eq. 12, sg =
+    stop-gradient, :math:`b_k` the mean metric of the other K - 1 samples with
+    ``baseline=True`` (else 0, as in the paper).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
@@ -129,8 +124,7 @@ def expected_utility_loss(labels, scores, *, mask=None,
       seed: the sampling's seed.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate (its value is not
-      the metric), weight 1 (0 for a list without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate (not the metric).
 
     >>> losses, weights = expected_utility_loss([[0., 1., 2.]], [[3., 2., 1.]], topn=2,
     ...                                         num_samples=4, seed=0)
@@ -161,34 +155,31 @@ def mdprank_loss(labels, scores, *, mask=None,
                  seed: validation.Seed = None):
     r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
 
-    Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy
-    picks the next document with PL probability
-    :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the reward
-    is the DCG gain of the chosen document at its position,
-    :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)` (divided by the ideal DCG@n when
-    ``normalize``), and :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
+    Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy picks the
+    next document with PL probability
+    :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the reward is the DCG
+    gain of the chosen document at its position, :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)`
+    (over the ideal DCG@n when ``normalize``), and
+    :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
 
     .. math::
         \ell = -\frac{1}{K}\sum_{k=1}^{K}\sum_{t=0}^{n-1}
                \mathrm{sg}\big[\gamma^t G_t^{(k)}\big] \log P(a_t^{(k)}|s_t^{(k)}).
 
-    With ``gamma=1`` and ``normalize=True``, :math:`G_0` is the sampled
-    ranking's nDCG@n and the expected gradient equals ExptUtility's; the
-    per-position weights only change the variance.
+    With ``gamma=1`` and ``normalize=True``, :math:`G_0` is nDCG@n and the expected gradient
+    equals ExptUtility's (the per-position weights only change the variance).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       gamma: discount rate in (0, 1].
-      topn: sampled ranking size n (10 in the paper); None = full rankings.
+      topn: sampled ranking size n; None = full rankings.
       num_samples: K >= 1.
       temperature: PL temperature T > 0.
-      normalize: divide rewards by the list's ideal DCG@n (a per-list constant
-        scale, so lists with many relevant documents do not dominate).
+      normalize: divide rewards by the list's ideal DCG@n.
       seed: the sampling's seed.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate, weight 1 (0 for a
-      list without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate.
 
     >>> losses, _ = mdprank_loss([[0., 1., 2.]], [[3., 2., 1.]], topn=2, num_samples=4, seed=0)
     >>> bool(losses[0] > 0)
@@ -211,8 +202,7 @@ def mdprank_loss(labels, scores, *, mask=None,
 
 
 class _PolicyGradientLoss(base.RankingLoss):
-    """The Keras classes' shared part: each call records the weighted mean over lists of
-    its per-list mean sampled metric in the record of the running implementation
+    """The Keras classes' shared part: each call records its mean sampled metric
     (:data:`_RECORDS`)."""
 
     def __init__(self, arguments):
@@ -221,8 +211,8 @@ class _PolicyGradientLoss(base.RankingLoss):
 
     @property
     def sampled_metric(self):
-        """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the
-        last call, over the lists with a relevant document (a variable)."""
+        """Mean metric (nDCG@topn for MDPRank) of the rankings sampled by the last call,
+        over the lists with a relevant document (a variable)."""
         return self._record_store.variable
 
     @property
@@ -253,25 +243,19 @@ class _VariableRecord:
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
     def write(self, mean) -> None:
-        """Records ``mean``, a float32 scalar."""
         self.variable.assign(mean)
 
     def read(self):
-        """The recorded value, where a metric's ``update_state`` runs."""
         return self.variable
 
 
 class _SampledMetricRecord:
-    """The sampled metric of a policy-gradient loss's last call on JAX and PyTorch.
-
-    :attr:`variable` is a Keras variable. Where its assignment persists (eager
-    calls; PyTorch's ``fit``), :meth:`write` assigns it. Inside traced JAX code
-    or a ``StatelessScope`` that does not map it (``model.fit``'s steps, where a
-    loss's own variables are not threaded), :meth:`write` sends the value to the
-    host by an ordered ``io_callback`` and :meth:`read` fetches it back by
-    another, so a metric updated later in the same step reads this step's value;
-    the host value reaches :attr:`variable` at its next eager read.
-    """
+    """The sampled metric of a policy-gradient loss's last call on JAX and PyTorch: a
+    Keras variable that :meth:`write` assigns where the assignment persists (eager calls,
+    PyTorch's ``fit``). In traced JAX code (``model.fit``'s steps, where a loss's own
+    variables are not threaded) :meth:`write` sends the value to the host by an ordered
+    ``io_callback`` and :meth:`read` fetches it back, so a metric updated later in the step
+    reads this step's value; :attr:`variable` gets it at its next eager read."""
 
     def __init__(self):
         import threading  # pylint: disable=import-outside-toplevel
@@ -289,8 +273,7 @@ class _SampledMetricRecord:
 
     @property
     def variable(self):
-        """The Keras variable, with the value of the host callbacks written in
-        (when read eagerly)."""
+        """The Keras variable, with the host callbacks' value written in (eagerly)."""
         if self._pending and not self._host_path(self._variable):
             with self._lock:
                 value, self._pending = self._host, False
@@ -332,8 +315,6 @@ _RECORDS = {base.TENSORFLOW: _VariableRecord, base.KERAS_OPS: _SampledMetricReco
 class ExpectedUtilityLoss(_PolicyGradientLoss):
     r"""Keras loss of :func:`expected_utility_loss` (ExptUtility, Eq. 4-5).
 
-    Each call logs the mean metric of its sampled rankings in :attr:`sampled_metric`.
-
     >>> loss = ExpectedUtilityLoss(topn=2, num_samples=4, seed=0)
     >>> value = loss([[0., 1., 2.]], [[3., 2., 1.]])
     >>> bool(value > 0), 0.0 <= float(loss.sampled_metric) <= 1.0
@@ -370,11 +351,10 @@ class MDPRankLoss(_PolicyGradientLoss):
 class SampledRankingMetric(keras.metrics.Mean):
     """Mean over steps of a policy-gradient loss's :attr:`sampled_metric`.
 
-    For ``model.compile(loss=loss, metrics=[SampledRankingMetric(loss)])``:
-    Keras updates metrics after computing the loss of the step, so each update
-    reads the metric of the rankings that step sampled (``y_true``/``y_pred``
-    are ignored). From a config it rebuilds its own copy of the loss, which a
-    model never calls: the metric is for logging a live training run.
+    For ``model.compile(loss=loss, metrics=[SampledRankingMetric(loss)])``: Keras updates
+    metrics after the step's loss, so each update reads the metric of the rankings that
+    step sampled (``y_true``/``y_pred`` are ignored). From a config it rebuilds its own
+    copy of the loss, which no model calls: it logs a live training run only.
 
     >>> loss = MDPRankLoss(topn=2, seed=0)
     >>> metric = SampledRankingMetric(loss)

@@ -1,19 +1,16 @@
 """Loss names: derived from the losses' specs, never a hand-kept list.
 
 A loss's key is its function's name without ``_loss`` (``twin_sigmoid_loss`` ->
-``twin_sigmoid``; :class:`~tfr_extensions.losses.base.LossSpec` enforces it), or the whole
-name where the stem is a Python keyword: LambdaLoss's ``lambda_loss`` (the paper's name;
-TF-Ranking's keys all end in ``_loss``, but none is this one). Its Keras class is the
-CamelCase of the key with ``Loss`` (the literature's spelling kept: ``SoftNDCGLoss``,
-``WassRankLoss``, ``MDPRankLoss``, ``RankNetLoss``); the key is the class's default
-``name``. Names of an earlier release (:data:`DEPRECATED`) still build their loss, with a
-``DeprecationWarning`` that names the new one; :func:`names` does not list them.
+``twin_sigmoid``), or the whole name where the stem is a Python keyword (``lambda_loss``;
+:attr:`~tfr_extensions.losses.base.LossSpec.key`). Its Keras class is the CamelCase of the
+key with ``Loss`` (the literature's spelling kept: ``SoftNDCGLoss``, ``WassRankLoss``); the
+key is the class's default ``name``. Names of an earlier release (:data:`DEPRECATED`) still
+build their loss, with a ``DeprecationWarning``; :func:`names` does not list them.
 
-Registration is the decorator :func:`register`: the class becomes Keras-serializable and
-known under its key, its class name and each preset of its spec (``twin_ndcg_type3`` ->
-``TwinSigmoidLoss(metric="ndcg", gradient="type3")``). :func:`get` falls back to
-``tfr.keras.losses.get`` for TF-Ranking's names where TF-Ranking imports (the ``tf215``
-stack).
+:func:`register` makes a class Keras-serializable and known under its key, its class name
+and each preset of its spec (``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg",
+gradient="type3")``). :func:`get` falls back to ``tfr.keras.losses.get`` for TF-Ranking's
+names where TF-Ranking imports.
 """
 import warnings
 from typing import Any, Dict, Tuple, Type

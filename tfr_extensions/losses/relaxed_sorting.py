@@ -14,34 +14,29 @@ Networks via Continuous Relaxations", ICLR 2019), and allRank's deterministic va
 2. Sinkhorn scaling: each iteration divides every column of :math:`\hat P` by its sum, then
    every row; a list stops after the first iteration whose row and column sums are all
    within ``sinkhorn_tolerance`` of 1 (0: every iteration runs), or after
-   ``sinkhorn_iterations`` (allRank's rule, 50 and 1e-6, per list here where allRank waits
-   for the whole batch).
+   ``sinkhorn_iterations`` (allRank's rule, but per list).
 3. NeuralNDCG@k (k = ``topn``, all positions if None), with :math:`D_r = 1/\log_2(1 + r)`
-   for r <= k and 0 beyond: :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`, the discounted
-   expected gain of each position; ``transposed=True``:
-   :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat P^T D)_i`, each document's gain at its expected
-   discount (allRank's ``neuralNDCG_transposed``). Both are :math:`D^T\hat P g`: equal up
-   to rounding (allRank's too).
+   for r <= k and 0 beyond: :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`; with
+   ``transposed=True`` (allRank's ``neuralNDCG_transposed``)
+   :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat P^T D)_i`: both are :math:`D^T\hat P g`, equal
+   up to rounding.
 
 The loss is minus NeuralNDCG@k; the gradient is the backend's derivative through every
-Sinkhorn iteration run (as allRank's), kept in :math:`O(B L^2)` memory per iteration.
+Sinkhorn iteration run (as allRank's), in :math:`O(B L^2)` memory per iteration.
 
 **Padding** takes no part: the matrix is built over the valid block only (padded rows and
-columns are 0, and Sinkhorn's sums and stopping test run over the valid block), so a padded
-list has exactly its unpadded list's value and gradient, wherever the padding sits. allRank
-(padded scores -1e8, the padded block of ones, masked after Sinkhorn) gives the same values
-for padding at the end of the list, which its masking assumes.
+columns are 0, and Sinkhorn runs over the valid block), so a padded list has exactly its
+unpadded list's value and gradient, wherever the padding sits (allRank's masking assumes
+padding at the end).
 
 **Numerics.** The scores are clipped to +-``dtype.max / 4``, divided by :math:`\tau`, and
 clipped to +-``dtype.max / (8 n)`` (:func:`scaled_scores`), so every logit and every
-difference of two is finite; below those bounds (+-1e30 and far beyond) nothing changes,
-beyond them scores saturate (gradient 0). A logit sums n score differences, with a rounding
-error of about :math:`n \max|s| \epsilon / \tau` (:math:`\epsilon`: the dtype's): scores
-closer than that tie, in allRank as here. The softmax shifts by the row's largest logit;
-masked logits are the lowest finite number. Every column of :math:`\hat P` has an entry of
-at least 1/n, so Sinkhorn never divides by 0 in the valid block (the divisions are guarded
-all the same). Tied scores split their rows evenly (:math:`|s_i - s_j|` has derivative 0 at
-a tie).
+difference of two is finite (nothing changes below those bounds, beyond them scores
+saturate). Scores closer than the logit's rounding error, about
+:math:`n \max|s| \epsilon / \tau`, tie, in allRank as here; tied scores split their rows
+evenly. The softmax shifts by the row's largest logit, masked logits are the lowest finite
+number, and every column of :math:`\hat P` has an entry of at least 1/n, so Sinkhorn never
+divides by 0.
 """
 import functools
 
@@ -93,10 +88,9 @@ def neural_sort(scores, mask, temperature: float):
 
 def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: bool,
                    scaling):
-    """``(losses, weights)`` of :func:`neural_ndcg_loss` (screened inputs, checked
-    options) with the Sinkhorn scaling ``scaling(matrix, row_mask, column_mask)`` of
-    the framework: the array namespace's here, :mod:`tfr_extensions.torch_ops.sinkhorn`
-    in the PyTorch-native body (:mod:`tfr_extensions.torch_ops.relaxed_sorting`)."""
+    """``(losses, weights)`` of :func:`neural_ndcg_loss` (screened inputs, checked options)
+    with the framework's Sinkhorn scaling ``scaling(matrix, row_mask, column_mask)`` (the
+    PyTorch-native body, :mod:`tfr_extensions.torch_ops.relaxed_sorting`, passes its own)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
@@ -136,9 +130,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
 
     Per list,
     :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P) g)_r}{\log_2(1 + r)}`
-    with :math:`\hat P[r, :] = \mathrm{softmax}(((n + 1 - 2r)\,s - A_s\mathbb 1)/\tau)` and
-    :math:`g = 2^y - 1`; the module docstring has the definition, the Sinkhorn stopping
-    rule, the transposed variant and the numerics.
+    (the definition, the transposed variant and the numerics: module docstring).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
@@ -150,8 +142,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
         of 1, >= 0 (0: every iteration runs).
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG, weight 1 (0, with loss 0,
-      for a list without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG (0 at weight 0).
 
     >>> losses, _ = neural_ndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], temperature=1e-3)
     >>> round(float(losses[0]), 4)  # minus the exact nDCG

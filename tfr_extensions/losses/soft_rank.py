@@ -25,29 +25,21 @@ def softndcg_loss(labels, scores, *, mask=None,
     .. math:: \ell = -\mathcal{G} = -\frac{1}{G_{max}} \sum_j g_j
               \sum_{r=0}^{R-1} D_\alpha(r)\, p_j(r)
 
-    with gains :math:`g_j = 2^{y_j} - 1`, the rank distributions
-    :math:`p_j(r)` of Eq. 12 (0-based ranks) at smoothing ``sigma``, the
-    training discount :math:`D_\alpha` below, R = ``topn`` (all ranks if
-    None), and :math:`G_{max} = \sum_{r<R} D_\alpha(r) g_{(r)}` the same sum
-    for the labels sorted in decreasing order (the ideal DCG@R). Training
-    discounts (Section 4.7, Figures 5-6), with :math:`u = r/n` and n the
-    number of ranks that count (valid documents, at most ``topn``):
+    with gains :math:`g_j = 2^{y_j} - 1`, the rank distributions :math:`p_j(r)` of Eq. 12
+    (0-based ranks) at smoothing ``sigma``, R = ``topn`` (all ranks if None), and
+    :math:`G_{max} = \sum_{r<R} D_\alpha(r) g_{(r)}` the ideal DCG@R. The training
+    discounts (Section 4.7, Figures 5-6; the paper gives no formula: this interpolating
+    family is ours), with :math:`u = r/n` and n the valid documents (at most ``topn``):
 
     * :math:`0 \le \alpha \le 1`:
       :math:`D_\alpha(r) = \frac{\alpha}{\log_2(2 + r)} + (1 - \alpha)(1 - u)`;
     * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
 
-    ``discount_alpha=1`` is nDCG's :math:`1/\log_2(2 + r)`, so as ``sigma -> 0`` the loss
-    tends to minus the exact nDCG@topn; 0 is linear, -1 the convex :math:`1 - u^2`; all
-    start at :math:`D(0) = 1`, decrease in r and are positive for r < n. The paper's Figure
-    5 shows the curves but gives no formula: this interpolating family is ours.
-
-    Documents with gain 0 add nothing, so (without Sinkhorn, which needs every row, and
-    outside XLA, whose shapes are static) only the relevant documents' rank distributions
-    are computed: :math:`O(B \cdot L \cdot K \cdot R)` with K the most relevant documents of
-    any list. The gradient is the backend's derivative of the recursion, the paper's Eq.
-    18-23 (the tests check it against a NumPy implementation of them); scores are bounded
-    where the smoothing would overflow
+    ``discount_alpha=1`` is nDCG's, so as ``sigma -> 0`` the loss tends to minus the exact
+    nDCG@topn; 0 is linear, -1 the convex :math:`1 - u^2`. Without Sinkhorn and outside XLA
+    only the relevant documents' rank distributions are computed. The gradient is the
+    backend's derivative of the recursion (the paper's Eq. 18-23); scores are bounded where
+    the smoothing would overflow
     (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
 
     Args:
@@ -60,8 +52,7 @@ def softndcg_loss(labels, scores, *, mask=None,
       sinkhorn_iterations: Sinkhorn scaling of the rank distributions (Section 3.2), >= 0.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus SoftNDCG, weight 1 (0 for a list
-      without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: minus SoftNDCG.
 
     >>> losses, _ = softndcg_loss([[0., 1., 2.]], [[3., 2., 1.]], sigma=1e-3)
     >>> round(float(losses[0]), 4)  # minus the exact nDCG

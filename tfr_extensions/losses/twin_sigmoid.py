@@ -39,8 +39,7 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
-      metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"precision"``, ``"ap"``,
-        ``"ap_min"``, ``"ndcg"``, ``"nerr"``, ...).
+      metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ap"``, ``"ndcg"``, ...).
       topn: cutoff k of the metric; None = the whole list.
       gradient: ``"type1"``, ``"type2"`` or ``"type3"``.
       alpha_b: backward sigmoid steepness :math:`\alpha_b` (1.0 in the paper).
@@ -48,8 +47,7 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
       seed: the tie-breaking permutations' seed.
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: minus the metric, weight 1 (0 for a list
-      without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: minus the metric.
 
     >>> losses, weights = twin_sigmoid_loss([[0., 1., 2.]], [[3., 2., 1.]], gradient="type3")
     >>> round(float(losses[0]), 4), float(weights[0])  # minus nDCG

@@ -1,8 +1,7 @@
 r"""WassRank: a listwise loss from entropy-regularized optimal transport.
 
 Yu, Jatowt, Joho, Jose, Yang and Chen, "WassRank: Listwise Document Ranking Using Optimal
-Transport Theory" (WSDM 2019), the baseline of the twin-sigmoid and policy-gradient papers.
-Per list, with n valid documents:
+Transport Theory" (WSDM 2019). Per list, with n valid documents:
 
 * the predicted distribution is the softmax of the scores, :math:`a_i = e^{s_i} / \sum_k e^{s_k}`;
 * the target distribution is the normalized gains
@@ -19,27 +18,20 @@ Per list, with n valid documents:
   :math:`f_i = \lambda\log a_i - \lambda\,\mathrm{LSE}_j\big((g_j - C_{ij})/\lambda\big)`,
   :math:`P_{ij} = \exp\big((f_i + g_j - C_{ij})/\lambda\big)`.
 
-Gradient (as in the paper, after Frogner et al., "Learning with a Wasserstein Loss", NeurIPS
-2015): the dual potential :math:`f` is the gradient with respect to :math:`a`, exact for
-:math:`\mathrm{OT}_\lambda(a, b) = \langle P_\lambda, C\rangle - \lambda H(P_\lambda)` at
-convergence; through the softmax, :math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`.
-The iterations run on ``stop_gradient(scores)`` and the gradient enters as
-:math:`\sum_i \bar g_i (s_i - \bar s_i)` (bars: no gradient), exactly 0 in value, so no
-``[B, L, L]`` tensor is kept per iteration.
+Gradient (the paper's, after Frogner et al., NeurIPS 2015): the dual potential :math:`f`
+is the gradient of :math:`\mathrm{OT}_\lambda(a, b)` with respect to :math:`a`; through the
+softmax, :math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations
+run on ``stop_gradient(scores)`` and the gradient enters through a term exactly 0 in value,
+so no ``[B, L, L]`` tensor is kept per iteration.
 
-Convergence (our addition, ``epsilon_scaling=True``): with the paper's :math:`\lambda = 0.1`
-and costs up to :math:`10^2`, the kernel :math:`e^{-C/\lambda}` is numerically diagonal, so
-20 plain Sinkhorn iterations from :math:`f = g = 0` move no mass (with ``target="softmax"``
-the plan stays :math:`\mathrm{diag}(a)`, the value about 0 whatever the scores). Epsilon
-scaling (Schmitzer, "Stabilized sparse scaling algorithms for entropy regularized transport
-problems", 2019) anneals the regularization from the list's largest cost down to
-:math:`\lambda` over the first half of the iterations, which brings the plan close to the
-optimum in the same number of iterations; ``epsilon_scaling=False`` is the paper's and
-PT-Ranking's plain algorithm.
+``epsilon_scaling=True`` (ours; False is the paper's plain algorithm): at :math:`\lambda =
+0.1` and costs up to :math:`10^2` the kernel :math:`e^{-C/\lambda}` is numerically diagonal
+and plain iterations from :math:`f = g = 0` move no mass, so the regularization is annealed
+from the list's largest cost down to :math:`\lambda` over the first half of the iterations
+(Schmitzer, 2019).
 
-Ground costs (``cost_type``), after PT-Ranking (``wildltr/ptranking``,
-``ltr_adhoc/listwise/wassrank``), with :math:`G_i = \beta^{y_i} - 1` (:math:`\beta` =
-``gain_base``):
+Ground costs (``cost_type``), after PT-Ranking (``ltr_adhoc/listwise/wassrank``), with
+:math:`G_i = \beta^{y_i} - 1` (:math:`\beta` = ``gain_base``):
 
 * ``"eg"`` (explicit grouping, the default): :math:`C_{ij} = |G'_i - G'_j|` for different
   labels, with :math:`G'_i = G_i` for relevant documents and :math:`-` ``non_rele_gap`` for
@@ -50,17 +42,13 @@ Ground costs (``cost_type``), after PT-Ranking (``wildltr/ptranking``,
   sorted, ties by index);
 * ``"p1"``, ``"p2"``: :math:`|\rho_i - \rho_j|` and its square.
 
-Numerics: everything is in log space, so scores of any finite magnitude (:math:`\pm 10^{30}`,
-:math:`\pm 3 \cdot 10^{38}` in float32) and costs of :math:`10^2 / \lambda` stay finite; the
-log-softmax is shifted by the largest score and floored at -1000 (so tied scores of
-:math:`10^{10}` still share their mass exactly); documents with zero target mass and padded
-documents leave the log-sum-exps by masking their arguments. The costs grow as
-:math:`\beta^y`, and Sinkhorn resolves :math:`(f_i + g_j - C_{ij}) / \lambda` only to the
-rounding unit of :math:`C_{max}/\lambda`: with the defaults (:math:`\beta = 4`,
-:math:`\lambda = 0.1`) float32 is accurate to about 1e-4 relative for labels up to 7 (3% off
-at 8, 20% at 10), float64 to label 20 or so. Up to :func:`max_label` values and gradients
-stay finite, but beyond those labels they are not the entropic transport distance: use
-float64 scores, a larger ``regularization`` or a smaller ``gain_base`` there.
+Numerics: everything is in log space with masked arguments and log-softmaxes shifted by
+their maximum and floored at -1000, so any finite scores (:math:`\pm 3 \cdot 10^{38}` in
+float32) stay finite. Sinkhorn resolves :math:`(f_i + g_j - C_{ij}) / \lambda` only to the
+rounding unit of :math:`C_{max}/\lambda`: at the defaults float32 is accurate to about 1e-4
+relative for labels up to 7 (3% off at 8), float64 to label 20 or so; beyond, up to
+:func:`max_label`, values stay finite but inexact (use float64, a larger
+``regularization`` or a smaller ``gain_base``).
 """
 import math
 
@@ -87,9 +75,8 @@ def max_label(options) -> float:
     (31.0, 4.0)
     """
     gain_base = options["gain_base"]
-    if gain_base <= 4.0:
-        return conventions.MAX_LABEL
-    return min(conventions.MAX_LABEL, 64.0 / math.log2(gain_base))
+    return (conventions.MAX_LABEL if gain_base <= 4.0
+            else min(conventions.MAX_LABEL, 64.0 / math.log2(gain_base)))
 
 
 @base.loss_function(max_label=max_label, examples=[
@@ -107,11 +94,9 @@ def wassrank_loss(labels, scores, *, mask=None,
                   non_rele_gap: validation.Number(minimum=0.0) = 100.0,
                   var_penalty: validation.Positive = math.e,
                   epsilon_scaling: validation.Flag = True):
-    r"""WassRank's Sinkhorn distance between predicted and target distributions.
-
-    :math:`\ell = \langle P_\lambda, C\rangle`; the module docstring has the definition, the
-    gradient (the paper's dual potential, through a term that is 0 in value), the ground
-    costs and the numerics.
+    r"""WassRank's Sinkhorn distance :math:`\ell = \langle P_\lambda, C\rangle` between
+    predicted and target distributions (the definition, gradient, costs and numerics: module
+    docstring).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
@@ -126,8 +111,7 @@ def wassrank_loss(labels, scores, *, mask=None,
         ``regularization`` over the first half of the iterations (module docstring).
 
     Returns:
-      ``(losses, weights)``, ``[batch]`` each: the transport cost, weight 1 (0 for a list
-      without a relevant document).
+      ``(losses, weights)``, ``[batch]`` each: the transport cost.
 
     >>> good, _ = wassrank_loss([[0., 1., 2.]], [[-9., 0., 2.]])
     >>> bad, _ = wassrank_loss([[0., 1., 2.]], [[2., 0., -9.]])

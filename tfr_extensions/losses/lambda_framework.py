@@ -111,13 +111,7 @@ def lambda_loss(labels, scores, *, mask=None,
                 topn: validation.TopN = None):
     r"""LambdaLoss: the metric-weighted pairwise logistic loss of the LambdaLoss paper.
 
-    Per list,
-
-    .. math::
-        \ell = \sum_{(i,j) \in P} w_{ij}\,\log_2\bigl(1 + e^{-\sigma (s_i - s_j)}\bigr)
-             = -\sum_{(i,j) \in P} \log_2 \Bigl(\frac{1}{1 + e^{-\sigma(s_i - s_j)}}
-               \Bigr)^{w_{ij}}
-
+    Per list, :math:`\ell = \sum_{(i,j) \in P} w_{ij}\,\log_2(1 + e^{-\sigma (s_i - s_j)})`
     over the ordered pairs P of valid documents with :math:`y_i > y_j` (for ``ndcg_loss1``:
     all ordered pairs, :math:`i = j` included, as allRank sums them) whose predicted ranks
     are both within ``topn`` (allRank's ``k``), :math:`\sigma` = ``sigma``. With :math:`r_i`
@@ -141,7 +135,8 @@ def lambda_loss(labels, scores, *, mask=None,
     (``temperature = 1/sigma``) with ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))``,
     ``NDCGLambdaWeightV2()`` or ``NDCGLambdaWeight(smooth_fraction=1)`` gives this loss
     (``ndcg_loss2pp``, ``ndcg_loss2``, ``lambdarank``) times :math:`L \ln 2`, divided by
-    :math:`1 + \mu` for ``ndcg_loss2pp`` (``tests/losses/test_lambda_loss.py``).
+    :math:`1 + \mu` for ``ndcg_loss2pp``; with ``topn`` its weights keep pairs that this
+    loss drops (``tests/losses/test_lambda_loss.py``).
 
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.

@@ -5,7 +5,9 @@ Yu et al., "Diagnostic Evaluation of Policy-Gradient-Based Ranking"
 rankings from the Plackett-Luce model of the scores (PL-sampling,
 :func:`tfr_extensions.ops.sample_rankings`) and weight the log-probability of each sampled
 ranking (ExptUtility, Eq. 4-5: by its metric), or of each of its positions (MDPRank, Eq.
-6-7: by the discounted return from there on), by a reward computed from the labels.
+6-7: by the discounted return from there on), by a reward computed from the labels. Both
+take ``topn`` (n, the sampled rankings' size; None = full rankings), ``num_samples`` (K >=
+1), ``temperature`` (T > 0, dividing the scores) and ``seed`` (the sampling's).
 
 The loss *value* is the REINFORCE surrogate (minus the weighted log-probabilities, the
 weights held constant), whose gradient is exactly the estimator of Eq. 5 / Eq. 7, sign
@@ -117,11 +119,8 @@ def expected_utility_loss(labels, scores, *, mask=None,
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ndcg"``, ``"ap"``, ...).
-      topn: sampled ranking size and metric cutoff; None = full rankings.
-      num_samples: K >= 1.
-      temperature: PL temperature T > 0 (scores are divided by T).
+      topn, num_samples, temperature, seed: module docstring (``topn``: the metric's cutoff too).
       baseline: subtract the leave-one-out mean reward (needs K >= 2 to act).
-      seed: the sampling's seed.
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate (not the metric).
@@ -172,11 +171,8 @@ def mdprank_loss(labels, scores, *, mask=None,
     Args:
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       gamma: discount rate in (0, 1].
-      topn: sampled ranking size n; None = full rankings.
-      num_samples: K >= 1.
-      temperature: PL temperature T > 0.
+      topn, num_samples, temperature, seed: module docstring.
       normalize: divide rewards by the list's ideal DCG@n.
-      seed: the sampling's seed.
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each: the REINFORCE surrogate.

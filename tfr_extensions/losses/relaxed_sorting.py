@@ -137,9 +137,8 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
       temperature: NeuralSort's :math:`\tau > 0`; smaller is closer to the true sort.
       topn: the cutoff k of nDCG@k; None uses every position.
       transposed: the transposed variant (each document's expected discount).
-      sinkhorn_iterations: the most Sinkhorn iterations, >= 1.
-      sinkhorn_tolerance: a list stops once its row and column sums are within this
-        of 1, >= 0 (0: every iteration runs).
+      sinkhorn_iterations, sinkhorn_tolerance: the most iterations (>= 1) and the tolerance
+        (>= 0) of the stopping rule (module docstring, step 2).
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG (0 at weight 0).

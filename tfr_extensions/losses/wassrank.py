@@ -24,11 +24,11 @@ softmax, :math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The 
 run on ``stop_gradient(scores)`` and the gradient enters through a term exactly 0 in value,
 so no ``[B, L, L]`` tensor is kept per iteration.
 
-``epsilon_scaling=True`` (ours; False is the paper's plain algorithm): at :math:`\lambda =
-0.1` and costs up to :math:`10^2` the kernel :math:`e^{-C/\lambda}` is numerically diagonal
-and plain iterations from :math:`f = g = 0` move no mass, so the regularization is annealed
-from the list's largest cost down to :math:`\lambda` over the first half of the iterations
-(Schmitzer, 2019).
+``epsilon_scaling=True`` (ours; False is the paper's plain algorithm): at
+:math:`\lambda = 0.1` and costs up to :math:`10^2` the kernel :math:`e^{-C/\lambda}` is
+numerically diagonal and plain iterations from :math:`f = g = 0` move no mass, so the
+regularization is annealed from the list's largest cost down to :math:`\lambda` over the
+first half of the iterations (Schmitzer, 2019).
 
 Ground costs (``cost_type``), after PT-Ranking (``ltr_adhoc/listwise/wassrank``), with
 :math:`G_i = \beta^{y_i} - 1` (:math:`\beta` = ``gain_base``):
@@ -102,13 +102,12 @@ def wassrank_loss(labels, scores, *, mask=None,
       labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       regularization: :math:`\lambda`, the entropic regularization, > 0.
       sinkhorn_iterations: number of Sinkhorn iterations, >= 1.
-      cost_type: ``"eg"``, ``"dg"``, ``"ddg"``, ``"p1"`` or ``"p2"``.
+      cost_type: one of :data:`COST_TYPES` (module docstring).
       target: ``"gain"`` (normalized gains) or ``"softmax"`` (of the labels).
       gain_base: :math:`\beta` of the ground cost's gains :math:`\beta^y - 1`.
       non_rele_gap: the gap between relevant and non-relevant documents (``eg``), >= 0.
       var_penalty: the cost between distinct documents of one label (``eg``).
-      epsilon_scaling: anneal the regularization from the largest cost down to
-        ``regularization`` over the first half of the iterations (module docstring).
+      epsilon_scaling: anneal the regularization (module docstring).
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each: the transport cost.

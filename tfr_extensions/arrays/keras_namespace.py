@@ -6,7 +6,7 @@ Every public name of ``keras.ops``, then the names that differ from it:
   filled on the device (:mod:`tfr_extensions.keras_ops.numerics`: on PyTorch,
   ``keras.ops`` copies them from host memory, which waits for the GPU), and
   ``maximum``/``minimum`` keep float64;
-* ``safe_divide``, ``log1mexp``, ``dtype_name``;
+* ``safe_divide``, ``dtype_name``;
 * the helper modules of the ``keras.ops`` implementation, under the names their
   TensorFlow counterparts have in :mod:`tfr_extensions.arrays.tensorflow_namespace`.
 """
@@ -19,35 +19,23 @@ from keras import ops as _ops
 globals().update({name: getattr(_ops, name) for name in dir(_ops) if not name.startswith("_")})
 
 
-def max(x, axis=None, keepdims=False):  # pylint: disable=redefined-builtin
-    """``keras.ops.amax``: ``keras.ops.max`` breaks ``torch.compile``'s graph (an
-    ``isinstance`` on its result)."""
-    return _ops.amax(x, axis=axis, keepdims=keepdims)
-
-
-def min(x, axis=None, keepdims=False):  # pylint: disable=redefined-builtin
-    """``keras.ops.amin`` (see :func:`max`)."""
-    return _ops.amin(x, axis=axis, keepdims=keepdims)
+# (``amax``, ``amin``: ``keras.ops.max`` breaks ``torch.compile``'s graph, an ``isinstance``)
+max, min = _ops.amax, _ops.amin  # pylint: disable=redefined-builtin
 
 
 # pylint: disable=wrong-import-position,unused-import
-from tfr_extensions.keras_ops import lists, numerics, sorting  # noqa: E402
-from tfr_extensions.ops import screening  # noqa: E402,F401
-from tfr_extensions.keras_ops import rank_binomial  # noqa: E402,F401
-from tfr_extensions.keras_ops import random, sinkhorn  # noqa: E402
+from tfr_extensions.keras_ops import lists, random, sorting  # noqa: E402
+from tfr_extensions.keras_ops import rank_binomial, sinkhorn  # noqa: E402,F401
+from tfr_extensions.ops import rank_metrics, screening  # noqa: E402,F401
 from tfr_extensions.keras_ops.list_programs import run_over_lists, with_gradient  # noqa: E402,F401
 from tfr_extensions.keras_ops.lists import dtype_name  # noqa: E402,F401
-from tfr_extensions.keras_ops.numerics import (constant, full, full_like, log1mexp,  # noqa: E402,F401
+from tfr_extensions.keras_ops.numerics import (constant, full, full_like,  # noqa: E402,F401
                                                maximum, minimum, safe_divide)
 from tfr_extensions.keras_ops.pairs import row_sums  # noqa: E402,F401
-from tfr_extensions.ops import list_metrics, rank_metrics  # noqa: E402,F401
 # (a module whose package may export a function of the same name)
 approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")
 plackett_luce = importlib.import_module("tfr_extensions.ops.plackett_luce")
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
-
-#: which filling this is
-IMPLEMENTATION = "keras_ops"
 
 
 def _in_its_dtype(keras_op, torch_op: str, x, axis, dtype):
@@ -81,12 +69,9 @@ def cumprod(x, axis=None, dtype=None, exclusive=False):
 
 
 def uniform_noise(shape, seed, dtype="float32"):
-    """Uniform noise in the open interval (0, 1), the Plackett-Luce sampler's
-    (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`): integers ``b`` of
-    :func:`tfr_extensions.keras_ops.random.random_bits` (``seed``: None, an int, a pair
-    of ints or a seed tensor ``[2]``), float32 from 24 bits, ``u = (b + 1/2) / 2^24``,
-    float64 from 30, ``u = (b + 1/2) / 2^30``. Per framework: a seed keeps giving the
-    rankings it gave on each."""
+    """Uniform noise in (0, 1), the Plackett-Luce sampler's: integers ``b`` of
+    :func:`tfr_extensions.keras_ops.random.random_bits` (``seed`` as there), float32 from
+    24 bits, ``u = (b + 1/2) / 2^24``, float64 from 30, ``u = (b + 1/2) / 2^30``."""
     bits = 30 if dtype == "float64" else 24
     draws = random.random_bits(shape, seed, bits)
     return (_ops.cast(draws, dtype) + 0.5) * (2.0 ** -bits)

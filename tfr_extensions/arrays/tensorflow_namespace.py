@@ -19,10 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 # pylint: disable=redefined-builtin,unused-import
-from tfr_extensions.ops import list_metrics, lists, numerics  # noqa: F401
-from tfr_extensions.ops import plackett_luce, rank_metrics  # noqa: F401
+from tfr_extensions.ops import lists, plackett_luce, rank_metrics  # noqa: F401
 from tfr_extensions.ops import screening, sinkhorn, sorting  # noqa: F401
-from tfr_extensions.ops.numerics import log1mexp, safe_divide  # noqa: F401
+from tfr_extensions.ops.numerics import safe_divide  # noqa: F401
 # (modules whose package exports a function of the same name, or none of tfr_extensions.ops)
 approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")
 rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributions")
@@ -33,19 +32,17 @@ ragged = importlib.import_module("tfr_extensions.ops.ragged")
 #: a function of lists compiled by XLA per bucket of list lengths
 run_over_lists = importlib.import_module("tfr_extensions.ops.list_programs").run_over_lists
 
-#: which filling this is
-IMPLEMENTATION = "tensorflow"
-
 # the keras.ops names whose TensorFlow op takes the same arguments
-abs, exp, log, log1p, expm1 = tf.abs, tf.exp, tf.math.log, tf.math.log1p, tf.math.expm1
-sqrt, square, sign, tanh, sigmoid = tf.sqrt, tf.square, tf.sign, tf.tanh, tf.sigmoid
-zeros_like, ones_like, equal, not_equal = tf.zeros_like, tf.ones_like, tf.equal, tf.not_equal
-transpose, convert_to_tensor, sort = tf.transpose, tf.convert_to_tensor, tf.sort
-relu, softmax, softplus, isfinite = tf.nn.relu, tf.nn.softmax, tf.math.softplus, tf.math.is_finite
-erf, erfc = tf.math.erf, tf.math.erfc
-logical_and, logical_or, logical_not = tf.logical_and, tf.logical_or, tf.logical_not
+abs, exp, log, log1p, sqrt, square = tf.abs, tf.exp, tf.math.log, tf.math.log1p, tf.sqrt, tf.square
+sign, tanh, sigmoid, relu, softplus = tf.sign, tf.tanh, tf.sigmoid, tf.nn.relu, tf.math.softplus
+zeros_like, ones_like, equal, isfinite = tf.zeros_like, tf.ones_like, tf.equal, tf.math.is_finite
+transpose, convert_to_tensor, erfc = tf.transpose, tf.convert_to_tensor, tf.math.erfc
+logical_and, logical_not, stop_gradient = tf.logical_and, tf.logical_not, tf.stop_gradient
 stack, reshape, broadcast_to, einsum = tf.stack, tf.reshape, tf.broadcast_to, tf.einsum
-stop_gradient, cond, cast = tf.stop_gradient, tf.cond, tf.cast
+cond, cast, top_k = tf.cond, tf.cast, tf.math.top_k
+#: ``x`` with the static ``shape`` (None: unknown) TensorFlow cannot infer (the ``keras.ops``
+#: filling's shapes are static: it returns ``x``)
+ensure_shape = tf.ensure_shape
 
 
 def dtype_name(x) -> str:
@@ -91,8 +88,7 @@ amax = max
 
 def _shift(op):
     """A bit shift of integers by ``y`` in ``x``'s dtype (right: arithmetic on signed
-    integers, as ``keras.ops.right_shift``); the tie-break keys'
-    (:mod:`tfr_extensions.arrays.tie_keys`; ``&``, ``|``, ``^`` are the tensor operators)."""
+    integers, as ``keras.ops.right_shift``), for :mod:`tfr_extensions.arrays.tie_keys`."""
     def shift(x, y):
         x = tf.convert_to_tensor(x)
         return op(x, tf.cast(y, x.dtype))
@@ -142,10 +138,6 @@ def zeros(shape, dtype=None):
     return tf.zeros(shape, tf.as_dtype(dtype or "float32"))
 
 
-def ones(shape, dtype=None):
-    return tf.ones(shape, tf.as_dtype(dtype or "float32"))
-
-
 def eye(N, M=None, k=0, dtype=None):  # pylint: disable=invalid-name
     if k:
         raise ValueError(f"eye takes the main diagonal here; got k={k}.")
@@ -164,21 +156,6 @@ def shape(x):
 def flip(x, axis=None):
     axes = list(range(len(x.shape))) if axis is None else [axis] if isinstance(axis, int) else axis
     return tf.reverse(x, axes)
-
-
-def pad(x, pad_width, mode="constant", constant_values=None):
-    if mode != "constant":
-        raise ValueError(f"Only constant padding is supported; got mode={mode!r}.")
-    x = tf.convert_to_tensor(x)
-    value = 0 if constant_values is None else constant_values
-    return tf.pad(x, pad_width, constant_values=tf.cast(value, x.dtype))
-
-
-def triu(x, k=0):
-    x = tf.convert_to_tensor(x)
-    rows = tf.range(tf.shape(x)[-2])[:, None]
-    columns = tf.range(tf.shape(x)[-1])[None, :]
-    return tf.where(columns - rows >= k, x, tf.zeros_like(x))
 
 
 def clip(x, x_min, x_max):
@@ -221,11 +198,6 @@ def argsort(x, axis=-1):
     return tf.argsort(x, axis=axis, direction="ASCENDING", stable=True)
 
 
-def top_k(x, k, sorted=True):
-    """``(values, indices)`` of the ``k`` largest entries of the last axis."""
-    return tf.math.top_k(x, k=k, sorted=sorted)
-
-
 def one_hot(x, num_classes, axis=-1, dtype=None):
     dtype = tf.as_dtype(dtype or "float32")
     if dtype == tf.bool:
@@ -237,12 +209,6 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
 def convert_to_numpy(x):
     """A tensor's values as NumPy."""
     return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
-
-
-def ensure_shape(x, shape):  # pylint: disable=redefined-outer-name
-    """``x`` with the static ``shape`` (None: unknown) TensorFlow cannot infer
-    (the ``keras.ops`` filling's shapes are static: it returns ``x``)."""
-    return tf.ensure_shape(x, shape)
 
 
 def row_sums(terms, columns, fills, rows=()):
@@ -282,13 +248,11 @@ def cumulative_logsumexp(x, axis=-1, reverse=False):
 
 
 def uniform_noise(shape, seed, dtype="float32"):
-    """Uniform noise in the open interval (0, 1), the Plackett-Luce sampler's
-    (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`), identical in graph mode
-    and XLA: uint32 bits of a stateless op seeded by ``seed`` (None: a fresh seed; an
-    int, a pair of ints or an int32 ``[2]`` seed tensor), as TF's own float conversion
-    differs between graph mode and XLA and the bits do not. float32 keeps the top 24
-    bits, ``u = (b + 1/2) / 2^24``; float64 all 32, ``u = (b + 1/2) / 2^32``. Per
-    framework: a seed keeps giving the rankings it gave on each."""
+    """Uniform noise in (0, 1), the Plackett-Luce sampler's
+    (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`): uint32 bits ``b`` of a stateless
+    op seeded by ``seed`` (None: fresh; an int, a pair of ints or an int32 ``[2]`` tensor),
+    the same in graph mode and XLA (TF's own float conversion is not); float32 from the top
+    24 bits, ``u = (b + 1/2) / 2^24``, float64 from all 32, ``u = (b + 1/2) / 2^32``."""
     seed = lists.fresh_seed() if seed is None else lists.seed_tensor(seed)
     bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
                                        dtype=tf.uint32, alg=lists.RNG_ALG)

@@ -5,8 +5,7 @@ PyTorch (and on TensorFlow, for comparison): the same module and function names 
 and ``approx_ranks`` are written once, against :mod:`tfr_extensions.arrays`; the options
 and their checks, metric names, constants, bad-input policy and Keras classes are shared,
 and the classes pick the implementation by Keras's backend
-(:func:`tfr_extensions.backend.uses_tensorflow_ops`). Tests hold the two to equal values
-and gradients.
+(:func:`tfr_extensions.backend.uses_tensorflow_ops`).
 
 This package imports no TensorFlow. Its functions take and return backend tensors
 (``jax.Array``, ``torch.Tensor``) and run under ``jax.jit`` and ``torch.compile``.

@@ -20,14 +20,10 @@ def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=
 
 def with_gradient(value, x, backward, *residuals):
     """``value`` (computed from ``x`` without a gradient) with the gradient
-    ``backward(upstream, x, *residuals)`` with respect to ``x``.
-
-    ``residuals`` are the tensors (or None) the backward pass reads. On JAX they are
-    arguments of a ``jax.custom_vjp`` (with zero cotangents), never closed over: a
-    loss compiled alone and differentiated outside (``jax.grad(jax.jit(loss))``)
-    would otherwise leak the compiled program's tracers into its gradient.
-    Elsewhere ``keras.ops.custom_gradient``.
-    """
+    ``backward(upstream, x, *residuals)`` with respect to ``x``: ``keras.ops.custom_gradient``,
+    on JAX a ``jax.custom_vjp`` whose arguments include the ``residuals`` (tensors or None,
+    zero cotangents), never closed over, which would leak the tracers of a loss compiled
+    alone into a gradient taken outside (``jax.grad(jax.jit(loss))``)."""
     if keras.backend.backend() != "jax":
         @ops.custom_gradient
         def _value(v):

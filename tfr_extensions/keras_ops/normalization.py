@@ -72,10 +72,9 @@ def query_zscore(features, mask=None):
     mean = ops.sum(ops.where(valid, features, zeros), axis=1, keepdims=True) / safe_count
     centred = ops.where(valid, features - mean, zeros)  # [B, L, F]
     variance = ops.sum(ops.square(centred), axis=1, keepdims=True) / safe_count  # [B, 1, F]
-    # "constant over the valid documents", exactly: the dtype's largest finite value
-    # stands in for +-infinity (padded entries never win), one more document at that
-    # identity keeps lists of no document from an empty reduction, and on TensorFlow
-    # so does ``initial`` for a batch of no list (Keras's TensorFlow min refuses one)
+    # "constant", exactly: the largest finite value stands in for +-infinity, one more
+    # document at it keeps lists of no document (and ``initial`` on TensorFlow, a batch of
+    # no list) from an empty reduction
     largest_finite = float(np.finfo(dtype).max)
     edge = ops.zeros_like(ops.sum(features, axis=1, keepdims=True))  # [B, 1, F]
     identity = ({"initial": largest_finite} if keras.backend.backend() == "tensorflow"

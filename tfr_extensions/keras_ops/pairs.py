@@ -1,22 +1,14 @@
 r"""Row sums over all pairs of a list, :math:`\sum_j f(i, j)`, without storing
 the ``[B, L, L]`` pairs where the compiler would.
 
-On JAX on a CPU, XLA:CPU (JAX 0.10) stores any pair tensor that feeds a reduction (its
-YNNPACK reductions do not fuse the element-wise chain that builds the pairs).
-:func:`row_sums` therefore visits the columns in blocks of :data:`BLOCK`
-(``keras.ops.map``) and adds each block's columns by element-wise additions, which XLA
-fuses with the terms into one loop over ``[B, L]``: no pair is stored (0.2-0.3 ns per
-pair of the twin-sigmoid backward on 2 EPYC cores at L = 512-1024, against 1.0-4.9
-stored). PyTorch, TensorFlow and JAX on a GPU (where XLA fuses a reduction with its input
-and the blocks' loop ran the twin-sigmoid loss 6-12x slower on an H200,
-``docs/notes/keras_ops_backends.md``) form the pairs at once.
-
-Eagerly on JAX (``tfrx.metrics`` on arrays, the jobs' evaluation), ``keras.ops.map``
-would compile a new loop at every call (its ``terms`` are a new closure each time); up to
-:data:`EAGER_MAX_PAIRS` pairs the blocks are a Python loop of broadcast sums instead,
-compiled once per shape; past it the compiled loop is faster despite its compile
-(counting positions on 2 EPYC cores, loop against compiled: 5 against 210 ms at 64 lists
-of 128, 1,650 against 270 ms at 512 of 1,000).
+XLA:CPU (JAX 0.10) stores any pair tensor that feeds a reduction, so on JAX on a CPU
+:func:`row_sums` visits the columns in blocks of :data:`BLOCK` (``keras.ops.map``) and adds
+each block's columns element-wise, which XLA fuses with the terms into one loop over
+``[B, L]``; eagerly, up to :data:`EAGER_MAX_PAIRS` pairs, the blocks are a Python loop of
+broadcast sums (``keras.ops.map`` would compile a new loop at every call). PyTorch,
+TensorFlow and JAX on a GPU (where the blocks ran 6-12x slower) form the pairs at once.
+Kept by the twin-sigmoid backward, 2 EPYC cores, L = 512-1024: 0.2-0.3 ns a pair against
+1.0-4.9 stored (``docs/notes/keras_ops_backends.md``).
 """
 import functools
 from typing import Callable, Sequence
@@ -28,7 +20,8 @@ from tfr_extensions.keras_ops import random as keras_random
 
 #: Columns per block on JAX on a CPU.
 BLOCK = 32
-#: Most pairs (``B L^2``) summed by the eager loop (JAX outside ``jax.jit``).
+#: Most pairs (``B L^2``) summed by the eager loop (JAX outside ``jax.jit``); counting positions,
+#: loop against compiled: 5 against 210 ms at 64 lists of 128, 1,650 against 270 at 512 of 1,000.
 EAGER_MAX_PAIRS = 1 << 25
 
 
@@ -58,8 +51,7 @@ def row_sums(terms: Callable, columns: Sequence, fills: Sequence, rows: Sequence
     [[2.0, 1.0, 0.0]]
     """
     if rows:
-        row_values = tuple(r[:, :, None] for r in rows)
-        terms = functools.partial(terms, *row_values)
+        terms = functools.partial(terms, *(r[:, :, None] for r in rows))
     if not on_xla_cpu():
         return ops.sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
     batch, size = ops.shape(columns[0])[0], ops.shape(columns[0])[1]

@@ -8,31 +8,27 @@ from it (:func:`next_seed`): reproducible from one seed, fresh at every step.
 
 **The generator's state on JAX.** A ``SeedGenerator`` advances by assigning its state
 variable, which persists eagerly (and on PyTorch and TensorFlow always) but, under JAX
-tracing, only where the variable is threaded through the program: Keras's JAX trainer
-threads the model's (and its metrics') variables only, so a generator held by a loss
-would draw the same noise at every step of ``model.fit`` (and leak a tracer under a raw
-``jax.jit``). Where its update would be dropped, :class:`SeedGenerator` therefore asks
-for its seed through one ordered ``jax.experimental.io_callback``, which returns the
-current state and advances a host copy of it; the copy is written back into the variable
-at the next eager read of :attr:`SeedGenerator.state` (a save, an eager draw). Each
-execution of a compiled step thus draws the next seed of the stream, as successive eager
-calls do. Where the variable is threaded (the generator made the model's own by
-:class:`tfr_extensions.models.TrainingModel`, as ``tfrx-train`` does on JAX) the ordinary
-``SeedGenerator.next`` runs: the same stream, no callback. The host path costs a host
-round trip per step (52 steps/s against 61 threaded: ``tfrx-train``'s MSLR-shaped step, 2
-vCPUs) and meets JAX's limits on ordered callbacks (no ``vmap``; multi-device programs
-may refuse them): train through :class:`~tfr_extensions.models.TrainingModel` there.
+tracing, only where the variable is threaded through the program (Keras's JAX trainer
+threads the model's and its metrics' variables only): a generator held by a loss would
+draw the same noise at every step of ``model.fit``. Where its update would be dropped,
+:class:`SeedGenerator` asks for its seed through one ordered
+``jax.experimental.io_callback``, which returns the current state and advances a host
+copy, written back into the variable at the next eager read of
+:attr:`SeedGenerator.state`; each execution of a compiled step thus draws the next seed.
+Where the variable is threaded (:class:`tfr_extensions.models.TrainingModel`, as
+``tfrx-train`` does on JAX) the ordinary ``SeedGenerator.next`` runs: the same stream.
+The host path costs a round trip per step (``tfrx-train``'s MSLR-shaped step, 2 vCPUs: 52
+steps/s against 61 threaded) and meets JAX's limits on ordered callbacks (no ``vmap``;
+multi-device programs may refuse them).
 
 ``seed=None`` means fresh draws: on PyTorch and TensorFlow from Keras's global stream;
-on JAX (where Keras refuses its global generator in traced code) from a process-wide
-host stream by the same host path. On JAX, :func:`random_bits` draws from XLA's
-``RngBitGenerator`` rather than ``keras.random``'s Threefry, whose compilation costs
-seconds in every new jitted step on a CPU.
+on JAX from a process-wide host stream by the same host path. On JAX, :func:`random_bits`
+draws from XLA's ``RngBitGenerator``: ``keras.random``'s Threefry costs seconds of
+compilation in every new jitted step on a CPU.
 """
-import functools
 import random as python_random
 import threading
-from typing import Optional, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 
@@ -137,10 +133,8 @@ class SeedGenerator(keras.random.SeedGenerator):
         """The callback: the current state, advancing the host copy."""
         with self._lock:
             self._sync_host_locked()
-            seed = self._host.copy()
-            self._host[1] += np.uint32(1)
             self._host_ahead = True
-            return seed
+            return _advance(self._host)
 
     def next(self, ordered=True):
         if ordered and _on_jax() and not assignment_persists(self._state_variable):
@@ -148,9 +142,8 @@ class SeedGenerator(keras.random.SeedGenerator):
                 self._sync_host_locked()
             return _from_host(self._host_next)
         if ordered and keras.backend.backend() == "torch":
-            # Keras's own adds a NumPy array, which breaks a torch.compile graph (the
-            # increment [0, 1] made on the state's device: a list would be copied from
-            # host memory, which on a GPU waits for the queued kernels)
+            # Keras's own adds a NumPy array, which breaks a torch.compile graph (the increment
+            # [0, 1] made on the device: from host memory, a GPU would wait for its queue)
             state = self.state
             seed = state.value * 1  # (a copy)
             state.assign(ops.add(state, ops.arange(2, dtype=state.dtype)))
@@ -184,26 +177,26 @@ def next_seed(generator: keras.random.SeedGenerator):
     return generator.next()
 
 
-class _HostStream:
-    """The process-wide stream of ``seed=None`` draws on JAX: a random start (from
-    Python's ``random``, as Keras's own generators start, so a
-    ``keras.utils.set_random_seed`` before the first draw fixes it) and a draw counter
-    on the host; no Keras variable, which cannot be created while tracing."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._state = np.array([python_random.randint(1, 10**9), 0], np.uint32)
-
-    def host_next(self):
-        with self._lock:
-            seed = self._state.copy()
-            self._state[1] += np.uint32(1)
-            return seed
+def _advance(host):
+    """The seed ``[2]`` a host copy holds, which then advances by one draw."""
+    seed = host.copy()
+    host[1] += np.uint32(1)
+    return seed
 
 
-@functools.lru_cache(maxsize=None)
-def _global_stream() -> _HostStream:
-    return _HostStream()
+_GLOBAL_LOCK = threading.Lock()
+_GLOBAL_STATE = []
+
+
+def _global_next():
+    """The next seed of the process-wide stream of ``seed=None`` draws on JAX: a random
+    start, taken at the first draw from Python's ``random`` (as Keras's own generators
+    start, so ``keras.utils.set_random_seed`` before it fixes it), and a draw counter on
+    the host (a Keras variable cannot be created while tracing)."""
+    with _GLOBAL_LOCK:
+        if not _GLOBAL_STATE:
+            _GLOBAL_STATE.append(np.array([python_random.randint(1, 10**9), 0], np.uint32))
+        return _advance(_GLOBAL_STATE[0])
 
 
 def _keras_seed(seed):
@@ -224,8 +217,7 @@ def _jax_raw_key(seed):
     stream, through :func:`_from_host` in traced code)."""
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     if seed is None:
-        stream = _global_stream()
-        return _from_host(stream.host_next) if jax_tracing() else jnp.asarray(stream.host_next())
+        return _from_host(_global_next) if jax_tracing() else jnp.asarray(_global_next())
     if isinstance(seed, (int, np.integer, list, tuple)):
         return jnp.asarray([as_int(seed), 0], jnp.uint32)
     if isinstance(seed, keras.random.SeedGenerator):
@@ -240,12 +232,10 @@ _SALTS = (0x9E3779B9, 0x7F4A7C15, 0x94D049BB, 0xBF58476D)
 def random_bits(shape, seed: Seed, bits: int):
     """Uniform int32 draws in ``[0, 2^bits)`` (``bits <= 31``) of ``shape`` from ``seed``.
 
-    PyTorch and TensorFlow: ``keras.random.randint`` (for ``bits = 31`` in ``[0,
-    2^31 - 1)``: its int32 bound cannot hold 2^31). JAX: the top ``bits`` of XLA's
-    ``RngBitGenerator`` (``jax.random.bits`` with the ``"rbg"`` implementation), its
-    128-bit state the seed ``[2]`` hashed as the tie-break keys hash theirs
-    (:func:`tfr_extensions.arrays.tie_keys.hash_seed`, one salt per 32 bits), so
-    successive seeds of a ``SeedGenerator`` give unrelated streams.
+    PyTorch and TensorFlow: ``keras.random.randint`` (``bits = 31``: in ``[0, 2^31 - 1)``,
+    its int32 bound). JAX: the top ``bits`` of XLA's ``RngBitGenerator`` (``"rbg"``), its
+    128-bit state the seed ``[2]`` hashed by :func:`tfr_extensions.arrays.tie_keys.hash_seed`
+    (one salt per 32 bits), so successive seeds of a ``SeedGenerator`` give unrelated streams.
     """
     if not 1 <= bits <= 31:
         raise ValueError(f"`bits` must be in [1, 31]; got {bits}.")
@@ -262,12 +252,3 @@ def random_bits(shape, seed: Seed, bits: int):
         jax.lax.bitcast_convert_type(state, jnp.uint32), impl="rbg"), shape, jnp.uint32)
     return (draws >> (32 - bits)).astype(jnp.int32)
 
-
-def fold_in(seed, step: Optional[int]) -> Seed:
-    """A seed for ``step`` of a stream started at ``seed`` (None stays None)."""
-    if seed is None or step is None:
-        return seed
-    if isinstance(seed, (int, list, tuple)):
-        return as_int(seed, salt=int(step) + 1)
-    return ops.convert_to_tensor(seed) + ops.cast(ops.convert_to_tensor([0, int(step) + 1]),
-                                                  keras.backend.standardize_dtype(seed.dtype))

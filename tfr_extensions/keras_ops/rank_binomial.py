@@ -1,17 +1,14 @@
 r"""The ``keras.ops`` half of SoftRank's rank distributions
 (:mod:`tfr_extensions.ops.rank_distributions`, as ``xp.rank_binomial``): the pairwise win
 probabilities (autodiff of ``erf``) and the exact Rank-Binomial recursion (Eq. 11-12) one
-document at a time; TensorFlow's filling runs :mod:`tfr_extensions.ops.rank_binomial` (a
-hand-written gradient, a product tree).
+document at a time, :math:`O(B L K R)` time and as much memory for autodiff; TensorFlow's
+filling runs :mod:`tfr_extensions.ops.rank_binomial` (a hand-written gradient, a product
+tree; the factors commute, so the results agree up to rounding).
 
-Per framework for speed: the recursion of Eq. 12, one step per document i over the
-``[R, B, K]`` coefficients of all documents j at once, is a ``lax.scan`` under JAX (one
-compiled step whatever L) and a Python loop elsewhere; TF's product tree in ``keras.ops``
-compiled 3-4x slower under ``jax.jit`` and ran slower on a CPU
-(``docs/notes/keras_ops_backends.md``, "SoftRank"; TensorFlow's side: ``python -m
-benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``). The factors
-commute, so the result is the TF op's up to rounding. Cost :math:`O(B L K R)` time, and as
-much memory for autodiff.
+Per framework for speed: the recursion is a ``lax.scan`` under JAX (one compiled step
+whatever L) and a Python loop elsewhere; TF's product tree in ``keras.ops`` compiled 3-4x
+slower under ``jax.jit`` and ran slower on a CPU (``docs/notes/keras_ops_backends.md``,
+"SoftRank"; ``python -m benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``).
 """
 import keras
 from keras import ops
@@ -47,7 +44,7 @@ def exact(win, num_ranks: int, static_ranks=None):  # pylint: disable=unused-arg
         shifted = ops.concatenate([ops.zeros_like(state[:1]), state[:-1]], axis=0)
         return state * (1.0 - w) + shifted * w
 
-    if keras.backend.backend() == "jax":  # lax.scan: one compiled step whatever L
+    if keras.backend.backend() == "jax":
         probs, _ = ops.scan(lambda state, w: (step(state, w), None), delta, win)
         return probs
     # (Keras's scan on PyTorch and TensorFlow stacks an output of the state's size per step)

@@ -2,23 +2,18 @@
 :mod:`tfr_extensions.ops.sorting` (the same functions, the same orders).
 
 Every order is descending score, then descending tie key (when given), then ascending
-index, padded documents last: ``keras.ops.argsort`` is stable on every backend, so a
-stable ascending sort of the negated keys keeps the lower index first among ties. With
-tie keys the order takes two stable sorts (by key, then by score); on JAX one
-``lax.sort`` on both keys.
+index, padded documents last: stable ascending sorts of the negated keys (by tie key, then
+by score; on JAX one ``lax.sort`` on both keys). On JAX's CPU, lists of a static length up
+to :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead (``1 +
+#{documents before it}``, one fused O(L^2) pass of
+:func:`tfr_extensions.keras_ops.pairs.row_sums`) and a permutation is inverted by one
+scatter: XLA:CPU's sort costs 0.1-0.3 us per element. PyTorch (whose eager kernels store
+every ``[B, L, L]`` intermediate) and JAX on a GPU (a fast sort; counting failed there at
+256 lists of 512, ``CUDA_ERROR_ILLEGAL_ADDRESS``) sort at every length
+(``docs/notes/keras_ops_backends.md``).
 
-On JAX's CPU, lists of a static length up to :data:`COUNTING_MAX_LIST_SIZE` get their
-positions by counting instead (``1 + #{documents before it}``, one fused O(L^2)
-compare-and-sum, :func:`tfr_extensions.keras_ops.pairs.row_sums`), and the inverse of a
-permutation is one scatter: XLA:CPU's sort costs 0.1-0.3 us per element, and counting
-beats it up to L = 1024 (``docs/notes/keras_ops_backends.md``). PyTorch, whose eager
-kernels store every ``[B, L, L]`` intermediate, and JAX on a GPU, whose sort is fast
-(counting over 256 lists of 512 failed there with ``CUDA_ERROR_ILLEGAL_ADDRESS``, H200,
-JAX 0.11), sort at every length.
-
-Kept per framework by ``python -m benchmarks.backend_throughput --backends jax``: the
-twin-sigmoid loss, whose forward pass these are, at 7.0-10.3x Rax's ApproxNDCG (256 lists
-of 128, 2-vCPU EPYC, 2026-11-29).
+Kept by ``python -m benchmarks.backend_throughput --backends jax``: the twin-sigmoid loss at
+7.0-10.3x Rax's ApproxNDCG (256 lists of 128, 2-vCPU EPYC, 2026-11-29).
 """
 from typing import Optional
 
@@ -38,6 +33,11 @@ _NEG_INF = float("-inf")
 COUNTING_MAX_LIST_SIZE = 1024
 
 
+def _column_index(x):
+    """The int32 index ``[B, L]`` of every document of ``x``'s lists."""
+    return ops.broadcast_to(ops.arange(ops.shape(x)[1], dtype="int32")[None], ops.shape(x))
+
+
 def _counting_is_faster(values) -> bool:
     size = values.shape[-1]
     return (keras.backend.backend() == "jax" and size is not None
@@ -49,8 +49,7 @@ def _count_positions(scores, mask, tie_keys=None):
     then higher tie key, or without tie keys the lower index; padded documents last
     (their key, -inf, ties a valid -inf by index, as in :func:`sort_order`)."""
     keys = ops.where(mask, scores, numerics.full_like(scores, _NEG_INF))
-    index = ops.broadcast_to(ops.arange(ops.shape(scores)[1], dtype="int32")[None],
-                             ops.shape(scores))
+    index = _column_index(scores)
     this_key, this_index = keys[:, :, None], index[:, :, None]
     columns, fills = [keys, index], [_NEG_INF, 2**30]  # block padding: never before
     if tie_keys is not None:
@@ -80,9 +79,7 @@ def sort_order(scores, mask, tie_keys=None):
         return ops.cast(ops.argsort(keys, axis=-1), "int32")
     if keras.backend.backend() == "jax":  # one sort on both keys (1.4x two sorts' speed)
         import jax  # pylint: disable=import-outside-toplevel
-        index = ops.broadcast_to(ops.arange(ops.shape(keys)[1], dtype="int32")[None],
-                                 ops.shape(keys))
-        return jax.lax.sort((keys, -ops.cast(tie_keys, "int32"), index), dimension=1,
+        return jax.lax.sort((keys, -ops.cast(tie_keys, "int32"), _column_index(keys)), dimension=1,
                             num_keys=2, is_stable=True)[2]
     # Two stable sorts: by the tie keys first (descending), then by score.
     by_tie_key = ops.cast(ops.argsort(-ops.cast(tie_keys, "int32"), axis=-1), "int32")
@@ -100,8 +97,8 @@ def _invert_rows(permutations):
         return ops.cast(ops.argsort(permutations, axis=-1), "int32")
     batch, size = ops.shape(permutations)[0], ops.shape(permutations)[1]
     rows = ops.broadcast_to(ops.arange(batch, dtype="int32")[:, None], (batch, size))
-    positions = ops.broadcast_to(ops.arange(size, dtype="int32")[None], (batch, size))
-    return ops.scatter(ops.stack([rows, permutations], axis=-1), positions, (batch, size))
+    return ops.scatter(ops.stack([rows, permutations], axis=-1), _column_index(permutations),
+                       (batch, size))
 
 
 def inverse_order(order):
@@ -167,15 +164,14 @@ def tie_keys_for(scores, seed):
 
 
 def midranks(scores, mask):
-    """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
-    breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only.
+    """Ranks with ties sharing the mean of their positions (Eq. 12 without tie breaking):
+    ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only; 0 at padding.
 
-    O(L log L): one sort with the valid documents first, tied runs numbered
-    along it, and each run's first and last position found by a binary search
-    over the run numbers (offset per list, so one 1-D search serves the
-    batch). Padded documents get 0. On JAX, up to ``COUNTING_MAX_LIST_SIZE``:
-    ``1/2 + sum_j ([s_j > s_i] + [s_j = s_i] / 2)`` over valid j, one fused
-    pass (exact: integers and halves).
+    O(L log L): one sort with the valid documents first, tied runs numbered along it, and
+    each run's first and last position found by a binary search over the run numbers
+    (offset per list: one 1-D search for the batch). On JAX, up to
+    ``COUNTING_MAX_LIST_SIZE``: ``1/2 + sum_j ([s_j > s_i] + [s_j = s_i] / 2)`` over valid
+    j, one fused pass (exact: integers and halves).
     """
     if _counting_is_faster(scores):
         this = scores[:, :, None]

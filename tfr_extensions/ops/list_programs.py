@@ -16,19 +16,6 @@ import tensorflow as tf
 from tfr_extensions.ops import lists
 from tfr_extensions.ops import sorting
 
-_PROGRAMS = {}
-
-
-def _under_xla(function, *args):
-    """``function(*args)``: traced into the caller's XLA program; in another graph, an XLA
-    program of its own (one per function, shapes and Python values); eagerly, op by op."""
-    if lists.compiling_with_xla() or tf.executing_eagerly():
-        return function(*args)
-    if function not in _PROGRAMS:
-        _PROGRAMS[function] = tf.function(function, jit_compile=True, reduce_retracing=True,
-                                         autograph=False)
-    return _PROGRAMS[function](*args)
-
 
 def bucket_size(size):
     """The list length that lists of ``size`` documents are padded to: a multiple of
@@ -60,10 +47,15 @@ def _program(function, statics, tie_seed, key_size, *tensors):
                     tie_keys=sorting.tie_key_draw(tensors[0], tie_seed, key_size))
 
 
+#: ``_program`` as an XLA program of its own (one per function, shapes and Python values)
+_COMPILED_PROGRAM = tf.function(_program, jit_compile=True, reduce_retracing=True,
+                                autograph=False)
+
+
 def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=None):
     """``function(*tensors, *statics[, tie_keys=])`` over ``[B, L]`` lists (``tensors``,
     None allowed past the first), padded to :func:`bucket_size` (with 0, False for masks)
-    and run under XLA (:func:`_under_xla`); outputs of rank 2 are cut back to ``L``.
+    and run under XLA (module docstring); outputs of rank 2 are cut back to ``L``.
 
     ``tie_break``: ``function`` also takes ``tie_keys``, the keys of ``seed`` (None: a
     fresh seed drawn here, outside the program) for the unpadded lists, and the
@@ -79,7 +71,9 @@ def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=
         tie_seed = sorting.tie_seed(seed)
         grown = padded[0].shape[1] is None or padded[0].shape[1] != first.shape[1]
         key_size = size if grown and (isinstance(size, int) or lists.compiling_with_xla()) else None
-    outputs = _under_xla(_program, function, tuple(statics), tie_seed, key_size, *padded)
+    run = (_program if lists.compiling_with_xla() or tf.executing_eagerly()
+           else _COMPILED_PROGRAM)
+    outputs = run(function, tuple(statics), tie_seed, key_size, *padded)
     if isinstance(outputs, (tuple, list)):
         return type(outputs)(out[:, :size] if out.shape.rank == 2 else out for out in outputs)
     return outputs[:, :size]

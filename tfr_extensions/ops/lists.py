@@ -21,7 +21,6 @@ from typing import Optional, Sequence, Union
 import tensorflow as tf
 
 from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
-# the input conventions moved to screening; these names stay for their callers
 from tfr_extensions.ops.screening import (  # noqa: F401
     PADDING_PREDICTION, PADDING_WEIGHT, check_list_shapes, compute_dtype, has_relevant,
     labels_with_mask, prepare_lists, prepare_scores, ragged_to_dense)

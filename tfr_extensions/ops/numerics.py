@@ -1,11 +1,6 @@
-r"""Numerical tricks that keep values and gradients finite, each named once.
-
-* :func:`safe_divide`: :math:`x / y`, and 0 where :math:`y = 0` (a list without
-  relevant documents, an empty batch). The *argument* of the division is masked (``y``
-  replaced by 1), so no branch is ever ``inf`` or NaN (``tf.where`` back-propagates
-  ``0 * inf = NaN`` from an unmasked one).
-* :func:`log1mexp`: :math:`\log(1 - e^x)` for :math:`x < 0` without
-  cancellation (Maechler, "Accurately Computing log(1 - exp(-|a|))", 2012).
+r"""Numerical tricks that keep values and gradients finite, each named once: each masks the
+*argument* of its division or log, so no branch is ever ``inf`` or NaN (``tf.where``
+back-propagates ``0 * inf = NaN`` from an unmasked one).
 
 >>> safe_divide(tf.constant([1.0, 2.0]), tf.constant([4.0, 0.0])).numpy().tolist()
 [0.25, 0.0]
@@ -16,8 +11,8 @@ import tensorflow as tf
 
 
 def safe_divide(numerator: tf.Tensor, denominator: tf.Tensor) -> tf.Tensor:
-    """``numerator / denominator`` where ``denominator > 0``, else 0 (broadcasting), with a
-    finite gradient everywhere."""
+    """``numerator / denominator`` where ``denominator > 0``, else 0 (a list without relevant
+    documents, an empty batch; broadcasting), with a finite gradient everywhere."""
     numerator = tf.convert_to_tensor(numerator)
     denominator = tf.cast(denominator, numerator.dtype)
     positive = denominator > 0
@@ -26,9 +21,9 @@ def safe_divide(numerator: tf.Tensor, denominator: tf.Tensor) -> tf.Tensor:
 
 
 def log1mexp(x: tf.Tensor) -> tf.Tensor:
-    r""":math:`\log(1 - e^x)` for ``x < 0``: ``log(-expm1(x))`` for :math:`x > -\log 2`
-    (where :math:`1 - e^x` would cancel), ``log1p(-exp(x))`` below; each branch's
-    argument is masked, so the unused branch and the gradient stay finite.
+    r""":math:`\log(1 - e^x)` for ``x < 0`` without cancellation (Maechler, "Accurately
+    Computing log(1 - exp(-|a|))", 2012): ``log(-expm1(x))`` for :math:`x > -\log 2`,
+    ``log1p(-exp(x))`` below, each branch's argument masked.
 
     >>> round(float(log1mexp(tf.constant(-1e-8, tf.float64))), 4)  # log(1e-8)
     -18.4207

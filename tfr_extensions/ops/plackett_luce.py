@@ -20,7 +20,7 @@ pass (REINFORCE).
 Arguments shared by every function: ``scores`` float ``[batch, list_size]``
 (:math:`f(x)`); ``mask`` optional bool ``[batch, list_size]``, True = valid;
 ``temperature`` :math:`T > 0`; ``topn`` None or only the first ``topn`` positions; bad
-values raise ``ValueError``. Rankings are int32 ``[batch, num_samples, n]`` (``[batch, n]``
+values raise ``ValueError``; ``rankings`` int ``[batch, num_samples, n]`` (``[batch, n]``
 is taken too): ``rankings[b, k, i]`` is the index of the document at 0-based position
 ``i`` of sample ``k``; a list with fewer valid documents than ``n`` ends in padded
 documents (:func:`ranking_mask`), an all-padding list has log-probability 0.
@@ -29,13 +29,11 @@ Per framework (the namespace's): the uniform noise (``xp.uniform_noise``) and th
 cumulative log-sum-exp of long rankings (``xp.cumulative_logsumexp``).
 
 Numerics: every denominator is a log-sum-exp over the documents still to be placed (plus
-one for the documents a top-n ranking leaves out), so scores of any finite magnitude
-(3e38 in float32) give finite values and gradients; up to 256 positions each term is
-shifted by the largest remaining logit (:func:`_reverse_log_softmax`), exact at any
-magnitude, longer rankings have absolute errors of about |s| times the machine epsilon.
-Excluded documents (padded, already placed) enter as the finite ``dtype.min`` selected by
-``where``: exactly zero gradient. The Gumbel noise is finite (:func:`uniform_noise`); a
-seed reproduces draws on one framework (the streams differ between frameworks).
+one for those a top-n ranking leaves out), finite for scores of any finite magnitude and
+exact up to 256 positions (:func:`_reverse_log_softmax`; longer, absolute errors of about
+|s| times the machine epsilon); excluded documents (padded, already placed) enter as the
+finite ``dtype.min`` selected by ``where``: exactly zero gradient. The Gumbel noise is
+finite (:func:`uniform_noise`); a seed reproduces draws on one framework only.
 
 >>> import math
 >>> rankings = sample_rankings([[2.0, 1.0, 0.0]], num_samples=2, seed=0)
@@ -55,8 +53,7 @@ from tfr_extensions.ops import validation
 #: a seed: None (fresh randomness), an int, a pair of ints or a seed tensor ``[2]``
 Seed = Any
 
-# Up to this many positions, the denominators are log-sum-exps over a triangular mask
-# (O(n^2) memory, exact at any magnitude); beyond it, a reverse cumulative log-sum-exp.
+# Up to this many positions, :func:`_reverse_log_softmax` masks a triangle (O(n^2) memory).
 _PAIRWISE_MAX_POSITIONS = 256
 # Up to this many positions, documents left out of a ranking are found with a one-hot
 # count (B*S*n*L memory, few ops); beyond it, with a scatter.
@@ -64,9 +61,8 @@ _ONE_HOT_MAX_POSITIONS = 64
 
 
 def _excluded_logit(xp, dtype: str):
-    """``dtype.min`` as a 0-d tensor: the finite logit of a document outside a log-sum-exp
-    (chosen by ``where``; a Python float would be cast to float32 by PyTorch's ``where``,
-    where float64's minimum is -inf)."""
+    """``dtype.min``, the excluded logit (module docstring), as a 0-d tensor (PyTorch's
+    ``where`` would cast a Python float to float32, where float64's minimum is -inf)."""
     return xp.constant(float(np.finfo(dtype).min), dtype)
 
 
@@ -202,17 +198,12 @@ def ranking_mask(rankings, mask):
 
 def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional[int] = None,
                                      temperature: float = 1.0):
-    r"""Per-position terms of Eq. 12:
-    :math:`\log P(a_i | s_i) = f_{\pi^{-1}(i)}/T - \log\sum_{b \ge i} \exp(f_{\pi^{-1}(b)}/T)`.
-
-    These are MDPRank's action log-probabilities (Eq. 7). The sum over ``b >= i`` covers
-    every valid document not placed before position i, including those the (top-n)
-    ranking leaves out. Positions holding a padded document, and positions ``>= topn``,
-    contribute 0.
+    r"""Per-position terms of Eq. 12, MDPRank's action log-probabilities (Eq. 7):
+    :math:`\log P(a_i | s_i) = f_{\pi^{-1}(i)}/T - \log\sum_{b \ge i} \exp(f_{\pi^{-1}(b)}/T)`,
+    0 at positions holding a padded document and at positions ``>= topn``.
 
     Args:
-      scores, mask, topn, temperature: as in the module docstring.
-      rankings: int ``[batch, num_samples, n]`` or ``[batch, n]`` document indices.
+      scores, rankings, mask, topn, temperature: as in the module docstring.
 
     Returns:
       ``[batch, num_samples, min(n, topn)]`` (or without the sample axis, as given).
@@ -288,8 +279,7 @@ def plackett_luce_log_prob(scores, rankings, mask=None, topn: Optional[int] = No
     all permutations of a list, and over all top-n prefixes).
 
     Args:
-      scores, mask, topn, temperature: as in the module docstring.
-      rankings: int ``[batch, num_samples, n]`` or ``[batch, n]``.
+      scores, rankings, mask, topn, temperature: as in the module docstring.
 
     Returns:
       ``[batch, num_samples]`` (or ``[batch]`` for ``[batch, n]`` rankings).

@@ -122,23 +122,12 @@ def _stack(coefficients: List[tf.Tensor], num: int) -> tf.Tensor:
     return out
 
 
-def _shift_product(state: tf.Tensor, poly: List[tf.Tensor]) -> tf.Tensor:
-    """``state * poly`` along axis 0, truncated to the (possibly dynamic) length of
-    ``state`` (when the number of ranks is large or unknown)."""
-    length = tf.shape(state)[0]
-    out = poly[0] * state
-    for t in range(1, len(poly)):
-        shifted = tf.pad(state, [[t, 0]] + [[0, 0]] * (state.shape.rank - 1))[:length]
-        out += poly[t] * shifted
-    return out
-
-
 def exact(win: tf.Tensor, num_ranks, static_ranks: Optional[int]):
     """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, L_j]``, R = ``num_ranks``."""
     xla = lists.compiling_with_xla()
     max_tree = XLA_MAX_TREE_LIST_SIZE if xla else MAX_TREE_LIST_SIZE
-    if (win.shape[0] is not None and win.shape[0] <= max_tree
-            and static_ranks is not None and static_ranks <= MAX_TREE_RANKS):
+    small = static_ranks is not None and static_ranks <= MAX_TREE_RANKS
+    if win.shape[0] is not None and win.shape[0] <= max_tree and small:
         size = int(win.shape[0])  # padded with neutral factors (win 0) to a power of 2:
         win = tf.pad(win, [[0, max(2, 1 << (size - 1).bit_length()) - size], [0, 0], [0, 0]])
         return _stack(_product_tree(win, static_ranks), static_ranks)
@@ -153,7 +142,6 @@ def exact(win: tf.Tensor, num_ranks, static_ranks: Optional[int]):
                        dtype=win.dtype)  # [R, B, L]
     if static_ranks is not None:
         delta = tf.ensure_shape(delta, [static_ranks] + delta.shape[1:])
-    small = static_ranks is not None and static_ranks <= MAX_TREE_RANKS
     tree_ranks = static_ranks if small else None  # (large R: the chunk's full product)
 
     @tf.recompute_grad
@@ -164,6 +152,10 @@ def exact(win: tf.Tensor, num_ranks, static_ranks: Optional[int]):
         poly = _product_tree(chunk_win, tree_ranks)
         if small:
             return _stack(_multiply(poly, tf.unstack(state), static_ranks), static_ranks)
-        return tf.ensure_shape(_shift_product(state, poly), state.shape)
+        # state * poly along axis 0, truncated to the (possibly dynamic) length of state
+        length, out = tf.shape(state)[0], poly[0] * state
+        for t in range(1, len(poly)):
+            out += poly[t] * tf.pad(state, [[t, 0]] + [[0, 0]] * (state.shape.rank - 1))[:length]
+        return tf.ensure_shape(out, state.shape)
 
     return tf.foldl(step, win, initializer=delta)

@@ -80,15 +80,11 @@ def scaled_score_bound(dtype) -> float:
 
 
 def win_probabilities(scores, mask, sigma: float, columns=None):
-    r"""The pairwise win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``.
-
-    :math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`,
-    :math:`z_{ij} = (s_i - s_j) / 2\sigma`, for the documents j in ``columns`` (int ``[B,
-    K]``; all L when None), the beating document i first (the recursion walks that axis).
-    Pairs that do not count get :math:`\pi = 0` and zero gradient without an
-    ``[L, B, L]`` mask (the clamp and padding of the module docstring, taken on
-    ``[B, L]``); the pairs are ``xp.rank_binomial.win_probabilities``.
-    """
+    r"""The pairwise win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``, for the
+    documents j in ``columns`` (int ``[B, K]``; all L when None), the beating document i
+    first (the recursion walks that axis): ``xp.rank_binomial.win_probabilities`` of the
+    scores clamped and padded as in the module docstring (on ``[B, L]``, so pairs that do
+    not count get :math:`\pi = 0` and zero gradient without an ``[L, B, L]`` mask)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     bound = scaled_score_bound(dtype)
@@ -190,14 +186,11 @@ def distributions_of(scores, valid, sigma: float, topn: Optional[int], method: s
     ``columns`` (int ``[B, K]``; all L when None): ``[B, K, R]``, at the cost of K columns
     (SoftNDCG needs the relevant ones). Columns of padded documents get a zero row."""
     xp = arrays.namespace()
-    size = xp.shape(scores)[1]  # (TensorFlow, unknown: a tensor)
-    static_size = scores.shape[1]
-    static_ranks = topn
+    size, static_size = xp.shape(scores)[1], scores.shape[1]  # (TensorFlow, unknown: a tensor)
     if static_size is not None:
-        static_ranks = static_size if topn is None else min(topn, static_size)
-        num_ranks = static_ranks
+        num_ranks = static_ranks = static_size if topn is None else min(topn, static_size)
     else:
-        num_ranks = size if topn is None else xp.minimum(size, topn)
+        static_ranks, num_ranks = topn, size if topn is None else xp.minimum(size, topn)
     if static_size == 0:  # lists of no document: no rank to take (a reshape of
         # the empty scores, so that their zero-size gradient is not None)
         num_columns = 0 if columns is None else xp.shape(columns)[1]

@@ -23,44 +23,25 @@ by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function t
 a metric name takes its aliases too (``"map"`` for ``"ap"``).
 """
 import functools
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 from tfr_extensions import arrays
 from tfr_extensions.ops import validation
 from tfr_extensions.ops import vocabulary
 
 
-class RankTransform(NamedTuple):
-    """The function ``f`` of the ranks that a metric sums, and its derivative."""
-
-    value: Callable
-    derivative: Callable
-
-
-def _log_discount(ranks):  # 1 / log2(1 + r)
-    return arrays.namespace().lists.log2_discount(ranks)
-
-
-def _log_discount_derivative(ranks):
-    """d/dr 1/log2(1 + r) = -(1/log2(1 + r))^2 / (ln 2 (1 + r))."""
+def _transform(ranks, mask, log: bool, derivative: bool = False):
+    """f(r) = 1/r (Precision, AP, ERR) or, with ``log``, 1/log2(1 + r) (DCG); with
+    ``derivative`` f'(r): -1/r^2, resp. -(1/log2(1 + r))^2 / (ln 2 (1 + r)). Padded
+    ranks are read as 1, so both stay finite there."""
     xp = arrays.namespace()
-    ln2 = xp.log(xp.constant(2.0, xp.dtype_name(ranks)))
-    return -xp.square(xp.lists.log2_discount(ranks)) / (ln2 * (1.0 + ranks))
-
-
-def _reciprocal(ranks):  # 1 / r
-    return 1.0 / ranks
-
-
-def _reciprocal_derivative(ranks):  # -1 / r^2
-    return -1.0 / arrays.namespace().square(ranks)
-
-
-#: f(r) = 1 / r: Precision, AP and ERR (named functions: AutoGraph cannot read the
-#: source of two lambdas on one line, and warned at every trace).
-RECIPROCAL = RankTransform(_reciprocal, _reciprocal_derivative)
-#: f(r) = 1 / log2(1 + r): DCG.
-LOG_DISCOUNT = RankTransform(_log_discount, _log_discount_derivative)
+    ranks = xp.where(mask, ranks, xp.ones_like(ranks))
+    if not log:
+        return -1.0 / xp.square(ranks) if derivative else 1.0 / ranks
+    discount = xp.lists.log2_discount(ranks)
+    if not derivative:
+        return discount
+    return -xp.square(discount) / (xp.log(xp.constant(2.0, xp.dtype_name(ranks))) * (1.0 + ranks))
 
 
 def _positions(ranks, mask, positions=None):
@@ -75,12 +56,6 @@ def _positions(ranks, mask, positions=None):
 def _cutoff(positions, mask, topn: Optional[int]):
     """Bool [B, L]: valid and within the first ``topn`` positions."""
     return mask if topn is None else arrays.namespace().logical_and(mask, positions <= topn)
-
-
-def _safe_ranks(ranks, mask):
-    """Ranks with padded entries set to 1, so 1/r and log(1+r) stay finite there."""
-    xp = arrays.namespace()
-    return xp.where(mask, ranks, xp.ones_like(ranks))
 
 
 def _where(condition, values):
@@ -107,7 +82,7 @@ def _precision_form(labels, ranks, mask, topn, positions):
     relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)
     num_valid = xp.sum(xp.cast(mask, ranks.dtype), axis=-1)
     k = num_valid if topn is None else xp.minimum(num_valid, float(topn))
-    return _where(relevant, xp.cast(positions, ranks.dtype)), k, RECIPROCAL
+    return _where(relevant, xp.cast(positions, ranks.dtype)), k, False
 
 
 def _average_precision_form(labels, ranks, mask, topn, positions, min_norm: bool = False):
@@ -127,14 +102,14 @@ def _average_precision_form(labels, ranks, mask, topn, positions, min_norm: bool
     norm = xp.sum(xp.cast(xp.logical_and(mask, labels > 0), ranks.dtype), axis=-1)
     if min_norm and topn is not None:
         norm = xp.minimum(norm, float(topn))
-    return _where(relevant, pos * suffix_per_doc), norm, RECIPROCAL
+    return _where(relevant, pos * suffix_per_doc), norm, False
 
 
 def _ndcg_form(labels, ranks, mask, topn, positions):
     """Eq. 15: w_d = 2^y_d - 1 within the cutoff, normalized by DCG*@k."""
     gains = arrays.namespace().lists.gains(labels)
     cutoff = mask if topn is None else _cutoff(_positions(ranks, mask, positions), mask, topn)
-    return _where(cutoff, gains), _ideal_dcg_of_gains(gains, mask, topn), LOG_DISCOUNT
+    return _where(cutoff, gains), _ideal_dcg_of_gains(gains, mask, topn), True
 
 
 def _nerr_form(labels, ranks, mask, topn, positions):
@@ -156,52 +131,35 @@ def _nerr_form(labels, ranks, mask, topn, positions):
             axis=-1)
     ideal = xp.sorting.sort_descending(stop_prob, mask, topn)  # sorting R sorts the labels
     ideal_err = xp.sum(_err_by_position(ideal) / _position_ranks(ideal), axis=-1)
-    return _where(_cutoff(positions, mask, topn), weights), ideal_err, RECIPROCAL
+    return _where(_cutoff(positions, mask, topn), weights), ideal_err, False
 
 
 def _evaluate(form, ranks, mask):
-    """sum_d w_d f(r_d) / norm for a form ``(w, norm, f)`` (0 where norm is 0)."""
+    """sum_d w_d f(r_d) / norm for a form ``(w, norm, log)`` (0 where norm is 0)."""
     xp = arrays.namespace()
-    weights, norm, transform = form
-    value = xp.sum(weights * transform.value(_safe_ranks(ranks, mask)), axis=-1)
-    return xp.safe_divide(value, norm)
+    weights, norm, log = form
+    return xp.safe_divide(xp.sum(weights * _transform(ranks, mask, log), axis=-1), norm)
 
 
 def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d`.
-
-    ``b_d = [label_d > 0]``; ``k = min(topn, #valid)`` as in TF-Ranking's
-    ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29.
-    """
+    r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d` with
+    ``b_d = [label_d > 0]`` and ``k = min(topn, #valid)`` as in TF-Ranking's
+    ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29."""
     return _evaluate(_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
 def average_precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r"""AP@k, Eq. 14 in the form of Eq. 30:
-
-    .. math::
-
-       \frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
-       \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}
-
-    ``|Y^+|`` counts all relevant documents of the list, also beyond the cutoff,
-    as TF-Ranking's ``MeanAveragePrecisionMetric`` does. Gradient: Eq. 31.
-    """
+    r"""AP@k, Eq. 14 in the form of Eq. 30 (gradient: Eq. 31):
+    :math:`\frac{1}{|Y^+|}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d} \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}`,
+    :math:`|Y^+|` all relevant documents of the list, also beyond the cutoff (TF-Ranking's
+    ``MeanAveragePrecisionMetric``)."""
     return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
 def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r"""AP@k normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
-    (LightGBM's ``map@k``):
-
-    .. math::
-
-       \frac{1}{\min(k, |Y^+|)}\sum_{d: p_d\le k} b_d \frac{p_d}{r_d}
-       \sum_{e:\, p_d \le p_e \le k} \frac{b_e}{p_e}
-
-    Equal to :func:`average_precision` without a cutoff or when the list has
-    at most k relevant documents. Gradient: Eq. 31 with that norm.
-    """
+    r""":func:`average_precision` normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
+    (LightGBM's ``map@k``): equal to it without a cutoff or with at most k relevant
+    documents. Gradient: Eq. 31 with that norm."""
     return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions, True),
                      ranks, mask)
 
@@ -269,14 +227,10 @@ def rank_metric_function(name: str):
 
 def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,
                             positions=None):
-    r"""A metric (any name of :mod:`~tfr_extensions.ops.vocabulary`) and its
-    derivative with respect to the ranks.
-
-    With :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`, returns :math:`M` ``[B]`` and
-    :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` ``[B, L]`` (0 at padded
-    documents and beyond the cutoff): Eq. 29 (Precision), 31 (AP), 32 (nDCG)
-    and 33 (nERR), with positions held constant. No gradient flows through
-    either output: they are the values a hand-written backward pass needs.
+    r"""A metric (any name of :mod:`~tfr_extensions.ops.vocabulary`) :math:`M` ``[B]`` and
+    :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` ``[B, L]`` (module docstring; 0 at
+    padded documents and beyond the cutoff, positions held constant): Eq. 29, 31-33. No
+    gradient flows through either output (the values a hand-written backward pass needs).
 
     >>> xp = arrays.namespace()
     >>> labels, ranks = xp.convert_to_tensor([[0., 1.]]), xp.convert_to_tensor([[1., 2.]])
@@ -287,9 +241,9 @@ def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int
     xp = arrays.namespace()
     ranks = xp.stop_gradient(xp.convert_to_tensor(ranks))
     form = _FORMS[vocabulary.canonical_metric(metric)](labels, ranks, mask, topn, positions)
-    weights, norm, transform = form
+    weights, norm, log = form
     rank_gradient = xp.safe_divide(
-        weights * transform.derivative(_safe_ranks(ranks, mask)), norm[:, None])
+        weights * _transform(ranks, mask, log, derivative=True), norm[:, None])
     return _evaluate(form, ranks, mask), rank_gradient
 
 

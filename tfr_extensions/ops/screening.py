@@ -163,14 +163,12 @@ def screen_lists(labels, scores, max_label: float, mask=None):
       mask: optional bool ``[batch, list_size]``, False for more padding.
 
     Returns:
-      ``(labels, scores, mask, broken)``: ``mask`` bool ``[batch, list_size]``,
-      True for valid documents (label >= 0 and ``mask``; NaN labels are
-      padding); labels 0 at padded documents and capped at ``max_label``;
-      scores with every NaN or infinite entry set to 0 by a select (so its
-      gradient is exactly 0); ``broken`` bool ``[batch]``, the lists with a
-      valid document whose score is not finite or whose label exceeds
-      ``max_label``. What a loss computes for a broken list is discarded, but
-      it is finite, so no NaN reaches another list through a batch-wide reduction.
+      ``(labels, scores, mask, broken)``: ``mask`` of :func:`valid_documents`; labels 0
+      at padded documents and capped at ``max_label``; scores with every NaN or infinite
+      entry set to 0 by a select (so its gradient is exactly 0); ``broken`` bool
+      ``[batch]``, the lists with a valid document whose score is not finite or whose
+      label exceeds ``max_label``. What a loss computes for a broken list is discarded,
+      but it is finite, so no NaN reaches another list through a batch-wide reduction.
     """
     xp = arrays.namespace()
     check_list_shapes(labels, scores)
@@ -191,15 +189,6 @@ def no_gradient_where(broken, scores):
     return xp.where(broken[:, None], xp.stop_gradient(scores), scores)
 
 
-def nan_where(broken, losses):
-    """``losses`` with NaN in the lists where ``broken`` is set, and the same
-    gradient (the NaN is a constant of the backward pass)."""
-    xp = arrays.namespace()
-    dtype = xp.dtype_name(losses)
-    nan = xp.where(broken, xp.constant(float("nan"), dtype), xp.constant(0, dtype))
-    return losses + xp.stop_gradient(nan)
-
-
 def screened_loss(body: Callable, labels, scores, mask, max_label: float,
                   options: Mapping[str, Any]):
     """A loss body under the bad-input policy: ``(losses, weights, aux)``. Pads ragged
@@ -209,13 +198,14 @@ def screened_loss(body: Callable, labels, scores, mask, max_label: float,
     xp = arrays.namespace()
     if xp.ragged is not None:
         labels, scores, mask = xp.ragged.dense_lists(labels, scores, mask)
-    scores = xp.convert_to_tensor(scores)
-    dtype = compute_dtype(scores)
+    scores = _floating(xp, scores)
     labels, scores, valid, broken = screen_lists(
-        xp.cast(xp.convert_to_tensor(labels), dtype), xp.cast(scores, dtype), max_label, mask)
+        xp.cast(xp.convert_to_tensor(labels), xp.dtype_name(scores)), scores, max_label, mask)
     losses, weights, *aux = body(labels, scores=no_gradient_where(broken, scores), mask=valid,
                                  **options)
-    return nan_where(broken, losses), weights, (aux[0] if aux else {})
+    dtype = xp.dtype_name(losses)  # (the NaN: a constant of the backward pass)
+    nan = xp.where(broken, xp.constant(float("nan"), dtype), xp.constant(0, dtype))
+    return losses + xp.stop_gradient(nan), weights, (aux[0] if aux else {})
 
 
 def listwise_sample_weights(labels, sample_weight):
@@ -262,9 +252,8 @@ def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
     elif ragged:
         raise ValueError("`ragged=True` takes tf.RaggedTensor inputs, which exist on Keras's "
                          "TensorFlow backend only. Pad the lists (label -1) instead.")
-    y_pred = xp.convert_to_tensor(y_pred)
-    dtype = compute_dtype(y_pred)
-    y_pred = xp.cast(y_pred, dtype)
+    y_pred = _floating(xp, y_pred)
+    dtype = xp.dtype_name(y_pred)
     y_true = xp.cast(xp.convert_to_tensor(y_true), dtype)
     if sample_weight is not None:
         sample_weight = listwise_sample_weights(y_true, sample_weight)

@@ -25,8 +25,6 @@ from tfr_extensions.ops import lists
 #: (``docs/notes/twin_sigmoid_speed.md``).
 COUNTING_MAX_LIST_SIZE = 512
 
-_INT64_MIN = -(2**63)
-
 #: Tie-breaking keys: int32 ``[B, L]``, distinct within each list, in ``[0, 2^31)``
 #: (:func:`random_tie_keys`; padded documents' may be negative), or a function of no
 #: argument that draws them (a count calls it only where some list has tied scores).
@@ -55,13 +53,12 @@ def sort_order(scores: tf.Tensor, mask: tf.Tensor,
         # Negative floats order backwards as integers: flip their magnitude bits.
         bits = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, 0x7FFFFFFF), bits)
         composite = tf.cast(bits, tf.int64) * (2**32) + tf.cast(tie_keys, tf.int64)
-        composite = tf.where(mask, composite, tf.constant(_INT64_MIN, tf.int64))
+        composite = tf.where(mask, composite, tf.constant(-(2**63), tf.int64))
         return tf.argsort(composite, axis=-1, direction="DESCENDING", stable=True)
     # -inf is only a sort key here (never used in arithmetic): padded last.
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     if tie_keys is None:
         return tf.argsort(keys, axis=-1, direction="DESCENDING", stable=True)
-    # float64: two stable sorts, by the tie keys first, then by score.
     by_tie_key = tf.argsort(tie_keys, axis=-1, direction="DESCENDING", stable=True)
     permuted = tf.gather(keys, by_tie_key, batch_dims=1)
     by_score = tf.argsort(permuted, axis=-1, direction="DESCENDING", stable=True)

@@ -17,10 +17,8 @@ Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`: thei
 forward value is a sort or a count (the namespace's ``sorting``); only the backward
 pass forms the pairwise derivatives (Eq. 17-18 / 27-28), summed by the namespace's
 ``row_sums``, which never stores them where the compiler would. Per framework are the
-namespace's ``with_gradient`` (``tf.custom_gradient``, ``jax.custom_vjp``,
-``keras.ops.custom_gradient`` on PyTorch) and ``run_over_lists`` (one XLA program per
-list-length bucket on TensorFlow, :mod:`tfr_extensions.ops.list_programs`, which cites
-its benchmark; elsewhere a plain call that ``jax.jit`` and ``torch.compile`` compile).
+namespace's ``with_gradient`` and ``run_over_lists`` (on TensorFlow one XLA program per
+list-length bucket, :mod:`tfr_extensions.ops.list_programs`, which cites its benchmark).
 
 **Numerics.** The logistic of every pair comes from one ``exp`` per document,
 :math:`\sigma(x_j - x_i) = e_j / (e_i + e_j)` with :math:`e = e^{x - \max x}`, while
@@ -38,15 +36,6 @@ from tfr_extensions.ops import validation
 from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 
 
-def _logistic_pair(xp, z):
-    r"""``(sigma(z), sigma(-z))`` from one ``exp(-|z|)``: exact to rounding and
-    finite for any z (infinite z included)."""
-    e = xp.exp(-xp.abs(z))
-    big, small = 1.0 / (1.0 + e), e / (1.0 + e)  # sigma(|z|), sigma(-|z|)
-    positive = z >= 0
-    return xp.where(positive, big, small), xp.where(positive, small, big)
-
-
 def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
                             label_signs=None):
     """The back-propagated derivative d sigma+ / dz of Eq. 11, 20 or 21, shaped like
@@ -60,7 +49,10 @@ def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
     xp = arrays.namespace()
     z = xp.convert_to_tensor(z)
     alpha = xp.cast(alpha_b, z.dtype)
-    sig, sig_neg = _logistic_pair(xp, alpha * z)
+    x = alpha * z  # sigma(x), sigma(-x) from one exp(-|x|): exact, finite for any x
+    e = xp.exp(-xp.abs(x))
+    big, small, positive = 1.0 / (1.0 + e), e / (1.0 + e), x >= 0  # sigma(|x|), sigma(-|x|)
+    sig, sig_neg = xp.where(positive, big, small), xp.where(positive, small, big)
     if gradient == "type1":
         return alpha * sig * sig_neg  # Eq. 11
     u = xp.broadcast_to(xp.cast(label_signs, z.dtype), xp.shape(z))
@@ -89,10 +81,8 @@ def _in_namespace(implementation: str, function, *args):
 
 
 def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=None):
-    r"""Element-wise twin-sigmoid :math:`\sigma^+(x)` (Eq. 11, 20, 21).
-
-    Forward: 0 for x < 0, 1/2 at x = 0, 1 for x > 0. Backward: see
-    :func:`twin_sigmoid_derivative`.
+    r"""Element-wise twin-sigmoid :math:`\sigma^+(x)` (Eq. 11, 20, 21): forward 0 for x < 0,
+    1/2 at x = 0, 1 for x > 0; backward :func:`twin_sigmoid_derivative`.
 
     >>> xp = arrays.namespace()
     >>> [float(v) for v in twin_sigmoid(xp.convert_to_tensor([-2.0, 0.0, 3.0]))]
@@ -271,8 +261,7 @@ def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
 
 def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
                        alpha_b: float = 1.0, tie_break: bool = True, seed=None):
-    r"""Exact 1-based ranks with twin-sigmoid gradients (Eq. 12).
-
+    r"""Exact 1-based ranks with twin-sigmoid gradients, Eq. 12:
     :math:`r_i = 1 + \sum_{j \ne i,\, j\ \mathrm{valid}} (1 - \sigma^+(s_i - s_j))`.
 
     With ``tie_break=True`` (Section 4.2) ties in score are broken by a random permutation
@@ -325,10 +314,6 @@ def _metric_and_gradient(labels, scores, valid, metric, topn, tie_break, alpha_b
     return value, _ranks_backward(rank_gradient, scores, labels, valid, alpha_b, gradient)
 
 
-def _times_known_gradient(upstream, scores, grads):  # pylint: disable=unused-argument
-    return upstream[:, None] * grads
-
-
 def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] = None,
                         gradient: str = "type1", alpha_b: float = 1.0, tie_break: bool = True,
                         seed=None):
@@ -361,4 +346,5 @@ def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] 
     value, grads = xp.run_over_lists(
         _metric_and_gradient, (labels, xp.stop_gradient(scores), valid),
         (metric, topn, tie_break, alpha_b, gradient), tie_break=tie_break, seed=seed)
-    return xp.with_gradient(value, scores, _times_known_gradient, grads)
+    return xp.with_gradient(value, scores, lambda upstream, _, grads: upstream[:, None] * grads,
+                            grads)

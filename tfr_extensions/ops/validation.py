@@ -64,9 +64,8 @@ def validate_int(value, arg: str, minimum: Optional[int] = None,
         return None
     if (not _is_int(value) or (minimum is not None and value < minimum)
             or (maximum is not None and value > maximum)):
-        kind = _int_kind(minimum, maximum)
-        raise ValueError(f"`{arg}` must be {'None or ' if allow_none else ''}{kind}; "
-                         f"got {value!r}.")
+        raise ValueError(f"`{arg}` must be {'None or ' if allow_none else ''}"
+                         f"{_int_kind(minimum, maximum)}; got {value!r}.")
     return int(value)
 
 

@@ -12,16 +12,15 @@ the symmetric :math:`P = S \odot (1 - S)`:
 .. math:: \frac{\partial\,\mathrm{nDCG}}{\partial s_k} = \frac{m_k}{T}
    \left[(P c)_k - c_k (P m)_k\right]
 
-(the diagonal terms of the two sums cancel). Both are computed in the forward pass over
-blocks of rows (:mod:`tfr_extensions.torch_ops.pairs`): one ``sigmoid`` per pair in place
-and a batched matrix product for the ranks; where a gradient is wanted, once more with
-``P`` in place and a batched matrix product with :math:`[c, m]`. The backward scales the
-saved ``[B, L]`` gradient by the upstream one; no ``[B, L, L]`` tensor outlives the forward.
+(the diagonal terms of the two sums cancel). Both come from the forward pass, over blocks
+of rows (:mod:`tfr_extensions.torch_ops.pairs`): one in-place ``sigmoid`` per pair and a
+batched matrix product for the ranks, and where a gradient is wanted once more with ``P``
+and :math:`[c, m]`; the backward scales the saved ``[B, L]`` gradient.
 
-ListNet is O(B L), plain PyTorch operations under autograd, kept by ``python -m
+ListNet is O(B L) torch operations under autograd, kept by ``python -m
 benchmarks.backend_throughput --backends torch --losses listnet --with-keras-ops``: eagerly
 1.4-1.8x its ``keras.ops`` body at L = 32-128, equal at 512; under ``torch.compile`` the
-``keras.ops`` body runs 1.25-2.1x faster (2-vCPU EPYC, 2026-11-29).
+``keras.ops`` body is 1.25-2.1x faster (2-vCPU EPYC, 2026-11-29).
 """
 import math
 
@@ -70,10 +69,8 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     r"""ApproxNDCG, per list: minus nDCG at the smooth ranks of Eq. 5-6 (module
-    docstring).
-
-    Returns ``(losses, weights)`` ``[batch]``: minus approxNDCG, and 1 for lists with
-    a relevant document (0, with loss 0, otherwise).
+    docstring). Returns ``(losses, weights)`` ``[batch]``: minus approxNDCG, and 1 for
+    lists with a relevant document (0, with loss 0, otherwise).
 
     >>> losses, _ = approx_ndcg_loss(torch.tensor([[1., 0.]]), torch.tensor([[0.6, 0.8]]),
     ...                              mask=torch.tensor([[True, True]]))

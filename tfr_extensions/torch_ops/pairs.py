@@ -1,14 +1,12 @@
 r"""Row blocks for the pair passes of the PyTorch-native bodies.
 
 PyTorch's eager CPU kernels write every ``[B, L, L]`` intermediate to memory, and a fresh
-tensor of many megabytes comes from the operating system page by page (16 lists of 512,
-2 EPYC cores: 5 ms to allocate and first touch one, 0.5-1.3 ms for a pass that reuses
-memory). So on a CPU the pair passes run over blocks of rows, ``[B, R, L]`` with at most
-:data:`CPU_BLOCK_PAIRS` pairs, which stay in cache, and eagerly each block's differences
-are written into one buffer per pass (:func:`scratch`, :func:`differences`: the
-twin-sigmoid's pair pass at 64 lists of 128 took 2.6 ms with a tensor per block, 1.5 ms
-with two buffers). On a GPU the whole ``[B, L, L]`` is one block. The number of blocks
-depends on the static shape only, so ``torch.compile`` unrolls them into one graph.
+tensor of many megabytes comes from the operating system page by page, so on a CPU the
+pair passes run over blocks of rows (``[B, R, L]``, at most :data:`CPU_BLOCK_PAIRS` pairs,
+which stay in cache), eagerly into one buffer per pass (:func:`scratch`,
+:func:`differences`); on a GPU the whole ``[B, L, L]`` is one block, and ``torch.compile``
+unrolls the blocks (static shapes). Kept by the twin-sigmoid's pair pass at 64 lists of 128
+(2 EPYC cores): 1.5 ms with two buffers against 2.6 with a tensor per block.
 
 >>> scores = torch.zeros(16, 512)
 >>> rows_per_block(scores), len(row_blocks(scores)), row_blocks(scores)[1]
@@ -31,16 +29,14 @@ def rows_per_block(scores) -> int:
 
 
 def row_blocks(scores) -> List[slice]:
-    """The row slices of :func:`rows_per_block` covering ``scores``' lists (one empty
-    slice for lists of no document)."""
+    """The row slices of :func:`rows_per_block` (one empty slice for lists of no document)."""
     size, step = scores.shape[1], rows_per_block(scores)
     return [slice(start, min(start + step, size)) for start in range(0, size, step)] or [
         slice(0, 0)]
 
 
 def compiling() -> bool:
-    """Whether ``torch.compile`` is tracing this call (the pair passes then take the
-    compiler's path: fresh tensors, or one fused expression)."""
+    """Whether ``torch.compile`` is tracing this call (the pair passes then take its path)."""
     return torch.compiler.is_compiling()
 
 

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from tfr_extensions.torch_ops import pairs
+from tfr_extensions.torch_ops import pairs, screening
 
 
 #: where softplus(o) = o to rounding (e^-o below half an ulp of o): PyTorch's
@@ -77,4 +77,4 @@ def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
     count = mask.to(scores.dtype).sum(dim=-1)
     num_pairs = count * (count - 1.0) / 2.0
     losses = _RankNetMean.apply(x, labels, mask, 1.0 / torch.clamp(num_pairs, min=1.0))
-    return losses, ((labels > 0) & mask).any(dim=-1).to(scores.dtype)
+    return losses, screening.has_relevant(labels, mask).to(scores.dtype)

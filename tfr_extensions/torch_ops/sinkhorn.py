@@ -1,15 +1,13 @@
 r"""Sinkhorn scaling in PyTorch: the loop of NeuralNDCG, with a hand-written backward.
 
-The iteration and per-list stopping rule of the array namespace's
-``xp.sinkhorn.sinkhorn_scaling`` (:func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`):
-each iteration divides every column of a list's matrix by its sum, then every row by its
-sum (a zero sum leaves its zeros); a list is frozen after the first iteration at which all
-its valid row and column sums are within ``tolerance`` of 1.
+The iteration and per-list stopping rule of ``xp.sinkhorn.sinkhorn_scaling``
+(:func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`): each iteration divides every
+column of a list's matrix by its sum, then every row by its sum (a zero sum leaves its
+zeros); a list is frozen after the first iteration at which all its valid row and column
+sums are within ``tolerance`` of 1.
 
-Per framework because of its cost: where the generic loop guards each division and the
-freeze with selects over ``[B, L, L]`` and leaves autograd ten or so ``[B, L, L]``
-operations per iteration, here every select is over sums, ``[B, L]`` (a stopped list
-scales by 1 and stays as it is, to the bit), and the backward is one
+Per framework because of its cost: every select is over sums, ``[B, L]`` (a stopped list
+scales by 1 and stays as it is, to the bit), not over ``[B, L, L]``, and the backward is one
 ``torch.autograd.Function``: per iteration, with :math:`a = m / c` and :math:`b = a / q`,
 :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
 :math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a stopped

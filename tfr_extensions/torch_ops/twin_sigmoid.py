@@ -101,9 +101,8 @@ def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
 
 def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     r""":math:`\partial L / \partial s` ``[B, L]`` from :math:`\delta = \partial L / \partial r`
-    ``[B, L]`` (module docstring: one logistic per pair, exact for every spread): eagerly
-    by blocks of rows, under ``torch.compile`` as one fused reduction. ``delta``, ``scores``
-    and ``labels`` may hold anything finite at padded documents.
+    ``[B, L]`` (module docstring): eagerly by blocks of rows, under ``torch.compile`` one
+    fused reduction. ``delta``, ``scores`` and ``labels`` may hold anything finite at padding.
 
     >>> s = torch.tensor([[0.0, 1.0]]); y = torch.tensor([[1.0, 0.0]])
     >>> ranks_backward(torch.tensor([[1.0, 0.0]]), s, y, y >= 0, 1.0, "type3")
@@ -123,10 +122,9 @@ _KERAS_OPS = arrays.load(backend.KERAS_OPS)
 
 
 def tie_keys(shape, seed, device):
-    """Int64 keys in ``[0, 2^31)``, distinct within each list, that break ties in
-    score: the keys of :mod:`tfr_extensions.arrays.tie_keys`, the same on every
-    framework for a seed (an int, a pair of ints or an integer tensor ``[2]``);
-    ``seed=None`` hashes a fresh pair from ``torch.randint``.
+    """Int64 keys in ``[0, 2^31)``, distinct within each list: the tie-break keys of
+    :mod:`tfr_extensions.arrays.tie_keys` for ``seed`` (an int, a pair of ints or an
+    integer tensor ``[2]``; None hashes a fresh pair from ``torch.randint``).
 
     >>> keys = tie_keys((2, 5), 7, "cpu")
     >>> [len(set(row)) for row in keys.tolist()], bool((keys < 2**31).all())
@@ -194,8 +192,7 @@ class _TwinSigmoidGradient(torch.autograd.Function):  # pylint: disable=abstract
 def twin_sigmoid_loss(labels, scores, *, mask=None, metric="ndcg", topn=None, gradient="type1",
                       alpha_b=1.0, tie_break=True, seed=None):
     r"""Minus a rank metric at twin-sigmoid ranks, per list: the PyTorch-native body
-    of :func:`tfr_extensions.losses.twin_sigmoid_loss` (the same contract as its
-    math, which runs on ``keras.ops`` elsewhere).
+    of :func:`tfr_extensions.losses.twin_sigmoid_loss` (its contract).
 
     >>> losses, weights = twin_sigmoid_loss(torch.tensor([[0., 1., 2.]]),
     ...                                     torch.tensor([[3., 2., 1.]]), gradient="type3")

@@ -79,6 +79,32 @@ def test_importing_the_package_does_not_import_tf_ranking():
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+FIRST_CALL_TRACED = """
+import tensorflow as tf
+import tfr_extensions as tfrx
+loss = tfrx.losses.get("twin_ndcg_type3")
+
+@tf.function  # AutoGraph on, as in Keras's fit: the array namespace loads in this trace
+def gradient(labels, scores):
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        value = loss(labels, scores)
+    return tape.gradient(value, scores)
+
+print(gradient(tf.constant([[1.0, 0.0, 2.0]]), tf.constant([[0.1, 0.2, 0.3]])).shape)
+"""
+
+
+def test_a_loss_first_called_in_a_tf_function_traces_without_autograph_warnings(tmp_path):
+    script = tmp_path / "first_call.py"  # a file: AutoGraph converts only code with a source
+    script.write_text(FIRST_CALL_TRACED)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240, cwd=str(REPO), env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "(1, 3)"
+    assert "AutoGraph could not transform" not in proc.stderr, proc.stderr[-3000:]
+
+
 # --------------------------------------------------------------------------- Keras
 
 

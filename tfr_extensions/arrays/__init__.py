@@ -19,7 +19,7 @@ Both modules import their framework on first use only.
 True
 """
 import contextlib
-import importlib
+import sys
 from types import ModuleType
 from typing import Dict, Iterator, Optional
 
@@ -37,7 +37,10 @@ def load(which: str) -> ModuleType:
     if which not in _LOADED:
         if which not in FILLINGS:
             raise ValueError(f"Unknown implementation {which!r}; known: {sorted(FILLINGS)}.")
-        _LOADED[which] = importlib.import_module(FILLINGS[which])
+        # the builtin import: AutoGraph runs builtins as they are, where a first call
+        # inside a tf.function would warn that it cannot convert importlib's internals
+        __import__(FILLINGS[which])
+        _LOADED[which] = sys.modules[FILLINGS[which]]
     return _LOADED[which]
 
 

@@ -24,8 +24,9 @@ from tfr_extensions.ops import approx_ranks, lists
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def run_python(*args: str, **env) -> subprocess.CompletedProcess:
+    """``python <args>`` from the repository root (``run_python("-c", code)``)."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
                           timeout=240, cwd=str(REPO),
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env))
 
@@ -56,7 +57,7 @@ print("MODULES", sorted(m for m, module in sys.modules.items()
 
 
 def test_the_package_works_without_tf_ranking_and_tfranking_says_why_and_what_instead():
-    proc = run_python(WITHOUT_TF_RANKING)
+    proc = run_python("-c", WITHOUT_TF_RANKING)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines()
                  if line.split(" ", 1)[0] in ("LOSS", "NAMES", "PIPELINE", "OLD_NAME",
@@ -73,7 +74,8 @@ def test_the_package_works_without_tf_ranking_and_tfranking_says_why_and_what_in
 
 
 def test_importing_the_package_does_not_import_tf_ranking():
-    proc = run_python("import sys, tfr_extensions, pipelines.train, pipelines.cross_validate\n"
+    proc = run_python("-c",
+                      "import sys, tfr_extensions, pipelines.train, pipelines.cross_validate\n"
                       "print(sorted(m for m in sys.modules if m.startswith('tensorflow_ranking')))")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
@@ -98,8 +100,7 @@ print(gradient(tf.constant([[1.0, 0.0, 2.0]]), tf.constant([[0.1, 0.2, 0.3]])).s
 def test_a_loss_first_called_in_a_tf_function_traces_without_autograph_warnings(tmp_path):
     script = tmp_path / "first_call.py"  # a file: AutoGraph converts only code with a source
     script.write_text(FIRST_CALL_TRACED)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=240, cwd=str(REPO), env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = run_python(str(script))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "(1, 3)"
     assert "AutoGraph could not transform" not in proc.stderr, proc.stderr[-3000:]
@@ -148,7 +149,7 @@ def test_without_the_legacy_variable_tensorflow_2_21_runs_on_keras_3():
 
 @pytest.mark.skipif(THIS_STACK != "keras3", reason="needs a stack without tf_keras installed")
 def test_legacy_keras_without_tf_keras_is_a_clear_import_error():
-    proc = run_python("import tfr_extensions", TF_USE_LEGACY_KERAS="1")
+    proc = run_python("-c", "import tfr_extensions", TF_USE_LEGACY_KERAS="1")
     assert proc.returncode != 0
     message = proc.stderr.strip().splitlines()[-1]
     assert message.startswith("ImportError: tfr_extensions needs Keras, but tf.keras does not "

@@ -66,10 +66,9 @@ def _list_weights(metric: str, sample_weight, labels, valid):
 
 def metric_values_and_weights(metric: str, y_true, y_pred, topn: Optional[int],
                               no_relevant: str, sample_weight=None):
-    """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values and
-    weights ``[B]`` (lists with no valid document weigh 0; lists without a relevant
-    document per ``no_relevant``; ``sample_weight`` per list or per item; ``y_true`` as
-    :func:`screening.metric_inputs` takes it; ``metric`` any name of the vocabulary)."""
+    """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values and weights
+    ``[B]`` (0 for empty lists; lists without a relevant document per ``no_relevant``;
+    ``sample_weight`` per list or item; ``y_true`` as :func:`screening.metric_inputs` takes)."""
     xp = arrays.namespace()
     labels, scores, valid = xp.screening.metric_inputs(y_true, y_pred)
     values = exact_metric(metric, labels, scores, topn)

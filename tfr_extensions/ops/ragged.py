@@ -1,7 +1,5 @@
-"""Ragged inputs, TensorFlow's by nature: ``tf.RaggedTensor`` ``[batch, (list_size)]``
-labels, scores, masks and weights padded as TF-Ranking pads them, for
-:mod:`tfr_extensions.ops.screening` (which imports this module on TensorFlow only,
-through :mod:`tfr_extensions.arrays.tensorflow_namespace`'s ``ragged``).
+"""Ragged ``[batch, (list_size)]`` labels, scores, masks and weights padded as TF-Ranking pads
+them: the namespace's ``ragged`` of :mod:`tfr_extensions.ops.screening` (TensorFlow only).
 
 >>> labels = tf.ragged.constant([[1.0, 0.0], [2.0]])
 >>> dense, scores, _, mask = ragged_to_dense(labels, tf.ragged.constant([[0.5, 0.25], [0.75]]))
@@ -54,8 +52,7 @@ def dense_labels_and_mask(labels, mask):
 
 
 def dense_lists(labels, scores, mask):
-    """A loss function's inputs: ragged ones padded as TF-Ranking does; dense ones pass
-    through."""
+    """A loss function's inputs, ragged ones padded (:func:`ragged_to_dense`)."""
     if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
         labels, scores, _, _ = ragged_to_dense(labels, scores)
         mask = _dense(mask, False)
@@ -63,14 +60,12 @@ def dense_lists(labels, scores, mask):
 
 
 def dense_loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
-    """A Keras loss class's inputs: with ``ragged`` (or ragged labels) padded as
-    TF-Ranking does (:func:`ragged_to_dense`, ragged per-item weights included)."""
+    """A Keras loss class's inputs, with ``ragged`` (or ragged labels) padded (weights too)."""
     if ragged or isinstance(y_true, tf.RaggedTensor):
         y_true, y_pred, sample_weight, _ = ragged_to_dense(y_true, y_pred, sample_weight)
     return y_true, y_pred, sample_weight
 
 
 def dense_metric_inputs(y_true, y_pred):
-    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0 (their
-    documents are padding)."""
+    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0."""
     return _dense(y_true, PADDING_LABEL), _dense(y_pred, 0.0)

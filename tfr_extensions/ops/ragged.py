@@ -16,19 +16,10 @@ from tfr_extensions.ops.screening import PADDING_PREDICTION, PADDING_WEIGHT
 
 def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
                     weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
-    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking's ``utils.ragged_to_dense``:
-    labels with ``PADDING_LABEL`` (-1), predictions with ``PADDING_PREDICTION`` (-1e6),
-    ragged per-item weights with ``PADDING_WEIGHT`` (0); dense weights and None pass.
-
-    Args:
-      labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
-      predictions: ``tf.RaggedTensor`` of the same row lengths, or None.
-      weights: None, a ``tf.RaggedTensor`` like ``labels``, or a dense tensor.
-
-    Returns:
-      ``(labels, predictions, weights, mask)``, dense ``[batch, list_size]``,
-      ``mask`` bool, True for the entries that were present.
-    """
+    """Pads as TF-Ranking's ``utils.ragged_to_dense``: ragged ``[batch, (list_size)]`` labels
+    with -1, predictions (same row lengths, or None) with -1e6, ragged per-item weights with 0
+    (dense ones and None pass). Returns ``(labels, predictions, weights, mask)``, dense
+    ``[batch, list_size]``, ``mask`` bool, True for the entries that were present."""
     if not isinstance(labels, tf.RaggedTensor):
         raise TypeError(f"`labels` must be a tf.RaggedTensor; got {type(labels).__name__}.")
     if predictions is not None and not isinstance(predictions, tf.RaggedTensor):

@@ -19,8 +19,7 @@ from typing import Any, Callable, Mapping, Tuple
 from tfr_extensions import arrays
 from tfr_extensions.ops.conventions import PADDING_LABEL
 
-#: TF-Ranking's paddings of ragged scores and per-document weights
-#: (:func:`tfr_extensions.ops.ragged.ragged_to_dense`; labels take ``PADDING_LABEL``).
+#: TF-Ranking's paddings of ragged scores and per-document weights (labels: ``PADDING_LABEL``).
 PADDING_PREDICTION = -1e6
 PADDING_WEIGHT = 0.0
 
@@ -61,8 +60,7 @@ def check_list_shapes(labels, scores) -> None:
 
 
 def valid_documents(labels, mask=None):
-    """The padding rule: bool ``[batch, list_size]``, True for the documents with a
-    label >= 0 (a NaN label is padding) and ``mask`` True (where given).
+    """The padding rule, bool ``[batch, list_size]``: label >= 0 (not NaN) and ``mask`` True.
 
     >>> xp = arrays.namespace()
     >>> valid = valid_documents(xp.convert_to_tensor([[2., -1., float("nan"), 0.]]),
@@ -78,8 +76,7 @@ def valid_documents(labels, mask=None):
 
 
 def has_relevant(labels, mask):
-    """Bool ``[batch]``: the list has at least one valid document with label > 0 (a
-    list without one gets weight 0 in every loss)."""
+    """Bool ``[batch]``: the list has a valid document with label > 0 (else weight 0)."""
     xp = arrays.namespace()
     return xp.any(xp.logical_and(mask, labels > 0), axis=-1)
 
@@ -91,8 +88,7 @@ def _floating(xp, x):
 
 
 def prepare_scores(scores, mask=None):
-    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
-    bool validity mask (all True when ``mask`` is None)."""
+    """Scores in the compute dtype, checked ``[batch, list_size]``, and the bool ``mask``."""
     xp = arrays.namespace()
     scores = _floating(xp, scores)
     rank = _rank(scores)
@@ -176,10 +172,9 @@ def no_gradient_where(broken, scores):
 
 def screened_loss(body: Callable, labels, scores, mask, max_label: float,
                   options: Mapping[str, Any]):
-    """A loss body under the bad-input policy: ``(losses, weights, aux)``. Pads ragged
-    inputs (TensorFlow), casts to the compute dtype, screens (:func:`screen_lists`), runs
-    ``body(labels, scores, mask=valid, **options)`` on scores with no gradient in broken
-    lists and gives those lists NaN losses; ``aux`` is the body's third output, or ``{}``."""
+    """``body(labels, scores, mask=valid, **options)`` under the bad-input policy (ragged inputs
+    padded, :func:`screen_lists`, NaN losses for broken lists): ``(losses, weights, aux)``,
+    ``aux`` the body's third output or ``{}``."""
     xp = arrays.namespace()
     if xp.ragged is not None:
         labels, scores, mask = xp.ragged.dense_lists(labels, scores, mask)
@@ -240,9 +235,8 @@ def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
 
 
 def metric_inputs(y_true, y_pred) -> Tuple[Any, Any, Any]:
-    """What a Keras metric computes on: ``(labels, scores, valid)``: ``y_true`` as in
-    :func:`loss_inputs` (ragged scores padded with 0), float32 labels,
-    :func:`valid_documents`.
+    """What a Keras metric computes on, ``(labels, scores, valid)``: ``y_true`` as in
+    :func:`loss_inputs` (ragged scores padded with 0), float32 labels.
 
     >>> xp = arrays.namespace()
     >>> labels, _, valid = metric_inputs(

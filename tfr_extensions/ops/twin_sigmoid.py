@@ -32,9 +32,8 @@ from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 
 def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
                             label_signs=None):
-    """The back-propagated derivative d sigma+ / dz of Eq. 11, 20 or 21, shaped like
-    ``z`` (a score difference); ``label_signs`` (``u_ij`` in {-1, 0, 1},
-    broadcastable to ``z``) is required for type2 and type3.
+    """The back-propagated d sigma+ / dz of Eq. 11, 20 or 21, shaped like ``z``; type2 and type3
+    need ``label_signs`` (``u_ij`` in {-1, 0, 1}, broadcastable to ``z``).
 
     >>> xp = arrays.namespace()
     >>> [round(float(d), 4) for d in twin_sigmoid_derivative(xp.convert_to_tensor([0.0, 2.0]))]
@@ -66,8 +65,7 @@ def _validate(alpha_b, gradient, label_signs) -> float:
 
 
 def _in_namespace(implementation: str, function, *args):
-    """``function(*args)`` in ``implementation``'s namespace: a backward pass runs with its
-    forward pass's, also where the gradient is taken outside an :func:`arrays.use` block."""
+    """``function(*args)`` in ``implementation``'s namespace (a backward pass in its forward's)."""
     if arrays.current() == implementation:
         return function(*args)
     with arrays.use(implementation):
@@ -96,8 +94,7 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     return xp.with_gradient(out, x, backward, signs)
 
 
-# Padded documents enter the tanh form this far (in units of alpha_b * s / 2) below the
-# lowest valid score (_far_below), where tanh is exactly -1 or 1: derivative 0, no mask.
+# Padded documents sit this far (in alpha_b * s / 2) below the lowest valid score: tanh = +-1.
 _PADDED_SCORE_GAP = 1e3
 #: Largest valid spread ``alpha_b * (max - min)`` of the exp form (``e^(x - max x) >= e^-60``).
 _EXP_SPREAD_LIMIT = {"float32": 60.0, "float64": 600.0}
@@ -179,10 +176,9 @@ def _pair_derivatives(xp, logistics, labels_i, labels_j, alpha_b: float, gradien
 def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradient):
     r"""d loss / d scores from :math:`\delta = \partial L / \partial r` (Eq. 17-18, 11/20/21):
     :math:`\partial L/\partial s_k = \sum_j \delta_j g_{jk} - \delta_k \sum_j g_{kj}`
-    (:math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)`), one sum over row k as G is symmetric
-    (type1) or antisymmetric (type2/3):
-    :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs type2/3); the diagonal
-    cancels or vanishes. Padded pairs' logistics are 0 or 1: no ``[B, L, L]`` mask."""
+    (:math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)`), by the (anti)symmetry of G one sum over row k,
+    :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs type2/3); padded pairs'
+    logistics are 0 or 1: no ``[B, L, L]`` mask."""
     xp = arrays.namespace()
     values = logistics.per_document(xp, scores * alpha_b, mask)
     sign = 1.0 if gradient != "type1" else -1.0
@@ -226,9 +222,8 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
 
 
 def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
-    """``(ranks, positions)`` of :func:`twin_sigmoid_ranks`'s forward pass, without a
-    gradient: float ranks (0 at padded documents) and int32 positions of the sort (the
-    ranks, with tie breaking); ``tie_keys`` may be given in place of ``seed``."""
+    """``(ranks, positions)`` of :func:`twin_sigmoid_ranks`'s forward pass, no gradient: float
+    ranks (0 if padded), int32 sort positions; ``tie_keys`` may replace ``seed``."""
     xp = arrays.namespace()
     scores = xp.stop_gradient(xp.convert_to_tensor(scores))
     valid = xp.convert_to_tensor(valid)
@@ -286,8 +281,7 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
 
 def _metric_and_gradient(labels, scores, valid, metric, topn, tie_break, alpha_b, gradient,
                          tie_keys=None):
-    """``(value [B], d value / d scores [B, L])`` of :func:`twin_sigmoid_metric`, ties
-    broken by ``tie_keys`` (a compiled program without gradient drops the second)."""
+    """``(value [B], d value / d scores [B, L])`` of :func:`twin_sigmoid_metric`."""
     ranks, positions = exact_forward_ranks(scores, valid, tie_break, None, tie_keys)
     value, rank_gradient = arrays.namespace().rank_metrics.value_and_rank_gradient(
         metric, labels, ranks, valid, topn, positions)

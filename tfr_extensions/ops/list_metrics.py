@@ -27,8 +27,7 @@ def has_relevant(labels, mask=None):
 
 
 def per_list_weights(weights, relevance, valid):
-    """Per-item weights ``[B, L]`` -> per-list weights ``[B]``
-    (:func:`tfr_extensions.metrics.per_list_weights` states the rule)."""
+    """Per-item ``[B, L]`` -> per-list weights ``[B]`` (:func:`metrics.per_list_weights`)."""
     xp = arrays.namespace()
     weights, valid = xp.convert_to_tensor(weights), xp.convert_to_tensor(valid)
     zero = xp.zeros_like(weights)
@@ -46,8 +45,7 @@ def per_list_weights(weights, relevance, valid):
 
 
 def _list_weights(metric: str, sample_weight, labels, valid):
-    """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight
-    (``metric``: a canonical name)."""
+    """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight."""
     xp = arrays.namespace()
     rank = len(sample_weight.shape)
     if rank == 0:

@@ -54,8 +54,7 @@ _ONE_HOT_MAX_POSITIONS = 64
 
 
 def _excluded_logit(xp, dtype: str):
-    """``dtype.min``, the excluded logit (module docstring), as a 0-d tensor (PyTorch's
-    ``where`` would cast a Python float to float32, where float64's minimum is -inf)."""
+    """``dtype.min``, the excluded logit, as a 0-d tensor (torch's ``where`` casts to float32)."""
     return xp.constant(float(np.finfo(dtype).min), dtype)
 
 
@@ -78,9 +77,8 @@ def gumbel_noise(shape, seed: Seed, dtype="float32"):
 
 
 def _shifted_logsumexp(xp, x):
-    r"""``(m, t)``, :math:`\log\sum_i e^{x_i} = m + t` over the last axis (kept): ``m`` the
-    stop-gradient maximum, ``t`` in ``[0, log n]``, kept apart so that ``t`` stays exact
-    where ``m + t`` would round to ``m`` (``1e10 + log 2 == 1e10`` in float32)."""
+    r"""``(m, t)``, :math:`\log\sum_i e^{x_i} = m + t` over the last axis (kept), ``m`` the
+    stop-gradient maximum: apart, ``t`` stays exact where ``m + t`` would round to ``m``."""
     if x.shape[-1] == 0:  # no document: the excluded logit (a max has no identity)
         dtype = xp.dtype_name(x)
         top = xp.full(tuple(xp.shape(x)[:-1]) + (1,), float(np.finfo(dtype).min), dtype)

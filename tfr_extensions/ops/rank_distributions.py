@@ -52,14 +52,12 @@ AUTO_EXACT_MAX_LIST_SIZE = 128
 NEUTRAL_Z = -100.0
 # Largest float64 scaled score: 3 * 2^509 < 2^512 (module docstring).
 _MAX_SCALED_SCORE_FLOAT64 = 2.0 ** 509
-# Variance floor (squared ranks) of the normal approximation: below it the Rank-Binomial
-# is a point mass to within 1e-3 ranks; it keeps d sqrt(v) / dv finite.
+# Variance floor (squared ranks) of the normal approximation: keeps d sqrt(v) / dv finite.
 _MIN_RANK_VARIANCE = 1e-6
 
 
 def scaled_score_bound(dtype) -> float:
-    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma` (module docstring):
-    ``min(dtype.max / 4, 2 ** 509)`` (``dtype``: a name, a ``tf.DType`` or a NumPy dtype).
+    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma`: ``min(max / 4, 2**509)``.
 
     >>> scaled_score_bound("float64") == 2.0 ** 509, scaled_score_bound("float32") > 8e37
     (True, True)

@@ -78,8 +78,7 @@ def _precision_form(labels, ranks, mask, topn, positions):
 
 
 def _average_precision_form(labels, ranks, mask, topn, positions, min_norm: bool = False):
-    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), normalized by the
-    number R of relevant documents of the list (``min_norm``: by min(k, R))."""
+    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} b_e / p_e, over R (``min_norm``: min(k,R))."""
     xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
     relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)
@@ -105,8 +104,8 @@ def _ndcg_form(labels, ranks, mask, topn, positions):
 
 
 def _nerr_form(labels, ranks, mask, topn, positions):
-    """Eq. 16: w_d = R_d prod_{e: p_e < p_d} (1 - R_e) within the cutoff, with
-    R = (2^y - 1) / 2^{max y} (the list's maximum label), normalized by the ideal ERR@k."""
+    """Eq. 16: w_d = R_d prod_{e: p_e < p_d} (1 - R_e) within the cutoff, R = (2^y - 1) /
+    2^{max y}, over the ideal ERR@k."""
     xp = arrays.namespace()
     max_label = xp.max(_where(mask, labels), axis=-1, keepdims=True)
     two = xp.constant(2.0, xp.dtype_name(labels))
@@ -134,9 +133,8 @@ def _evaluate(form, ranks, mask):
 
 
 def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d` with
-    ``b_d = [label_d > 0]`` and ``k = min(topn, #valid)`` as in TF-Ranking's
-    ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29."""
+    r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d`,
+    ``b_d = [label_d > 0]``, ``k = min(topn, #valid)`` (TF-Ranking's). Gradient: Eq. 29."""
     return _evaluate(_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
@@ -149,9 +147,8 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None, positions
 
 
 def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r""":func:`average_precision` normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
-    (LightGBM's ``map@k``): equal to it without a cutoff or with at most k relevant
-    documents. Gradient: Eq. 31 with that norm."""
+    r""":func:`average_precision` over :math:`\min(k, |Y^+|)` (LightGBM's ``map@k``). Gradient:
+    Eq. 31 with that norm."""
     return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions, True),
                      ranks, mask)
 

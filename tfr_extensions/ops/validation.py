@@ -43,8 +43,7 @@ def _int_kind(minimum: Optional[int], maximum: Optional[int]) -> str:
 
 def validate_int(value, arg: str, minimum: Optional[int] = None,
                  maximum: Optional[int] = None, allow_none: bool = False) -> Optional[int]:
-    """``int(value)`` if it is an int in ``[minimum, maximum]`` (None when ``allow_none``
-    and ``value`` is None), else ``ValueError``.
+    """``int(value)`` if it is an int in ``[minimum, maximum]`` (or None with ``allow_none``).
 
     >>> validate_int(None, "list_size", minimum=1, allow_none=True) is None
     True
@@ -102,7 +101,7 @@ def validate_positive(value, arg: str) -> float:
 
 
 def _finite_float(value) -> Optional[float]:
-    """``float(value)`` for a finite real number that is not a bool, else None."""
+    """``float(value)`` for a finite real number (not a bool), else None."""
     if isinstance(value, (bool, np.bool_, str, bytes)):
         return None
     try:

@@ -78,7 +78,7 @@ def _precision_form(labels, ranks, mask, topn, positions):
 
 
 def _average_precision_form(labels, ranks, mask, topn, positions, min_norm: bool = False):
-    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} b_e / p_e, over R (``min_norm``: min(k,R))."""
+    """Eq. 30: w_d = b_d p_d sum_{e: p_d <= p_e <= k} b_e / p_e, over R (``min_norm``: min(k,R))."""
     xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
     relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)

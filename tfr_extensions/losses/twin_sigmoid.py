@@ -61,9 +61,8 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
 
 @register
 class TwinSigmoidLoss(base.RankingLoss):
-    r"""Keras loss of :func:`twin_sigmoid_loss`: minus a rank metric on twin-sigmoid ranks.
-
-    Presets ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
+    r"""Keras loss of :func:`twin_sigmoid_loss`; presets ``twin_<metric>_<type>`` for the paper's
+    four metrics and three gradients.
 
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG

@@ -14,38 +14,37 @@ against :func:`tfr_extensions.arrays.namespace`, under the option checks and the
 policy; a loss whose pairs dominate may name a PyTorch-native body (``torch=``), run in its
 place on Keras's PyTorch backend. This module imports no TensorFlow.
 
-Conventions shared by all losses (each loss's docstring says only what differs):
+Conventions shared by all losses (each loss's docstring says only what differs, and its
+``Args`` list only its options):
 
 * ``labels``: float ``[batch, list_size]``, graded relevance, a label < 0 marks padding;
   ``scores``: float ``[batch, list_size]``; ``mask``: optional bool ``[batch, list_size]``,
   True = valid, narrows validity further. On TensorFlow both may be ``tf.RaggedTensor``
   (padded as TF-Ranking does, label -1); the Keras classes take them with ``ragged=True``.
-* The weight of a list is 1 unless its loss says otherwise; lists without relevant
-  documents (or that cannot be ranked at all) get weight 0, a finite loss (0 where the
-  loss's docstring says so) and zero gradient.
-* Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels or
-  keras-rs's ``{"labels", "mask"}`` (mask False = padding); ``sample_weight`` is
-  ``[batch, 1]`` per list, or ``[batch, list_size]`` per item, made a per-list weight by
-  TF-Ranking's listwise rule (the label-weighted mean of the item weights); the reduction
-  is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the weighted sum over lists divided by
-  the batch size), distribution scaling included.
-* Computation is float32 (float64 for float64 scores), also under ``mixed_float16``; the
-  returned losses have that dtype.
-* Randomized losses take ``seed``: None (fresh randomness at every call), an int, a pair
-  of ints or a seed tensor. A Keras class built with a seed folds a per-instance call
-  counter into it (:class:`StepSeeded`), so each training step sees fresh samples and two
-  runs with one seed are identical.
+* A list's weight is 1 unless its loss says otherwise; lists without relevant documents (or
+  that cannot be ranked) get weight 0, a finite loss (0 where its docstring says so) and
+  zero gradient.
+* Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels or keras-rs's
+  ``{"labels", "mask"}`` (mask False = padding); ``sample_weight`` is ``[batch, 1]`` per
+  list, or ``[batch, list_size]`` per item, made per-list by TF-Ranking's listwise rule (the
+  label-weighted mean); the reduction is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the
+  weighted sum over lists over the batch size), distribution scaling included.
+* Computation and the returned losses are float32 (float64 for float64 scores), also under
+  ``mixed_float16``.
+* Randomized losses take ``seed``: None (fresh at every call), an int, a pair of ints or a
+  seed tensor; a Keras class built with a seed folds a per-instance call counter into it
+  (:class:`StepSeeded`): each step samples afresh, and two runs with one seed are identical.
 
 Bad input (``docs/bad_input.md``): one policy for functions and classes,
 :mod:`tfr_extensions.ops.screening` (``torch_ops.screening`` around the PyTorch-native
-bodies), O(B L) element-wise with no host sync. **Padding**
-(label < 0 or NaN, or ``mask`` False) is ignored whatever its score, with gradient exactly
-0. **A non-finite score** of a valid document, or a valid label above the loss's maximum
+bodies), O(B L) element-wise with no host sync. **Padding** (label < 0 or NaN, or ``mask``
+False) is ignored whatever its score, with gradient exactly 0. **A non-finite score** of a
+valid document, or a valid label above the loss's maximum
 (:data:`~tfr_extensions.ops.conventions.MAX_LABEL`, 31), makes that list's loss NaN (so
-Keras's ``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it
-were absent. **A batch of 0 lists** (``[0, L]``, ``[0, 0]``) or lists of 0 documents give
-losses ``[0]`` and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``,
-fractional ones included; binary metrics count ``label > 0`` as relevant.
+``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it were
+absent. **A batch of 0 lists** (``[0, L]``, ``[0, 0]``) or lists of 0 documents give losses
+``[0]`` and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``, fractional
+ones included; binary metrics count ``label > 0`` as relevant.
 """
 import dataclasses
 import functools
@@ -144,8 +143,7 @@ class LossSpec:
         each annotated with its check (``sigma: validation.Positive = 1.0``).
       torch: ``"module:function"`` of a PyTorch-native body, run in place of ``math`` on
         Keras's PyTorch backend; it keeps its place by the figure its docstring names.
-      max_label: ``options -> the largest valid label``; :data:`MAX_LABEL
-        <tfr_extensions.ops.conventions.MAX_LABEL>` when None.
+      max_label: ``options -> the largest valid label``; None: ``conventions.MAX_LABEL``.
       presets: more registry keys, each with the options it sets (``twin_ndcg_type3``).
       examples: option sets beyond the defaults that the suites over every loss run.
       function: the public function (``math`` under the checks and the bad-input policy).

@@ -127,7 +127,6 @@ def lambda_loss(labels, scores, *, mask=None,
     ``topn`` its weights keep pairs this loss drops (``tests/losses/test_lambda_loss.py``).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       weighting: one of :data:`WEIGHTINGS`.
       sigma: the scale :math:`\sigma > 0` of the score differences.
       mu: :math:`\mu \ge 0`, the weight of :math:`\delta_{ij}` in ``ndcg_loss2pp`` (only).

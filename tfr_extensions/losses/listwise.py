@@ -28,7 +28,6 @@ def approx_ndcg_loss(labels, scores, *, mask=None,
     padded logits (1000 below the list's minimum) get sigmoid 0 in float32, as here.
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       temperature: :math:`T > 0` (TF-Ranking's default 0.1); smaller is closer to true ranks.
 
     Returns:
@@ -65,7 +64,6 @@ def listnet_loss(labels, scores, *, mask=None,
     documents tied at :math:`10^{30}` give :math:`\log 2` each).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       temperature: :math:`T > 0`, dividing the scores.
 
     Returns:

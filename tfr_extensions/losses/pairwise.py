@@ -52,7 +52,6 @@ def ranknet_loss(labels, scores, *, mask=None,
     :math:`\sigma s`, each pair's share taken before the sum: finite for any score gap.
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: the scale :math:`\sigma > 0`.
 
     Returns:
@@ -92,7 +91,6 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
     of Eq. 17 being the batch mean.
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       margin: :math:`m > 0`.
       squared: the squared hinge (L2-SVM).
 

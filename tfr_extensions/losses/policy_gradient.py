@@ -103,13 +103,11 @@ def expected_utility_loss(labels, scores, *, mask=None,
         \ell = -\frac{1}{K}\sum_{k=1}^{K}
                \mathrm{sg}\big[M(\pi_k, y^*) - b_k\big] \log P_\theta(\pi_k),
 
-    :math:`K` = ``num_samples`` rankings of size n = ``topn`` drawn at ``temperature``,
-    :math:`M` = ``metric`` at cutoff n, :math:`P_\theta` the PL probability of Eq. 12, sg =
-    stop-gradient, :math:`b_k` the mean metric of the other K - 1 samples with
-    ``baseline=True`` (else 0, as in the paper).
+    K = ``num_samples`` rankings of size n = ``topn``, :math:`M` = ``metric`` at cutoff n,
+    :math:`P_\theta` the PL probability of Eq. 12, sg = stop-gradient, :math:`b_k` the mean
+    metric of the other K - 1 samples with ``baseline=True`` (else 0, as in the paper).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ndcg"``, ``"ap"``, ...).
       topn, num_samples, temperature, seed: module docstring (``topn``: the metric's cutoff too).
       baseline: subtract the leave-one-out mean reward (needs K >= 2 to act).
@@ -147,11 +145,9 @@ def mdprank_loss(labels, scores, *, mask=None,
     r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
 
     Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy picks the
-    next document with PL probability
-    :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the reward is the DCG
-    gain of the chosen document at its position, :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)`
-    (over the ideal DCG@n when ``normalize``), and
-    :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
+    next document with :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the
+    reward is its DCG gain there, :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)` (over the ideal
+    DCG@n when ``normalize``), and :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
 
     .. math::
         \ell = -\frac{1}{K}\sum_{k=1}^{K}\sum_{t=0}^{n-1}
@@ -161,7 +157,6 @@ def mdprank_loss(labels, scores, *, mask=None,
     equals ExptUtility's (the per-position weights only change the variance).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       gamma: discount rate in (0, 1].
       topn, num_samples, temperature, seed: module docstring.
       normalize: divide rewards by the list's ideal DCG@n.

@@ -122,7 +122,6 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
     per list (definition, transposed variant, numerics: module docstring).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       temperature: NeuralSort's :math:`\tau > 0`; smaller is closer to the true sort.
       topn: the cutoff k of nDCG@k; None uses every position.
       transposed: the transposed variant (each document's expected discount).

@@ -42,7 +42,6 @@ def softndcg_loss(labels, scores, *, mask=None,
     overflow (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: standard deviation of the score smoothing :math:`\sigma_s` (Eq. 8), > 0.
       topn: the cutoff R; None uses all ranks.
       discount_alpha: :math:`\alpha \in [-1, 1]`, the training discount.

@@ -38,7 +38,6 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
     finite for any scores (:mod:`tfr_extensions.ops.twin_sigmoid`).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ap"``, ``"ndcg"``, ...).
       topn: cutoff k of the metric; None = the whole list.
       gradient: ``"type1"``, ``"type2"`` or ``"type3"``.

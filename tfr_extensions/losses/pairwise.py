@@ -109,8 +109,7 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
     if squared:
         hinge = xp.square(hinge)
     losses = xp.sum(xp.where(weights > 0, weights * hinge, xp.zeros_like(hinge)), axis=(1, 2))
-    list_weights = xp.cast(ideal_dcg_beta(labels, mask) > 0, xp.dtype_name(scores))
-    return losses, list_weights
+    return losses, xp.cast(ideal_dcg_beta(labels, mask) > 0, xp.dtype_name(scores))
 
 
 @register

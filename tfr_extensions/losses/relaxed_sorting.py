@@ -100,8 +100,7 @@ def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: b
     else:  # each position's expected gain, times its discount
         expected_gains = xp.sum(probs * gains[:, None, :], axis=-1)  # [B, r]
         dcg = xp.sum(expected_gains * discounts, axis=-1)
-    ndcg = xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn))
-    return -ndcg, weights
+    return -xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn)), weights
 
 
 # (above the decorator, which imports the PyTorch-native body that takes them from here)

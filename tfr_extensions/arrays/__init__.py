@@ -5,15 +5,13 @@ A loss's body asks for the namespace of the implementation that runs it::
     xp = arrays.namespace()
     pair_losses = xp.where(pairs, weights * xp.softplus(-score_diffs), 0.0)
 
-and finds there the ``keras.ops`` names (``where``, ``sum``, ``cast``, ...), a few
-numerics that keep a device busy (:func:`constant`, ``full``, ``maximum``,
-``safe_divide``, ``dtype_name``) and the per-framework helper modules (``lists``,
-``rank_metrics``, ``sorting``, ``screening``, ...), filled by
-:mod:`~tfr_extensions.arrays.tensorflow_namespace` (TensorFlow's own ops: Keras 2,
-TF-Ranking, Keras 3's TensorFlow backend) or :mod:`~tfr_extensions.arrays.keras_namespace`
-(``keras.ops``: Keras 3 on JAX and PyTorch). Which one runs is
+and finds there the ``keras.ops`` names (``where``, ``sum``, ``cast``, ...), a few numerics
+(``constant``, ``full``, ``maximum``, ``safe_divide``, ``dtype_name``) and the per-framework
+helper modules (``lists``, ``rank_metrics``, ``sorting``, ``screening``, ...), filled by
+:mod:`~tfr_extensions.arrays.tensorflow_namespace` (TensorFlow's own ops: Keras 2, TF-Ranking,
+Keras 3's TensorFlow backend) or :mod:`~tfr_extensions.arrays.keras_namespace` (``keras.ops``:
+Keras 3 on JAX and PyTorch), each imported on first use. Which one runs is
 :func:`tfr_extensions.backend.implementation`'s rule; :func:`use` overrides it for a block.
-Both modules import their framework on first use only.
 
 >>> namespace().__name__.rsplit(".", 1)[-1] in ("tensorflow_namespace", "keras_namespace")
 True
@@ -37,8 +35,7 @@ def load(which: str) -> ModuleType:
     if which not in _LOADED:
         if which not in FILLINGS:
             raise ValueError(f"Unknown implementation {which!r}; known: {sorted(FILLINGS)}.")
-        # the builtin import: AutoGraph runs builtins as they are, where a first call
-        # inside a tf.function would warn that it cannot convert importlib's internals
+        # (builtin: AutoGraph would warn that it cannot convert importlib's internals)
         __import__(FILLINGS[which])
         _LOADED[which] = sys.modules[FILLINGS[which]]
     return _LOADED[which]

@@ -16,9 +16,8 @@ def dtype_max(x) -> float:
 
 
 def clip_scores(scores, squared: bool = False):
-    """Scores clipped to +-``dtype.max / 4`` (+-``sqrt(dtype.max) / 4`` for
-    ``squared``): differences of two, and their squares, stay finite. Gradient 1
-    inside, 0 beyond (``tf.clip_by_value``'s)."""
+    """Scores clipped to +-``dtype.max / 4`` (``squared``: +-``sqrt(dtype.max) / 4``): differences
+    of two, and their squares, stay finite. Gradient 1 inside, 0 beyond (``tf.clip_by_value``'s)."""
     xp = arrays.namespace()
     largest = dtype_max(scores)
     bound = (largest ** 0.5 if squared else largest) / 4.0

@@ -1,14 +1,8 @@
-"""The ``keras.ops`` filling of the array namespace (Keras 3 on JAX and PyTorch).
-
-Every public name of ``keras.ops``, then the names that differ from it:
-
-* ``constant``, ``full``, ``full_like``, ``maximum``, ``minimum``: Python numbers
-  filled on the device (:mod:`tfr_extensions.keras_ops.numerics`: on PyTorch,
-  ``keras.ops`` copies them from host memory, which waits for the GPU), and
-  ``maximum``/``minimum`` keep float64;
-* ``safe_divide``, ``dtype_name``;
-* the helper modules of the ``keras.ops`` implementation, under the names their
-  TensorFlow counterparts have in :mod:`tfr_extensions.arrays.tensorflow_namespace`.
+"""The ``keras.ops`` filling of the array namespace (Keras 3 on JAX and PyTorch): every
+public name of ``keras.ops``, then those that differ from it: ``constant``, ``full``,
+``full_like``, ``maximum``, ``minimum`` of :mod:`tfr_extensions.keras_ops.numerics` (filled on
+the device; float64 kept), ``safe_divide``, ``dtype_name``, and the ``keras.ops``
+implementation's helper modules under the names of their TensorFlow counterparts.
 """
 import contextlib
 import importlib
@@ -17,11 +11,8 @@ import keras as _keras
 from keras import ops as _ops
 
 globals().update({name: getattr(_ops, name) for name in dir(_ops) if not name.startswith("_")})
-
-
 # (``amax``, ``amin``: ``keras.ops.max`` breaks ``torch.compile``'s graph, an ``isinstance``)
 max, min = _ops.amax, _ops.amin  # pylint: disable=redefined-builtin
-
 
 # pylint: disable=wrong-import-position,unused-import
 from tfr_extensions.keras_ops import lists, random, sorting  # noqa: E402
@@ -39,9 +30,8 @@ rank_distributions = importlib.import_module("tfr_extensions.ops.rank_distributi
 
 
 def _in_its_dtype(keras_op, torch_op: str, x, axis, dtype):
-    """``keras_op(x, axis=axis, dtype=dtype)`` in ``x``'s dtype: on Keras's PyTorch
-    backend (Keras 3.15) ``cumsum`` and ``cumprod`` compute in
-    ``keras.backend.result_type``, which maps float64 to float32; torch's own keep it."""
+    """``keras_op(x, axis=axis, dtype=dtype)`` in ``x``'s dtype: Keras 3.15's PyTorch
+    ``cumsum`` and ``cumprod`` make float64 float32; torch's own keep it."""
     if dtype is None and axis is not None and _keras.backend.backend() == "torch":
         import torch  # pylint: disable=import-outside-toplevel
         if torch.is_tensor(x) and x.is_floating_point():
@@ -58,9 +48,8 @@ def cumsum(x, axis=None, dtype=None, reverse=False):
 
 
 def cumprod(x, axis=None, dtype=None, exclusive=False):
-    """``keras.ops.cumprod`` in ``x``'s dtype (see :func:`cumsum`); ``exclusive``: the
-    products of the preceding entries, 1 first (``tf.math.cumprod(exclusive=True)``;
-    along the last axis)."""
+    """``keras.ops.cumprod`` in ``x``'s dtype; ``exclusive`` (last axis): the products of
+    the preceding entries, 1 first (``tf.math.cumprod(exclusive=True)``)."""
     if exclusive:
         if axis not in (-1, len(x.shape) - 1):
             raise ValueError(f"An exclusive cumprod runs along the last axis; got axis={axis}.")
@@ -69,18 +58,16 @@ def cumprod(x, axis=None, dtype=None, exclusive=False):
 
 
 def uniform_noise(shape, seed, dtype="float32"):
-    """Uniform noise in (0, 1), the Plackett-Luce sampler's: integers ``b`` of
-    :func:`tfr_extensions.keras_ops.random.random_bits` (``seed`` as there), float32 from
-    24 bits, ``u = (b + 1/2) / 2^24``, float64 from 30, ``u = (b + 1/2) / 2^30``."""
+    """Uniform noise in (0, 1), the Plackett-Luce sampler's: ``u = (b + 1/2) / 2^n`` of
+    :func:`tfr_extensions.keras_ops.random.random_bits` ``b``, n = 30 for float64, else 24."""
     bits = 30 if dtype == "float64" else 24
     draws = random.random_bits(shape, seed, bits)
     return (_ops.cast(draws, dtype) + 0.5) * (2.0 ** -bits)
 
 
 def cumulative_logsumexp(x, axis=-1, reverse=False):
-    r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: over
-    :math:`i \ge j`): ``keras.ops.associative_scan`` of ``logaddexp`` (``keras.ops`` has
-    no cumulative log-sum-exp)."""
+    r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: :math:`i \ge j`): an
+    ``associative_scan`` of ``logaddexp``."""
     axis = axis % len(x.shape)  # (JAX's associative_scan takes no negative axis)
     return _ops.associative_scan(_ops.logaddexp, x, reverse=reverse, axis=axis)
 

@@ -1,14 +1,12 @@
 """The TensorFlow filling of the array namespace: ``keras.ops``'s names and meaning in
 TensorFlow's own ops (Keras 2, TF-Ranking, Keras 3's TensorFlow backend).
 
-Each function takes what its ``keras.ops`` namesake takes, with Python numbers taking
-the dtype of the tensor beside them (as ``keras.ops`` does), and builds the ops a
-hand-written TensorFlow body would: no conversion layer, so graphs, XLA programs and
-``tf.custom_gradient`` see TensorFlow alone. Only the names the bodies use are here;
-the helper modules of the TensorFlow implementation stand under the names their
-``keras.ops`` counterparts have (:mod:`tfr_extensions.arrays.keras_namespace`).
+Each function takes what its ``keras.ops`` namesake takes (Python numbers take the dtype
+of the tensor beside them) and builds the ops a hand-written TensorFlow body would: graphs,
+XLA programs and ``tf.custom_gradient`` see TensorFlow alone. Only the names the bodies use
+are here; the TensorFlow implementation's helper modules stand under the names of their
+``keras.ops`` counterparts (:mod:`tfr_extensions.arrays.keras_namespace`).
 
->>> import tensorflow as tf
 >>> where(tf.constant([True, False]), tf.constant([1.0, 2.0], tf.float64), 0.0).numpy().tolist()
 [1.0, 0.0]
 """
@@ -40,8 +38,7 @@ transpose, convert_to_tensor, erfc = tf.transpose, tf.convert_to_tensor, tf.math
 logical_and, logical_not, stop_gradient = tf.logical_and, tf.logical_not, tf.stop_gradient
 stack, reshape, broadcast_to, einsum = tf.stack, tf.reshape, tf.broadcast_to, tf.einsum
 cond, cast, top_k = tf.cond, tf.cast, tf.math.top_k
-#: ``x`` with the static ``shape`` (None: unknown) TensorFlow cannot infer (the ``keras.ops``
-#: filling's shapes are static: it returns ``x``)
+#: ``x`` with the static ``shape`` (None: unknown) TensorFlow cannot infer (``keras.ops``: ``x``)
 ensure_shape = tf.ensure_shape
 
 
@@ -72,8 +69,7 @@ maximum, minimum, subtract, greater, power = map(
 
 
 def _reduction(reduce, of_bools=False):
-    """``keras.ops``'s ``(x, axis=None, keepdims=False)`` over ``reduce`` (``of_bools``:
-    ``x`` cast to bool first)."""
+    """``keras.ops``'s ``(x, axis=None, keepdims=False)`` over ``reduce`` (of bools)."""
     def reduction(x, axis=None, keepdims=False):
         x = tf.cast(x, tf.bool) if of_bools else x
         return reduce(x, axis=list(axis) if isinstance(axis, tuple) else axis, keepdims=keepdims)
@@ -82,13 +78,11 @@ def _reduction(reduce, of_bools=False):
 
 sum, max, min, mean, logsumexp = map(_reduction, (
     tf.reduce_sum, tf.reduce_max, tf.reduce_min, tf.reduce_mean, tf.reduce_logsumexp))
-all, any = _reduction(tf.reduce_all, True), _reduction(tf.reduce_any, True)
-amax = max
+all, any, amax = _reduction(tf.reduce_all, True), _reduction(tf.reduce_any, True), max
 
 
 def _shift(op):
-    """A bit shift of integers by ``y`` in ``x``'s dtype (right: arithmetic on signed
-    integers, as ``keras.ops.right_shift``), for :mod:`tfr_extensions.arrays.tie_keys`."""
+    """A bit shift by ``y`` in ``x``'s dtype (right: arithmetic, as ``keras.ops.right_shift``)."""
     def shift(x, y):
         x = tf.convert_to_tensor(x)
         return op(x, tf.cast(y, x.dtype))
@@ -113,8 +107,7 @@ def full_like(x, value, dtype=None):
 
 
 def where(condition, x, y):
-    x, y = _pair(x, y)
-    return tf.where(condition, x, y)
+    return tf.where(condition, *_pair(x, y))
 
 
 def cumsum(x, axis=None, reverse=False):
@@ -123,8 +116,7 @@ def cumsum(x, axis=None, reverse=False):
 
 
 def cumprod(x, axis=None, exclusive=False):
-    """``keras.ops.cumprod``; ``exclusive``: the products of the preceding entries
-    (``tf.math.cumprod``'s, 1 first)."""
+    """``keras.ops.cumprod``; ``exclusive``: the products of the preceding entries, 1 first."""
     return tf.math.cumprod(x, axis=0 if axis is None else axis, exclusive=exclusive)
 
 
@@ -165,7 +157,7 @@ def clip(x, x_min, x_max):
 
 def fori_loop(lower, upper, body_fun, init_val):
     """``body_fun(i, value)`` for i in ``[lower, upper)`` (``tf.while_loop``)."""
-    # (a static trip count: XLA differentiates the loop only with its maximum known)
+    # (XLA differentiates the loop only with its maximum trip count known)
     static = isinstance(lower, int) and isinstance(upper, int)
     _, value = tf.while_loop(lambda i, _: i < upper, lambda i, v: (i + 1, body_fun(i, v)),
                              (tf.constant(lower, tf.int32), init_val),
@@ -200,10 +192,8 @@ def argsort(x, axis=-1):
 
 def one_hot(x, num_classes, axis=-1, dtype=None):
     dtype = tf.as_dtype(dtype or "float32")
-    if dtype == tf.bool:
-        return tf.one_hot(x, num_classes, on_value=True, off_value=False, axis=axis,
-                          dtype=tf.bool)
-    return tf.one_hot(x, num_classes, axis=axis, dtype=dtype)
+    on, off = (True, False) if dtype == tf.bool else (None, None)  # (None: 1 and 0)
+    return tf.one_hot(x, num_classes, on_value=on, off_value=off, axis=axis, dtype=dtype)
 
 
 def convert_to_numpy(x):
@@ -212,15 +202,10 @@ def convert_to_numpy(x):
 
 
 def row_sums(terms, columns, fills, rows=()):
-    r""":math:`\sum_j` ``terms(*rows, *columns)[b, i, j]``, ``[B, L]``
-    (:func:`tfr_extensions.keras_ops.pairs.row_sums` is the ``keras.ops`` filling's).
-
-    Without ``rows`` (``terms`` closes over its row values), the pairs formed at once.
-    With ``rows`` (``[B, L]`` tensors, one per row argument of ``terms``), the columns
-    in blocks of ``lists.PAIR_BLOCK`` (``[B, 1, C, 32]`` against ``[B, L, 1, 1]``, the
-    last block padded with ``fills``, whose terms must be 0), which XLA fuses with the
-    chain that builds the pairs, so they are never stored
-    (``docs/notes/twin_sigmoid_speed.md``)."""
+    r""":func:`tfr_extensions.keras_ops.pairs.row_sums` (its arguments): without ``rows``
+    the pairs formed at once; with them, the columns in blocks of ``lists.PAIR_BLOCK``
+    (``[B, 1, C, 32]`` against ``[B, L, 1, 1]``, the last padded with ``fills``), which XLA
+    fuses with the chain building the pairs, never stored (``docs/notes/twin_sigmoid_speed.md``)."""
     if not rows:
         return tf.reduce_sum(terms(*(c[:, None, :] for c in columns)), axis=-1)
     pairs = terms(*(r[:, :, None, None] for r in rows),
@@ -229,10 +214,7 @@ def row_sums(terms, columns, fills, rows=()):
 
 
 def with_gradient(value, x, backward, *residuals):
-    """``value`` (computed from ``x`` without a gradient) with the gradient
-    ``backward(upstream, x, *residuals)`` with respect to ``x``: ``tf.custom_gradient``
-    (:func:`tfr_extensions.keras_ops.list_programs.with_gradient` is the ``keras.ops``
-    filling's)."""
+    """:func:`tfr_extensions.keras_ops.list_programs.with_gradient` by ``tf.custom_gradient``."""
     @tf.custom_gradient
     def _value(v):
         return tf.identity(value), lambda upstream: backward(upstream, v, *residuals)
@@ -241,18 +223,16 @@ def with_gradient(value, x, backward, *residuals):
 
 
 def cumulative_logsumexp(x, axis=-1, reverse=False):
-    r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: over
-    :math:`i \ge j`): ``tf.math.cumulative_logsumexp``, one op (the ``keras.ops``
-    filling scans ``logaddexp``). The long Plackett-Luce rankings' denominators."""
+    r""":math:`\log\sum_{i \le j} e^{x_i}` along ``axis`` (``reverse``: :math:`i \ge j`), one
+    op: the long Plackett-Luce rankings' denominators."""
     return tf.math.cumulative_logsumexp(x, axis=axis, reverse=reverse)
 
 
 def uniform_noise(shape, seed, dtype="float32"):
-    """Uniform noise in (0, 1), the Plackett-Luce sampler's
-    (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`): uint32 bits ``b`` of a stateless
-    op seeded by ``seed`` (None: fresh; an int, a pair of ints or an int32 ``[2]`` tensor),
-    the same in graph mode and XLA (TF's own float conversion is not); float32 from the top
-    24 bits, ``u = (b + 1/2) / 2^24``, float64 from all 32, ``u = (b + 1/2) / 2^32``."""
+    """Uniform noise in (0, 1) (:func:`tfr_extensions.ops.plackett_luce.uniform_noise`):
+    uint32 bits ``b`` of a stateless op seeded by ``seed`` (None: fresh; an int, a pair or an
+    int32 ``[2]`` tensor), the same in graph mode and XLA (TF's float conversion is not);
+    float32 ``u = (b' + 1/2) / 2^24`` from the top 24 bits ``b'``, float64 ``(b + 1/2) / 2^32``."""
     seed = lists.fresh_seed() if seed is None else lists.seed_tensor(seed)
     bits = tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None,
                                        dtype=tf.uint32, alg=lists.RNG_ALG)

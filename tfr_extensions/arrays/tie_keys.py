@@ -1,9 +1,7 @@
-r"""The keys that break ties in score, written once for every framework: a
-counter-based hash of ``(seed, list, position)``.
-
-Section 4.2 of the twin-sigmoid paper breaks ties by a random permutation per list.
-The keys here are that permutation: with a seed, TensorFlow, JAX and PyTorch draw the
-same keys, so a seeded loss gives the same values and gradients on every backend.
+r"""The keys that break ties in score, written once for every framework: a counter-based
+hash of ``(seed, list, position)``, the random permutation per list of Section 4.2 of the
+twin-sigmoid paper. TensorFlow, JAX and PyTorch draw the same keys for a seed, so a seeded
+loss gives the same values and gradients on every backend.
 
 For the seed pair :math:`(a, b)` (:func:`seed_pair`), list :math:`n` and position
 :math:`i`, with :math:`f` MurmurHash3's 32-bit finalizer and :math:`\oplus` exclusive or,
@@ -14,9 +12,8 @@ For the seed pair :math:`(a, b)` (:func:`seed_pair`), list :math:`n` and positio
 :math:`\varphi` = 0x9E3779B9, every operation on 32 bits (int32 that wrap, the shifts
 logical); the key is the top :math:`31 - k` bits of :math:`h_{ni}` over the low
 :math:`k` bits :math:`L - 1 - i`, :math:`k` the bit length of :math:`L - 1`: distinct
-within a list by construction, a uniform random order of its documents otherwise. A
-list's keys depend on its index and the positions alone, not on the list length, so
-padding a list (XLA's buckets) keeps the keys of its documents.
+within a list by construction, a uniform random order otherwise. Padding a list (XLA's
+buckets) keeps its documents' keys, which depend on the list's index and the positions.
 
 >>> [int(k) for k in tie_keys((1, 4), 0)[0]]
 [491818039, 1676105798, 1004936121, 1315547496]
@@ -49,10 +46,9 @@ def seed_pair(seed) -> Tuple[int, int]:
 
 
 def stream_seed(seed, salt: int = 0) -> int:
-    """The first entry of a seeded stream's seeds, whose call ``k`` draws with the seed
-    pair ``(stream_seed(seed, salt), k)`` on every framework (a Keras
-    ``SeedGenerator``'s state, TensorFlow's step counter): an int, or a pair folded
-    into one, plus ``7919 * salt``, modulo :data:`SEED_MODULUS`.
+    """``s`` of a seeded stream whose call ``k`` draws with the pair ``(s, k)`` on every
+    framework (a ``SeedGenerator``'s state, TensorFlow's step counter): an int, or a pair
+    folded into one, plus ``7919 * salt``, modulo :data:`SEED_MODULUS`.
 
     >>> stream_seed(5), stream_seed([1, 2], salt=1)
     (5, 1007924)
@@ -64,8 +60,7 @@ def stream_seed(seed, salt: int = 0) -> int:
 
 
 def _shift(xp, shift, h, bits):
-    """``shift(h, bits)`` with ``bits`` a tensor, never a Python number that the
-    framework would copy from host memory (on PyTorch, a wait for the GPU)."""
+    """``shift(h, bits)``, ``bits`` a tensor (a Python int: a host copy, a GPU wait on PyTorch)."""
     return shift(h, xp.constant(bits, "int32") if isinstance(bits, int) else bits)
 
 
@@ -83,13 +78,6 @@ def _fmix32(xp, h):
     return h ^ _shift_right(xp, h, 16)
 
 
-def _bit_length(xp, value):
-    """The bit length of a non-negative int32 (an int, or a scalar tensor)."""
-    if isinstance(value, (int, np.integer)):
-        return int(value).bit_length()
-    return xp.sum(xp.cast(xp.right_shift(value, xp.arange(31, dtype="int32")) > 0, "int32"))
-
-
 def hash_seed(xp, first, second, salt=_GOLDEN):
     r"""The stream :math:`s = f(f(a \oplus \varphi) + b)` of the seed pair :math:`(a, b)`
     (int32 tensors); an int32 tensor ``salt`` in place of :math:`\varphi` hashes once per salt."""
@@ -98,8 +86,7 @@ def hash_seed(xp, first, second, salt=_GOLDEN):
 
 
 def tie_keys(shape: Sequence, seed, xp=None):
-    """Int32 keys ``[B, L]`` in ``[0, 2^31)``, distinct within each list (module
-    docstring).
+    """Int32 keys ``[B, L]`` in ``[0, 2^31)``, distinct within each list (module docstring).
 
     Args:
       shape: ``(B, L)``; on TensorFlow either may be a scalar tensor.
@@ -119,7 +106,10 @@ def tie_keys(shape: Sequence, seed, xp=None):
     positions = xp.arange(size, dtype="int32")[None, :]
     rows = _fmix32(xp, lists ^ stream)
     draws = _shift_right(xp, _fmix32(xp, rows ^ _fmix32(xp, positions + _int32(_GOLDEN))), 1)
-    index_bits = _bit_length(xp, xp.maximum(size - 1, 0) if not isinstance(size, int)
-                             else max(size - 1, 0))
+    if isinstance(size, int):  # k, the bit length of L - 1
+        index_bits = max(size - 1, 0).bit_length()
+    else:  # (a scalar tensor)
+        shifted = xp.right_shift(xp.maximum(size - 1, 0), xp.arange(31, dtype="int32"))
+        index_bits = xp.sum(xp.cast(shifted > 0, "int32"))
     top = _shift(xp, xp.left_shift, _shift(xp, xp.right_shift, draws, index_bits), index_bits)
     return top | ((size - 1) - positions)

@@ -1,8 +1,6 @@
-"""The ``keras.ops`` filling's two primitives of the twin-sigmoid ranks
-(:mod:`tfr_extensions.ops.twin_sigmoid`): a custom gradient, and a function of lists
-run as it is (``jax.jit`` and ``torch.compile`` compile it with its caller; TensorFlow's
-filling compiles it per bucket of list lengths, :mod:`tfr_extensions.ops.list_programs`).
-"""
+"""The ``keras.ops`` filling's two primitives of :mod:`tfr_extensions.ops.twin_sigmoid`'s
+ranks: a custom gradient, and a function of lists run as it is (``jax.jit`` and
+``torch.compile`` compile it with its caller; TensorFlow's per bucket of list lengths)."""
 import keras
 import numpy as np
 from keras import ops
@@ -11,19 +9,17 @@ from tfr_extensions.keras_ops import sorting
 
 
 def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=None):
-    """``function(*tensors, *statics)``, with ``tie_keys=`` the keys of ``seed``
-    (:func:`sorting.tie_keys_for`) for ``tie_break``."""
+    """``function(*tensors, *statics)``, for ``tie_break`` with ``tie_keys=`` those of ``seed``."""
     if not tie_break:
         return function(*tensors, *statics)
     return function(*tensors, *statics, tie_keys=sorting.tie_keys_for(tensors[0], seed))
 
 
 def with_gradient(value, x, backward, *residuals):
-    """``value`` (computed from ``x`` without a gradient) with the gradient
-    ``backward(upstream, x, *residuals)`` with respect to ``x``: ``keras.ops.custom_gradient``,
-    on JAX a ``jax.custom_vjp`` whose arguments include the ``residuals`` (tensors or None,
-    zero cotangents), never closed over, which would leak the tracers of a loss compiled
-    alone into a gradient taken outside (``jax.grad(jax.jit(loss))``)."""
+    """``value`` (computed from ``x`` without a gradient) with the gradient ``backward(upstream,
+    x, *residuals)`` with respect to ``x``: ``keras.ops.custom_gradient``; on JAX a
+    ``jax.custom_vjp`` taking the ``residuals`` (tensors or None, zero cotangents) as arguments:
+    closed over, they would leak a jitted loss's tracers into ``jax.grad(jax.jit(loss))``."""
     if keras.backend.backend() != "jax":
         @ops.custom_gradient
         def _value(v):

@@ -1,11 +1,9 @@
-"""Lists: the ``keras.ops`` form of :mod:`tfr_extensions.ops.lists` (the same
-conventions, the same names): gathers, gains ``2^y - 1`` and discounts
-``1 / log2(1 + rank)``. A label < 0 (or NaN) or ``mask`` False marks padding; float64
-scores compute in float64 (on JAX with ``jax_enable_x64``), others in float32. The inputs
-are prepared by :mod:`tfr_extensions.ops.screening`, whose functions keep their old names
-here.
+"""Lists: the ``keras.ops`` form of :mod:`tfr_extensions.ops.lists` (the same conventions
+and names): gathers, gains ``2^y - 1`` and discounts ``1 / log2(1 + rank)``. A label < 0 (or
+NaN) or ``mask`` False marks padding; float64 scores compute in float64 (on JAX with
+``jax_enable_x64``), others in float32. :mod:`tfr_extensions.ops.screening`'s input
+preparation keeps its old names here.
 
->>> from keras import ops
 >>> ops.convert_to_numpy(gains(ops.array([[0., 1., 2.]]))).tolist()
 [[0.0, 1.0, 3.0]]
 """
@@ -25,9 +23,8 @@ def dtype_name(x) -> str:
 
 
 def batch_gather(params, indices):
-    """``params[b, indices[b, ...]]`` for ``[B, L]`` params and int ``[B, ...]`` indices
-    (``tf.gather(params, indices, batch_dims=1)``), as
-    :func:`tfr_extensions.ops.lists.batch_gather`."""
+    """``params[b, indices[b, ...]]`` for ``[B, L]`` params and int ``[B, L]`` or ``[B, S, n]``
+    indices (``tf.gather(..., batch_dims=1)``, :func:`tfr_extensions.ops.lists.batch_gather`)."""
     if len(indices.shape) == 2:
         return ops.take_along_axis(params, indices, axis=-1)
     if len(indices.shape) != 3:
@@ -48,6 +45,5 @@ def log2_discount(ranks):
 
 
 def compiling_with_xla() -> bool:
-    """True (:func:`tfr_extensions.ops.lists.compiling_with_xla`): ``jax.jit`` and
-    ``torch.compile`` need static shapes, so ``keras.ops`` always takes that path."""
+    """True: ``jax.jit`` and ``torch.compile`` need static shapes (XLA's path)."""
     return True

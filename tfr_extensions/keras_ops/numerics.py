@@ -1,7 +1,6 @@
 r"""Numerical tricks that keep values and gradients finite: the ``keras.ops`` counterpart
 of :mod:`tfr_extensions.ops.numerics` (the same functions, the same contracts).
 
->>> from keras import ops
 >>> ops.convert_to_numpy(safe_divide(ops.array([1.0, 2.0]), ops.array([4.0, 0.0]))).tolist()
 [0.25, 0.0]
 """
@@ -33,15 +32,14 @@ def log1mexp(x):
 
 
 def constant(value: float, dtype):
-    """A Python number as a 0-d tensor of ``dtype``, filled on the device (:func:`full`;
-    ``ops.cast`` of a Python float goes through float32 on Keras's TensorFlow backend)."""
+    """A Python number as a 0-d tensor of ``dtype`` (:func:`full`; ``ops.cast`` of a Python
+    float goes through float32 on Keras's TensorFlow backend)."""
     return full((), value, dtype)
 
 
 def full(shape, value: float, dtype):
-    """``ops.full(shape, value, dtype)`` for a Python number ``value``, filled on the
-    device: on PyTorch, Keras makes the number in host memory and copies it over, which
-    on a GPU waits for every queued kernel (PyTorch issue 120996); ``torch.full`` fills.
+    """``ops.full(shape, value, dtype)`` for a Python number, filled on the device: on PyTorch
+    Keras copies it from host memory, which waits for every queued GPU kernel (PyTorch 120996).
 
     >>> full((2,), 0.5, "float64").dtype == ops.ones(1, "float64").dtype
     True
@@ -72,9 +70,8 @@ def _like(y, x):
 
 
 def minimum(x, y):
-    """Element-wise minimum in ``x``'s dtype. ``ops.minimum`` and ``ops.maximum`` of
-    Keras 3.15 return float32 for float64 inputs on PyTorch; a select keeps the dtype
-    (and gives TensorFlow's gradient at ties: all of it to ``x``; JAX would split it)."""
+    """Element-wise minimum in ``x``'s dtype (Keras 3.15's PyTorch ``ops.minimum`` makes
+    float64 float32), TensorFlow's gradient at ties (all to ``x``; JAX would split it)."""
     y = _like(y, x)
     return ops.where(x <= y, x, y)
 

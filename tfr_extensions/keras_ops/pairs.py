@@ -2,13 +2,12 @@ r"""Row sums over all pairs of a list, :math:`\sum_j f(i, j)`, without storing
 the ``[B, L, L]`` pairs where the compiler would.
 
 XLA:CPU (JAX 0.10) stores any pair tensor that feeds a reduction, so on JAX on a CPU
-:func:`row_sums` visits the columns in blocks of :data:`BLOCK` (``keras.ops.map``) and adds
-each block's columns element-wise, which XLA fuses with the terms into one loop over
-``[B, L]``; eagerly, up to :data:`EAGER_MAX_PAIRS` pairs, the blocks are a Python loop of
-broadcast sums (``keras.ops.map`` would compile a new loop at every call). PyTorch,
-TensorFlow and JAX on a GPU (where the blocks ran 6-12x slower) form the pairs at once.
-Kept by the twin-sigmoid backward, 2 EPYC cores, L = 512-1024: 0.2-0.3 ns a pair against
-1.0-4.9 stored (``docs/notes/keras_ops_backends.md``).
+:func:`row_sums` adds the columns element-wise in blocks of :data:`BLOCK` (``keras.ops.map``),
+fused with the terms into one loop over ``[B, L]``; eagerly, up to :data:`EAGER_MAX_PAIRS`
+pairs, a Python loop of broadcast sums (``ops.map`` would compile at every call). PyTorch,
+TensorFlow and JAX on a GPU (blocks 6-12x slower) form the pairs at once. Kept by the
+twin-sigmoid backward, 2 EPYC cores, L = 512-1024: 0.2-0.3 ns a pair against 1.0-4.9
+stored (``docs/notes/keras_ops_backends.md``).
 """
 import functools
 from typing import Callable, Sequence
@@ -38,11 +37,9 @@ def row_sums(terms: Callable, columns: Sequence, fills: Sequence, rows: Sequence
 
     Args:
       terms: maps the row values, each ``[B, L, 1]``, and the column values, each
-        ``[B, 1, n]``, to the terms of every pair ``[B, L, n]`` (it may close over
-        row values instead).
-      columns: ``[B, L]`` tensors, one per argument of ``terms``.
-      fills: the value of each column in the padding of the last block; the
-        terms of those columns must be 0 (a padded document's, say).
+        ``[B, 1, n]``, to the terms of every pair ``[B, L, n]`` (or closes over rows).
+      columns: ``[B, L]`` tensors, one per column argument of ``terms``.
+      fills: each column's value in the last block's padding, where its terms must be 0.
       rows: ``[B, L]`` tensors, one per row argument of ``terms``.
 
     >>> s = ops.array([[0.0, 1.0, 3.0]])
@@ -58,18 +55,14 @@ def row_sums(terms: Callable, columns: Sequence, fills: Sequence, rows: Sequence
     if not keras_random.jax_tracing() and batch * size * size <= EAGER_MAX_PAIRS:
         def block_of(start):  # eager: operations compiled once per shape, not a loop per call
             return ops.sum(terms(*(c[:, None, start:start + BLOCK] for c in columns)), axis=-1)
-        total = block_of(0)
-        for start in range(BLOCK, size, BLOCK):
-            total = total + block_of(start)
-        return total
+        return sum((block_of(start) for start in range(BLOCK, size, BLOCK)), block_of(0))
     blocks = tuple(ops.transpose(ops.reshape(  # [C, B, 1, BLOCK], the last block filled
         ops.pad(c, [[0, 0], [0, -size % BLOCK]], constant_values=fill),
         (batch, 1, -(-size // BLOCK), BLOCK)), (2, 0, 1, 3)) for c, fill in zip(columns, fills))
 
     def block_sum(block):  # BLOCK element-wise additions, fused by XLA
-        total = terms(*(c[..., :1] for c in block))[..., 0]
-        for k in range(1, BLOCK):
-            total = total + terms(*(c[..., k:k + 1] for c in block))[..., 0]
-        return total
+        def column(k):
+            return terms(*(c[..., k:k + 1] for c in block))[..., 0]
+        return sum((column(k) for k in range(1, BLOCK)), column(0))
 
     return ops.sum(ops.map(block_sum, blocks), axis=0)

@@ -1,30 +1,24 @@
 """Seeds and draws of the randomized ops on Keras 3's backends: the ``keras.ops``
 counterpart of the seed helpers of :mod:`tfr_extensions.ops.lists`.
 
-A seed is None (fresh draws), an int, a pair of ints, or a seed tensor ``[2]`` as
-:func:`next_seed` returns it. A loss class built with a seed holds a
-``keras.random.SeedGenerator`` (:func:`seed_generator`) and draws one seed per call
-from it (:func:`next_seed`): reproducible from one seed, fresh at every step.
+A seed is None (fresh draws: Keras's global stream on PyTorch and TensorFlow, a process-wide
+host stream on JAX), an int, a pair of ints, or a seed tensor ``[2]``. A loss class built
+with a seed holds a :class:`SeedGenerator` (:func:`seed_generator`) and draws one seed per
+call (:func:`next_seed`): reproducible from one seed, fresh at every step. On JAX,
+:func:`random_bits` draws from XLA's ``RngBitGenerator``: ``keras.random``'s Threefry costs
+seconds of compilation in every new jitted step on a CPU.
 
-**The generator's state on JAX.** A ``SeedGenerator`` advances by assigning its state
-variable, which persists eagerly (and on PyTorch and TensorFlow always) but, under JAX
-tracing, only where the variable is threaded through the program (Keras's JAX trainer
-threads the model's and its metrics' variables only): a generator held by a loss would
-draw the same noise at every step of ``model.fit``. Where its update would be dropped,
-:class:`SeedGenerator` asks for its seed through one ordered
-``jax.experimental.io_callback``, which returns the current state and advances a host
-copy, written back into the variable at the next eager read of
-:attr:`SeedGenerator.state`; each execution of a compiled step thus draws the next seed.
-Where the variable is threaded (:class:`tfr_extensions.models.TrainingModel`, as
-``tfrx-train`` does on JAX) the ordinary ``SeedGenerator.next`` runs: the same stream.
-The host path costs a round trip per step (``tfrx-train``'s MSLR-shaped step, 2 vCPUs: 52
-steps/s against 61 threaded) and meets JAX's limits on ordered callbacks (no ``vmap``;
-multi-device programs may refuse them).
-
-``seed=None`` means fresh draws: on PyTorch and TensorFlow from Keras's global stream;
-on JAX from a process-wide host stream by the same host path. On JAX, :func:`random_bits`
-draws from XLA's ``RngBitGenerator``: ``keras.random``'s Threefry costs seconds of
-compilation in every new jitted step on a CPU.
+**The generator's state on JAX.** A ``SeedGenerator``'s state assignment persists under
+JAX tracing only where the variable is threaded through the program (Keras's JAX trainer
+threads the model's and its metrics' variables only): a loss's generator would draw the
+same noise at every step of ``model.fit``. There :class:`SeedGenerator` asks for its seed
+through one ordered ``jax.experimental.io_callback``, which returns the current state and
+advances a host copy, written back into the variable at the next eager read of
+:attr:`SeedGenerator.state`. Where the variable is threaded
+(:class:`tfr_extensions.models.TrainingModel`, as ``tfrx-train`` does on JAX) Keras's own
+``next`` runs: the same stream. The host path costs a round trip per step (``tfrx-train``'s
+MSLR-shaped step, 2 vCPUs: 52 steps/s against 61 threaded) and meets JAX's limits on
+ordered callbacks (no ``vmap``; multi-device programs may refuse them).
 """
 import random as python_random
 import threading
@@ -39,10 +33,7 @@ from tfr_extensions import arrays
 from tfr_extensions.arrays import tie_keys
 
 Seed = Union[None, int, Sequence[int], "keras.KerasTensor"]
-
-
-#: one int for Keras's ``SeedGenerator`` from an int or a pair of ints (the same on
-#: every framework: :func:`tfr_extensions.arrays.tie_keys.stream_seed`)
+#: one int for Keras's ``SeedGenerator`` from an int or a pair (:func:`tie_keys.stream_seed`)
 as_int = tie_keys.stream_seed
 
 
@@ -51,8 +42,7 @@ def _on_jax() -> bool:
 
 
 def jax_tracing() -> bool:
-    """Whether JAX is tracing here (``jax.jit``, ``jax.grad``, ...): an array made
-    now is a tracer."""
+    """Whether JAX is tracing here (``jax.jit``, ``jax.grad``, ...)."""
     import jax  # pylint: disable=import-outside-toplevel
     return isinstance(ops.ones(()), jax.core.Tracer)
 
@@ -63,9 +53,8 @@ def _stateless_scope():
 
 
 def assignment_persists(variable) -> bool:
-    """Whether ``variable.assign`` here reaches a value that later calls read: eager
-    outside any ``StatelessScope``, or inside one that maps the variable (its owner,
-    e.g. Keras's JAX trainer for a model's variables, collects the update)."""
+    """Whether ``variable.assign`` here persists: eager outside any ``StatelessScope``,
+    or inside one that maps the variable (e.g. Keras's JAX trainer, for a model's)."""
     scope = _stateless_scope()
     if scope is not None:
         return scope.get_current_value(variable) is not None
@@ -73,19 +62,15 @@ def assignment_persists(variable) -> bool:
 
 
 def _from_host(host_next):
-    """``host_next()``, a uint32 seed ``[2]`` the host computes, asked for by the traced
-    JAX program through one ordered ``io_callback``."""
+    """``host_next()``'s uint32 seed ``[2]``, asked for through one ordered ``io_callback``."""
     import jax  # pylint: disable=import-outside-toplevel
     from jax.experimental import io_callback  # pylint: disable=import-outside-toplevel
     return io_callback(host_next, jax.ShapeDtypeStruct((2,), np.uint32), ordered=True)
 
 
 class SeedGenerator(keras.random.SeedGenerator):
-    """A ``keras.random.SeedGenerator`` whose stream also advances in traced JAX
-    code that drops its state updates (module docstring); elsewhere it is
-    Keras's own. :attr:`state` is the Keras variable, brought up to date with the
-    draws of the host path whenever it is read eagerly.
-    """
+    """A ``keras.random.SeedGenerator`` whose stream also advances in traced JAX code that
+    drops its state updates (module docstring); elsewhere it is Keras's own."""
 
     def __init__(self, seed=None, name=None):
         self._lock = threading.Lock()
@@ -115,14 +100,12 @@ class SeedGenerator(keras.random.SeedGenerator):
 
     @staticmethod
     def _value_of(variable):
-        """The variable's current value object: its identity tells, without a JAX
-        computation, whether the variable was assigned since the host copy was made."""
+        """The variable's value object: its identity tells whether it was assigned since."""
         return getattr(variable, "_value", None)
 
     def _sync_host_locked(self):
-        """Starts the host copy from the variable when there is none or the variable
-        was assigned since it was made (the assigned value wins over host draws not
-        yet written back). Call with the lock held."""
+        """(Re)starts the host copy from the variable if it was assigned since (the
+        assigned value wins over host draws not written back). Call with the lock held."""
         current = self._value_of(self._state_variable)
         if self._host is None or current is not self._host_source:
             self._host = np.array(current, dtype=np.uint32)
@@ -142,8 +125,7 @@ class SeedGenerator(keras.random.SeedGenerator):
                 self._sync_host_locked()
             return _from_host(self._host_next)
         if ordered and keras.backend.backend() == "torch":
-            # Keras's own adds a NumPy array, which breaks a torch.compile graph (the increment
-            # [0, 1] made on the device: from host memory, a GPU would wait for its queue)
+            # Keras's own adds a NumPy array: a torch.compile graph break, a GPU waiting on a copy
             state = self.state
             seed = state.value * 1  # (a copy)
             state.assign(ops.add(state, ops.arange(2, dtype=state.dtype)))
@@ -152,9 +134,8 @@ class SeedGenerator(keras.random.SeedGenerator):
 
 
 def state_value(generator) -> np.ndarray:
-    """A generator's state ``[2]`` as NumPy, host draws included, without writing
-    anything back (a save reads it so: in a run of several JAX processes, writing the
-    state variable is a collective of its own)."""
+    """A generator's state ``[2]`` as NumPy, host draws included, written nowhere (a save
+    reads it so: with several JAX processes, writing the variable is a collective)."""
     if isinstance(generator, SeedGenerator):
         with generator._lock:  # pylint: disable=protected-access
             if generator._host_ahead and generator._host is not None:  # pylint: disable=protected-access
@@ -166,14 +147,12 @@ def state_value(generator) -> np.ndarray:
 
 
 def seed_generator(seed, salt: int = 0) -> keras.random.SeedGenerator:
-    """A :class:`SeedGenerator` for an int or pair-of-ints ``seed`` and a stream
-    ``salt``; ``seed=None`` starts it at random (Keras's convention)."""
+    """A :class:`SeedGenerator` for an int or pair ``seed`` and a stream ``salt`` (None: random)."""
     return SeedGenerator(None if seed is None else as_int(seed, salt))
 
 
 def next_seed(generator: keras.random.SeedGenerator):
-    """The next seed tensor ``[2]`` of ``generator`` (advances it; in traced JAX
-    code too, see the module docstring)."""
+    """The next seed tensor ``[2]`` of ``generator`` (advances it; in traced JAX code too)."""
     return generator.next()
 
 
@@ -184,15 +163,13 @@ def _advance(host):
     return seed
 
 
-_GLOBAL_LOCK = threading.Lock()
-_GLOBAL_STATE = []
+_GLOBAL_LOCK, _GLOBAL_STATE = threading.Lock(), []  # JAX's host stream of seed=None draws
 
 
 def _global_next():
-    """The next seed of the process-wide stream of ``seed=None`` draws on JAX: a random
-    start, taken at the first draw from Python's ``random`` (as Keras's own generators
-    start, so ``keras.utils.set_random_seed`` before it fixes it), and a draw counter on
-    the host (a Keras variable cannot be created while tracing)."""
+    """The next seed of JAX's process-wide ``seed=None`` stream: a start from Python's
+    ``random`` (``keras.utils.set_random_seed`` fixes it, as for Keras's generators) and a
+    draw counter on the host (a Keras variable cannot be created while tracing)."""
     with _GLOBAL_LOCK:
         if not _GLOBAL_STATE:
             _GLOBAL_STATE.append(np.array([python_random.randint(1, 10**9), 0], np.uint32))
@@ -213,8 +190,7 @@ def _keras_seed(seed):
 
 
 def _jax_raw_key(seed):
-    """``seed`` as a raw uint32 ``[2]`` key on JAX (None: the next one of the host
-    stream, through :func:`_from_host` in traced code)."""
+    """``seed`` as a raw uint32 ``[2]`` key on JAX (None: the host stream's next)."""
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     if seed is None:
         return _from_host(_global_next) if jax_tracing() else jnp.asarray(_global_next())
@@ -230,13 +206,10 @@ _SALTS = (0x9E3779B9, 0x7F4A7C15, 0x94D049BB, 0xBF58476D)
 
 
 def random_bits(shape, seed: Seed, bits: int):
-    """Uniform int32 draws in ``[0, 2^bits)`` (``bits <= 31``) of ``shape`` from ``seed``.
-
-    PyTorch and TensorFlow: ``keras.random.randint`` (``bits = 31``: in ``[0, 2^31 - 1)``,
-    its int32 bound). JAX: the top ``bits`` of XLA's ``RngBitGenerator`` (``"rbg"``), its
-    128-bit state the seed ``[2]`` hashed by :func:`tfr_extensions.arrays.tie_keys.hash_seed`
-    (one salt per 32 bits), so successive seeds of a ``SeedGenerator`` give unrelated streams.
-    """
+    """Uniform int32 draws in ``[0, 2^bits)`` (``bits <= 31``) of ``shape`` from ``seed``:
+    ``keras.random.randint`` (``bits = 31``: ``[0, 2^31 - 1)``) on PyTorch and TensorFlow; on
+    JAX the top ``bits`` of XLA's ``RngBitGenerator``, its 128-bit state the seed hashed once
+    per salt (:func:`tie_keys.hash_seed`: successive seeds give unrelated streams)."""
     if not 1 <= bits <= 31:
         raise ValueError(f"`bits` must be in [1, 31]; got {bits}.")
     shape = tuple(shape)

@@ -1,15 +1,16 @@
-r"""The ``keras.ops`` half of SoftRank's rank distributions
-(:mod:`tfr_extensions.ops.rank_distributions`, as ``xp.rank_binomial``): the pairwise win
-probabilities (autodiff of ``erf``) and the exact Rank-Binomial recursion (Eq. 11-12) one
-document at a time, :math:`O(B L K R)` time and as much memory for autodiff; TensorFlow's
-filling runs :mod:`tfr_extensions.ops.rank_binomial` (a hand-written gradient, a product
-tree; the factors commute, so the results agree up to rounding).
+r"""The ``keras.ops`` half of SoftRank's rank distributions (``xp.rank_binomial`` of
+:mod:`tfr_extensions.ops.rank_distributions`): the pairwise win probabilities and the exact
+Rank-Binomial recursion (Eq. 11-12) one document at a time, :math:`O(B L K R)` time and as
+much memory for autodiff; TensorFlow runs :mod:`tfr_extensions.ops.rank_binomial` (a
+product tree with a hand-written gradient; the factors commute: equal up to rounding).
 
-Per framework for speed: the recursion is a ``lax.scan`` under JAX (one compiled step
-whatever L) and a Python loop elsewhere; TF's product tree in ``keras.ops`` compiled 3-4x
-slower under ``jax.jit`` and ran slower on a CPU (``docs/notes/keras_ops_backends.md``,
-"SoftRank"; ``python -m benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``).
+The recursion is a ``lax.scan`` under JAX (one compiled step whatever L), a Python loop
+elsewhere; TF's product tree in ``keras.ops`` compiled 3-4x slower under ``jax.jit`` and ran
+slower on a CPU (``docs/notes/keras_ops_backends.md``; ``python -m benchmarks.loss_throughput
+--cases softndcg10_exact,expected_utility_5``).
 """
+import functools
+
 import keras
 from keras import ops
 
@@ -34,10 +35,9 @@ def win_probabilities(scaled, losers, columns, neutral_z: float):
 
 
 def exact(win, num_ranks: int, static_ranks=None):  # pylint: disable=unused-argument
-    """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, K]``, R = ``num_ranks`` (static
-    here, as every ``keras.ops`` shape): one step per beating document i (along the
-    leading axis of ``win``), ``p <- p (1 - w_i) + shift(p) w_i`` truncated to R
-    coefficients. Padded documents and the pairs i == j have w = 0 and leave p unchanged."""
+    """The Rank-Binomial recursion (Eq. 11-12), ``[R, B, K]``, R = ``num_ranks`` (static): per
+    beating document i (``win``'s leading axis), ``p <- p (1 - w_i) + shift(p) w_i`` truncated
+    to R coefficients; padded documents and the pairs i == j have w = 0."""
     delta = ops.pad(ops.ones_like(win[:1]), [[0, num_ranks - 1], [0, 0], [0, 0]])  # Eq. 11
 
     def step(state, w):  # Eq. 12
@@ -45,10 +45,6 @@ def exact(win, num_ranks: int, static_ranks=None):  # pylint: disable=unused-arg
         return state * (1.0 - w) + shifted * w
 
     if keras.backend.backend() == "jax":
-        probs, _ = ops.scan(lambda state, w: (step(state, w), None), delta, win)
-        return probs
+        return ops.scan(lambda state, w: (step(state, w), None), delta, win)[0]
     # (Keras's scan on PyTorch and TensorFlow stacks an output of the state's size per step)
-    probs = delta
-    for w in ops.unstack(win, axis=0):
-        probs = step(probs, w)
-    return probs
+    return functools.reduce(step, ops.unstack(win, axis=0), delta)

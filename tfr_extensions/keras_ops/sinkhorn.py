@@ -1,8 +1,6 @@
-"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in ``keras.ops`` (JAX;
-PyTorch runs :mod:`tfr_extensions.torch_ops.sinkhorn`, TensorFlow
-:func:`tfr_extensions.ops.sinkhorn.sinkhorn_scaling`): the primitive that
-:func:`tfr_extensions.losses.neural_ndcg_loss` calls as ``xp.sinkhorn.sinkhorn_scaling``.
-"""
+"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in ``keras.ops`` for JAX
+(``xp.sinkhorn.sinkhorn_scaling``; PyTorch runs :mod:`tfr_extensions.torch_ops.sinkhorn`,
+TensorFlow :func:`tfr_extensions.ops.sinkhorn.sinkhorn_scaling`)."""
 from keras import ops
 
 from tfr_extensions.keras_ops import lists
@@ -10,12 +8,10 @@ from tfr_extensions.keras_ops import numerics
 
 
 def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
-    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
-    columns): columns then rows divided by their sums, per iteration; a list's matrix is
-    frozen after the first iteration at which all its valid row and column sums are within
-    ``tolerance`` of 1. Always runs ``iterations`` iterations (``ops.fori_loop``: JAX
-    cannot differentiate a loop whose trip count depends on the data; ``torch.compile``
-    unrolls it into one graph), as TensorFlow's form does (unrolled there)."""
+    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and columns):
+    per iteration columns then rows divided by their sums; a list is frozen after the first
+    iteration with all its valid row and column sums within ``tolerance`` of 1. Always
+    ``iterations`` iterations: JAX cannot differentiate a loop of data-dependent length."""
     tolerance = numerics.constant(tolerance, lists.dtype_name(matrix))
 
     def scale(m):

@@ -1,17 +1,14 @@
 """Exact ranks by sorting or counting: the ``keras.ops`` form of
 :mod:`tfr_extensions.ops.sorting` (the same functions, the same orders).
 
-Every order is descending score, then descending tie key (when given), then ascending
-index, padded documents last: stable ascending sorts of the negated keys (by tie key, then
-by score; on JAX one ``lax.sort`` on both keys). On JAX's CPU, lists of a static length up
-to :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting instead (``1 +
-#{documents before it}``, one fused O(L^2) pass of
-:func:`tfr_extensions.keras_ops.pairs.row_sums`) and a permutation is inverted by one
-scatter: XLA:CPU's sort costs 0.1-0.3 us per element. PyTorch (whose eager kernels store
-every ``[B, L, L]`` intermediate) and JAX on a GPU (a fast sort; counting failed there at
-256 lists of 512, ``CUDA_ERROR_ILLEGAL_ADDRESS``) sort at every length
-(``docs/notes/keras_ops_backends.md``).
-
+Every order is descending score, then descending tie key (when given; distinct within a
+list, :func:`random_tie_keys`), else ascending index, padded documents last: stable sorts
+of the negated keys (on JAX one ``lax.sort`` on both). On JAX's CPU, lists of a static length
+up to :data:`COUNTING_MAX_LIST_SIZE` get their positions by counting (``1 + #{documents
+before it}``, one fused pass of :func:`tfr_extensions.keras_ops.pairs.row_sums`) and a
+permutation is inverted by one scatter: XLA:CPU's sort costs 0.1-0.3 us per element. PyTorch
+(eager kernels store every ``[B, L, L]`` intermediate) and JAX on a GPU (counting failed at
+256 lists of 512, ``CUDA_ERROR_ILLEGAL_ADDRESS``) sort (``docs/notes/keras_ops_backends.md``).
 Kept by ``python -m benchmarks.backend_throughput --backends jax``: the twin-sigmoid loss at
 7.0-10.3x Rax's ApproxNDCG (256 lists of 128, 2-vCPU EPYC, 2026-11-29).
 """
@@ -45,9 +42,8 @@ def _counting_is_faster(values) -> bool:
 
 
 def _count_positions(scores, mask, tie_keys=None):
-    """Positions by counting who comes first (one pass over the pairs): higher score,
-    then higher tie key, or without tie keys the lower index; padded documents last
-    (their key, -inf, ties a valid -inf by index, as in :func:`sort_order`)."""
+    """Positions by counting who comes first (the module's order; padded documents' key,
+    -inf, ties a valid -inf by index, as in :func:`sort_order`)."""
     keys = ops.where(mask, scores, numerics.full_like(scores, _NEG_INF))
     index = _column_index(scores)
     this_key, this_index = keys[:, :, None], index[:, :, None]
@@ -70,9 +66,8 @@ def _count_positions(scores, mask, tie_keys=None):
 
 
 def sort_order(scores, mask, tie_keys=None):
-    """Indices ``[B, L]`` that sort each list by descending score, then descending
-    ``tie_keys`` (else ascending index), padded documents last: the contract of
-    :func:`tfr_extensions.ops.sorting.sort_order`."""
+    """Indices ``[B, L]`` sorting each list in the module's order (the contract of
+    :func:`tfr_extensions.ops.sorting.sort_order`)."""
     # ascending keys, padded documents last (``+ 0.0`` makes -0.0 a tie of +0.0)
     keys = -ops.where(mask, scores + 0.0, numerics.full_like(scores, _NEG_INF))
     if tie_keys is None:
@@ -88,10 +83,9 @@ def sort_order(scores, mask, tie_keys=None):
 
 
 def _invert_rows(permutations):
-    """The inverse of each row's permutation of 0..L-1: ``out[b, perm[b, k]] = k``.
-    On JAX one scatter (O(L) per list; 14-25x an argsort's speed on XLA:CPU at L
-    = 512-1024); elsewhere a sort of the permutation (Keras's PyTorch scatter is
-    far slower than a sort). Exact either way: the values are distinct."""
+    """The inverse of each row's permutation of 0..L-1, ``out[b, perm[b, k]] = k``: on JAX
+    one scatter (14-25x an argsort's speed on XLA:CPU at L = 512-1024), elsewhere a sort
+    (Keras's PyTorch scatter is far slower)."""
     permutations = ops.cast(permutations, "int32")
     if keras.backend.backend() != "jax":
         return ops.cast(ops.argsort(permutations, axis=-1), "int32")
@@ -112,9 +106,8 @@ def order_from_positions(positions):
 
 
 def exact_ranks(scores, mask, tie_keys=None):
-    """1-based int32 ranks by descending score; ties go to the larger of
-    ``tie_keys`` (distinct within each list, :func:`random_tie_keys`), or without
-    them to the lower index; padded documents take the last positions.
+    """1-based int32 ranks ``[B, L]`` in the module's order (ties to the larger tie key,
+    else the lower index; padded documents last).
 
     >>> scores = ops.array([[0.5, 2.0, 0.5, 1.0]])
     >>> ops.convert_to_numpy(exact_ranks(scores, scores >= 0)).tolist()
@@ -129,9 +122,8 @@ def exact_ranks(scores, mask, tie_keys=None):
 
 
 def counting_positions(values, mask):
-    """1-based positions of ``values`` sorted descending (ties by index, padded last)
-    where counting is faster than sorting, else None: a caller that can sum over
-    positions in place of sorted values then needs no inverse and no gather."""
+    """1-based positions of ``values`` sorted descending where counting is faster than
+    sorting, else None (a caller summing over positions then needs no inverse, no gather)."""
     return _count_positions(values, mask) if _counting_is_faster(values) else None
 
 
@@ -148,10 +140,8 @@ def sort_descending(values, mask, topn: Optional[int] = None):
 
 
 def random_tie_keys(shape, seed):
-    """Random int32 keys in ``[0, 2^31)``, distinct within each list: the keys of
-    :mod:`tfr_extensions.arrays.tie_keys`, the same on every framework for a seed (an
-    int, a pair, a seed tensor ``[2]``); ``seed=None`` hashes a fresh pair drawn from
-    Keras's stream (:func:`tfr_extensions.keras_ops.random.random_bits`)."""
+    """The int32 keys ``[B, L]`` of :mod:`tfr_extensions.arrays.tie_keys` for ``seed`` (an
+    int, a pair, a seed tensor ``[2]``; None: a fresh pair from Keras's stream)."""
     if seed is None:
         seed = keras_random.random_bits((2,), None, 31)
     return tie_keys.tie_keys(tuple(int(n) for n in shape), seed,
@@ -167,11 +157,9 @@ def midranks(scores, mask):
     """Ranks with ties sharing the mean of their positions (Eq. 12 without tie breaking):
     ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only; 0 at padding.
 
-    O(L log L): one sort with the valid documents first, tied runs numbered along it, and
-    each run's first and last position found by a binary search over the run numbers
-    (offset per list: one 1-D search for the batch). On JAX, up to
-    ``COUNTING_MAX_LIST_SIZE``: ``1/2 + sum_j ([s_j > s_i] + [s_j = s_i] / 2)`` over valid
-    j, one fused pass (exact: integers and halves).
+    O(L log L): one sort, valid documents first, tied runs numbered along it and each run's
+    ends found by one binary search for the batch (run numbers offset per list). Where
+    counting is faster, ``1/2 + sum_j ([s_j > s_i] + [s_j = s_i] / 2)``: exact in halves.
     """
     if _counting_is_faster(scores):
         this = scores[:, :, None]
@@ -189,8 +177,7 @@ def midranks(scores, mask):
     padded_by_position = ops.cast(ops.logical_not(lists.batch_gather(mask, order)), "int32")
     valid_first = ops.cast(ops.argsort(padded_by_position, axis=-1), "int32")
     order = lists.batch_gather(order, valid_first)
-    sorted_scores = lists.batch_gather(scores, order)
-    sorted_mask = lists.batch_gather(mask, order)
+    sorted_scores, sorted_mask = lists.batch_gather(scores, order), lists.batch_gather(mask, order)
     new_run = ops.logical_or(
         ops.not_equal(sorted_scores[:, 1:], sorted_scores[:, :-1]),
         ops.not_equal(sorted_mask[:, 1:], sorted_mask[:, :-1]))
@@ -198,10 +185,8 @@ def midranks(scores, mask):
     offsets = ops.arange(batch, dtype="int32")[:, None] * size
     run = ops.cumsum(ops.cast(new_run, "int32"), axis=-1) + offsets  # increasing over the batch
     flat = ops.reshape(run, (-1,))
-    first = ops.reshape(ops.cast(ops.searchsorted(flat, flat, side="left"), "int32"),
-                        (batch, size)) - offsets
-    last = ops.reshape(ops.cast(ops.searchsorted(flat, flat, side="right"), "int32"),
-                       (batch, size)) - offsets - 1
-    sorted_midranks = 1.0 + 0.5 * ops.cast(first + last, scores.dtype)
+    first, end = (ops.reshape(ops.cast(ops.searchsorted(flat, flat, side=side), "int32"),
+                              (batch, size)) - offsets for side in ("left", "right"))
+    sorted_midranks = 1.0 + 0.5 * ops.cast(first + end - 1, scores.dtype)
     ranks = lists.batch_gather(sorted_midranks, _invert_rows(order))
     return ops.where(mask, ranks, ops.zeros_like(ranks))

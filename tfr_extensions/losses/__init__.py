@@ -4,12 +4,11 @@
     loss = tfrx.losses.TwinSigmoidLoss(metric="ndcg", topn=10) # the same class
     losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, topn=10)  # per list
 
-(:mod:`tfr_extensions.losses.base` has the conventions and the bad-input policy.) Every
-module but the infrastructure (:data:`INFRASTRUCTURE`) is one family of losses, imported
-here whole: its registered classes and their functions are this package's names. No module
-is named like a function (``tfrx.losses.lambda_loss`` is the function; its module is
-:mod:`~tfr_extensions.losses.lambda_framework`). The module paths of an earlier release
-(:data:`RENAMED_MODULES`) still import, with a ``DeprecationWarning`` naming the new module.
+(Conventions and bad-input policy: :mod:`tfr_extensions.losses.base`.) Every module but
+:data:`INFRASTRUCTURE` is one family of losses, imported here whole: its registered classes
+and their functions are this package's names. No module is named like a function
+(``lambda_loss`` is the function, :mod:`~tfr_extensions.losses.lambda_framework` its module).
+Module paths of an earlier release (:data:`RENAMED_MODULES`) import with a ``DeprecationWarning``.
 """
 import importlib
 import pkgutil
@@ -25,8 +24,7 @@ from tfr_extensions.losses.registry import get, names
 INFRASTRUCTURE = ("base", "registry")
 #: the families this package is for, in the order the API reference shows them
 LEADING_MODULES = ("twin_sigmoid", "listwise", "soft_rank", "policy_gradient", "pairwise")
-#: the loss modules, in import order (so in the order of ``__all__``): the leading
-#: families, then every other module (the baselines) by name
+#: the loss modules in import order (that of ``__all__``): the leading ones, then by name
 LOSS_MODULES = LEADING_MODULES + tuple(sorted(
     info.name for info in pkgutil.iter_modules(__path__)
     if info.name not in INFRASTRUCTURE + LEADING_MODULES))
@@ -37,8 +35,7 @@ globals().update({cls.spec.function.__name__: cls.spec.function
                   for cls in registry.classes().values()})
 from tfr_extensions.losses.policy_gradient import SampledRankingMetric  # noqa: E402
 
-#: module names of an earlier release -> the module of this package that holds their
-#: names now (they work until the next release)
+#: module names of an earlier release -> the module holding their names now (until the next)
 RENAMED_MODULES = {"lambda_loss": "lambda_framework", "neural_ndcg": "relaxed_sorting"}
 
 
@@ -65,8 +62,8 @@ for _old, _new in RENAMED_MODULES.items():
     if _old not in globals():  # no function of that name: the old module, deprecated
         globals()[_old] = sys.modules[f"{__name__}.{_old}"]
 
-#: the public names, in the order of the API reference: ``get`` and ``names``, then each
-#: loss's class beside its function, then the base classes
+#: the public names in the API reference's order: ``get``, ``names``, each loss's class beside
+#: its function, then the base classes
 __all__ = (["get", "names"]
            + [name for cls in registry.classes().values()
               for name in (cls.__name__, cls.spec.function.__name__)]

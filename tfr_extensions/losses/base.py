@@ -1,54 +1,50 @@
 """The functional core of every ``tfrx`` loss, and the one Keras class around it.
 
-Every loss is first a pure function, public in :mod:`tfr_extensions.losses`,
-``fn(labels, scores, *, mask=None, <options>)`` -> per-list losses and weights, ``[batch]``
-each (a custom training loop's batch loss is then, e.g., ``sum(losses * weights) / batch``)::
+Every loss is a pure function, public in :mod:`tfr_extensions.losses`,
+``fn(labels, scores, *, mask=None, <options>) -> (losses, weights)``, ``[batch]`` each (a
+custom loop's batch loss is e.g. ``sum(losses * weights) / batch``)::
 
     losses, weights = tfrx.losses.twin_sigmoid_loss(labels, scores, metric="ap", topn=10)
 
-The options are keyword-only and checked at every call (a ``ValueError`` naming the
-option). The Keras class of a loss (a :class:`RankingLoss`, the recipe for a new one) takes
-them in its explicit constructor, checks them at construction and returns them in
-``get_config`` (``from_config`` is ``cls(**config)``). The math is written once against the
-array namespace (:func:`tfr_extensions.arrays.namespace`) and put under the option checks
-and the bad-input policy by :func:`loss_function`; a loss whose pairs dominate may name a
-PyTorch-native body (``torch=``, :mod:`tfr_extensions.torch_ops`), run in its place on
-Keras's PyTorch backend (:meth:`LossSpec.implementation_of`). This module imports no
-TensorFlow.
+Options are keyword-only, checked at every call (a ``ValueError`` naming the option). The
+loss's Keras class (:class:`RankingLoss`, with the recipe for a new one) takes them in an
+explicit constructor, checks them at construction and returns them in ``get_config``
+(``from_config`` is ``cls(**config)``). :func:`loss_function` puts the math, written once
+against :func:`tfr_extensions.arrays.namespace`, under the option checks and the bad-input
+policy; a loss whose pairs dominate may name a PyTorch-native body (``torch=``), run in its
+place on Keras's PyTorch backend. This module imports no TensorFlow.
 
-Conventions shared by all losses (written once here; each loss's docstring says only what
-differs):
+Conventions shared by all losses (each loss's docstring says only what differs, and its
+``Args`` list only its options):
 
 * ``labels``: float ``[batch, list_size]``, graded relevance, a label < 0 marks padding;
   ``scores``: float ``[batch, list_size]``; ``mask``: optional bool ``[batch, list_size]``,
   True = valid, narrows validity further. On TensorFlow both may be ``tf.RaggedTensor``
   (padded as TF-Ranking does, label -1); the Keras classes take them with ``ragged=True``.
-* The weight of a list is 1 unless its loss says otherwise; lists without relevant
-  documents (or that cannot be ranked at all) get weight 0, a finite loss (0 where the
-  loss's docstring says so) and zero gradient.
-* Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels or
-  keras-rs's ``{"labels", "mask"}`` (mask False = padding); ``sample_weight`` is
-  ``[batch, 1]`` per list, or ``[batch, list_size]`` per item, made a per-list weight by
-  TF-Ranking's listwise rule (the label-weighted mean of the item weights); the reduction
-  is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the weighted sum over lists divided by
-  the batch size), distribution scaling included.
-* Computation is float32 (float64 for float64 scores), also under ``mixed_float16``; the
-  returned losses have that dtype.
-* Randomized losses take ``seed``: None (fresh randomness at every call), an int, a pair
-  of ints or a seed tensor. A Keras class built with a seed folds a per-instance call
-  counter into it (:class:`StepSeeded`), so each training step sees fresh samples and two
-  runs with one seed are identical.
+* A list's weight is 1 unless its loss says otherwise; lists without relevant documents (or
+  that cannot be ranked) get weight 0, a finite loss (0 where its docstring says so) and
+  zero gradient.
+* Keras classes (Keras 2, and Keras 3 on every backend): ``y_true`` is labels or keras-rs's
+  ``{"labels", "mask"}`` (mask False = padding); ``sample_weight`` is ``[batch, 1]`` per
+  list, or ``[batch, list_size]`` per item, made per-list by TF-Ranking's listwise rule (the
+  label-weighted mean); the reduction is Keras's (``SUM_OVER_BATCH_SIZE`` by default: the
+  weighted sum over lists over the batch size), distribution scaling included.
+* Computation and the returned losses are float32 (float64 for float64 scores), also under
+  ``mixed_float16``.
+* Randomized losses take ``seed``: None (fresh at every call), an int, a pair of ints or a
+  seed tensor; a Keras class built with a seed folds a per-instance call counter into it
+  (:class:`StepSeeded`): each step samples afresh, and two runs with one seed are identical.
 
-Bad input (``docs/bad_input.md``): one policy for the functions and the classes, written
-once in :mod:`tfr_extensions.ops.screening` (:mod:`tfr_extensions.torch_ops.screening`
-around the PyTorch-native bodies), O(B L) element-wise with no host sync. **Padding**
-(label < 0 or NaN, or ``mask`` False) is ignored whatever its score, with gradient exactly
-0. **A non-finite score** of a valid document, or a valid label above the loss's maximum
+Bad input (``docs/bad_input.md``): one policy for functions and classes,
+:mod:`tfr_extensions.ops.screening` (``torch_ops.screening`` around the PyTorch-native
+bodies), O(B L) element-wise with no host sync. **Padding** (label < 0 or NaN, or ``mask``
+False) is ignored whatever its score, with gradient exactly 0. **A non-finite score** of a
+valid document, or a valid label above the loss's maximum
 (:data:`~tfr_extensions.ops.conventions.MAX_LABEL`, 31), makes that list's loss NaN (so
-Keras's ``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it
-were absent. **A batch of 0 lists** (``[0, L]``, ``[0, 0]``) or lists of 0 documents give
-losses ``[0]`` and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``,
-fractional ones included; binary metrics count ``label > 0`` as relevant.
+``TerminateOnNaN`` stops) with gradient exactly 0: the other lists train as if it were
+absent. **A batch of 0 lists** (``[0, L]``, ``[0, 0]``) or lists of 0 documents give losses
+``[0]`` and a zero-size (resp. zero) gradient. **Labels** have gain ``2^y - 1``, fractional
+ones included; binary metrics count ``label > 0`` as relevant.
 """
 import dataclasses
 import functools
@@ -63,12 +59,10 @@ from tfr_extensions.backend import keras
 from tfr_extensions.ops import conventions
 from tfr_extensions.ops import validation
 
-#: what a loss body returns: ``(losses, weights)``, or with a third entry, a dict of
-#: auxiliary per-list tensors that only the Keras class reads (e.g. a policy-gradient
-#: loss's sampled metric, for logging)
+#: what a loss body returns: ``(losses, weights)``, or with a third entry, a dict of auxiliary
+#: per-list tensors only the Keras class reads (a policy-gradient loss's sampled metric)
 Output = Tuple[Any, ...]
-#: the name of a seeded loss's or model's step counter (its variable, and its entry
-#: in a Keras 3 weights file)
+#: the name of a seeded loss's or model's step counter (variable, Keras 3 weights file entry)
 SEED_STEP = "seed_step"
 
 #: the two implementations of the array math, and the rule that picks one
@@ -99,14 +93,11 @@ def _torch_screening() -> Screening:
     return _array_screening()._replace(screened_loss=torch_screening.screened_loss)
 
 
-#: implementation -> its bad-input policy, imported on first use:
-#: :mod:`tfr_extensions.ops.screening` for both fillings of the array namespace (each function
-#: asks for the namespace when it runs), :mod:`tfr_extensions.torch_ops.screening` around the
-#: PyTorch-native bodies
+#: implementation -> its bad-input policy, imported on first use (``ops.screening`` asks
+#: for the array namespace when it runs; ``torch_ops.screening`` wraps the PyTorch bodies)
 SCREENING: Dict[str, Callable[[], Screening]] = {
     TENSORFLOW: _array_screening, KERAS_OPS: _array_screening, TORCH: _torch_screening}
-#: what is imported so far: plain dicts, which ``torch.compile`` reads without a graph
-#: break (``functools.lru_cache`` and ``importlib`` would break it)
+#: what is imported so far: plain dicts, which ``torch.compile`` reads without a graph break
 _LOADED_SCREENING: Dict[str, Screening] = {}
 _LOADED_BODIES: Dict[str, Callable] = {}
 
@@ -152,8 +143,7 @@ class LossSpec:
         each annotated with its check (``sigma: validation.Positive = 1.0``).
       torch: ``"module:function"`` of a PyTorch-native body, run in place of ``math`` on
         Keras's PyTorch backend; it keeps its place by the figure its docstring names.
-      max_label: ``options -> the largest valid label``; :data:`MAX_LABEL
-        <tfr_extensions.ops.conventions.MAX_LABEL>` when None.
+      max_label: ``options -> the largest valid label``; None: ``conventions.MAX_LABEL``.
       presets: more registry keys, each with the options it sets (``twin_ndcg_type3``).
       examples: option sets beyond the defaults that the suites over every loss run.
       function: the public function (``math`` under the checks and the bad-input policy).
@@ -185,15 +175,13 @@ class LossSpec:
 
     @property
     def key(self) -> str:
-        """The registry key: the function's name without ``_loss``, or the function's
-        name where that would be a Python keyword (``lambda_loss``)."""
+        """The function's name without ``_loss`` (whole if that is a keyword: ``lambda_loss``)."""
         stem = self.math.__name__[:-len("_loss")]
         return self.math.__name__ if keyword.iskeyword(stem) else stem
 
     @functools.cached_property
     def defaults(self) -> Dict[str, Any]:
-        """The options and their defaults (the math's keyword-only parameters but
-        ``mask``)."""
+        """The options and their defaults (the math's keyword-only parameters but ``mask``)."""
         return {name: p.default for name, p in inspect.signature(self.math).parameters.items()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "mask"}
 
@@ -219,9 +207,8 @@ class LossSpec:
         return conventions.MAX_LABEL if self.max_label is None else self.max_label(options)
 
     def implementation_of(self, which: Optional[str] = None) -> str:
-        """``which``, or by default :func:`implementation`'s rule, with :data:`TORCH`
-        in place of :data:`KERAS_OPS` on Keras's PyTorch backend for a loss with a
-        PyTorch-native body."""
+        """``which``, or :func:`implementation`'s rule with :data:`TORCH` for :data:`KERAS_OPS`
+        on Keras's PyTorch backend where the loss has a PyTorch-native body."""
         if which is not None:
             return which
         which = implementation()
@@ -229,8 +216,8 @@ class LossSpec:
         return TORCH if native else which
 
     def body(self, which: Optional[str] = None) -> Callable[..., Output]:
-        """What implementation ``which`` (default: :meth:`implementation_of`) runs: the
-        PyTorch-native body for :data:`TORCH`, else :attr:`math`."""
+        """The body that ``which`` (default: :meth:`implementation_of`) runs: the one
+        :attr:`torch` names, or :attr:`math`."""
         return load_body(self.torch) if self.implementation_of(which) == TORCH else self.math
 
     def compute(self, labels, scores, mask, options, which: Optional[str] = None) -> Output:
@@ -283,18 +270,15 @@ def loss_function(*, torch: Optional[str] = None,
 class StepSeeded:
     """Mixin for randomized losses and models: a seed that changes at every call.
 
-    With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``: on TensorFlow
-    the counter is a non-trainable variable (:mod:`tfr_extensions.ops.step_seeds`; it works
-    inside ``tf.function``, XLA and distribution strategies), on JAX and PyTorch a Keras
-    ``SeedGenerator`` (:mod:`tfr_extensions.keras_ops.random`). With ``seed=None`` every
-    call draws a fresh seed.
+    With ``seed`` set, call ``k`` of this instance uses ``fold_in(seed, k)``: the counter is a
+    non-trainable variable on TensorFlow (:mod:`tfr_extensions.ops.step_seeds`: inside
+    ``tf.function``, XLA and distribution strategies), a Keras ``SeedGenerator`` on JAX and
+    PyTorch (:mod:`tfr_extensions.keras_ops.random`). ``seed=None`` draws fresh every call.
     """
 
     def _init_seed(self, seed, salt: int = 0) -> None:
-        self._seed = validation.validate_seed(seed)
-        self._seed_salt = salt
-        self._calls = None
-        self._seed_generator = None
+        self._seed, self._seed_salt = validation.validate_seed(seed), salt
+        self._calls = self._seed_generator = None
         if seed is None:
             return
         if implementation() == TENSORFLOW:
@@ -306,15 +290,13 @@ class StepSeeded:
             self._seed_generator = keras_random.seed_generator(self._seed, salt)
 
     def seed_generators(self) -> list:
-        """The ``keras.random.SeedGenerator`` this instance draws from (JAX, PyTorch;
-        none on TensorFlow, where the step counter is a variable, or for ``seed=None``):
-        :class:`tfr_extensions.models.TrainingModel` makes them a model's own."""
+        """The ``keras.random.SeedGenerator`` drawn from (JAX, PyTorch; none on TensorFlow or
+        for ``seed=None``): :class:`tfr_extensions.models.TrainingModel` makes them its own."""
         return [] if self._seed_generator is None else [self._seed_generator]
 
     def next_seed(self):
-        """The seed of this call: a stateless seed ``int32 [2]`` on TensorFlow; on JAX
-        and PyTorch the next seed of the ``SeedGenerator``, or None for ``seed=None``
-        (``keras_ops`` then draws from Keras's global stream)."""
+        """This call's seed: stateless ``int32 [2]`` on TensorFlow; on JAX and PyTorch the
+        ``SeedGenerator``'s next, or None for ``seed=None`` (Keras's global stream)."""
         if self._seed_generator is not None:
             from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
             return keras_random.next_seed(self._seed_generator)
@@ -329,10 +311,9 @@ class StepSeeded:
 class RankingLoss(StepSeeded, keras.losses.Loss):
     """The Keras class of a loss: its function's :class:`LossSpec` and checked options.
 
-    A subclass names its loss function and writes its constructor explicitly: the
-    function's options, with its defaults and in its order, then ``ragged``, ``reduction``
-    and ``name`` (default: the registry key), handed on whole (the other steps of adding a
-    loss: ``docs/methods.md``)::
+    A subclass names its function and writes its constructor explicitly: the function's
+    options with its defaults, in its order, then ``ragged``, ``reduction`` and ``name``
+    (default: the registry key), handed on whole (the other steps: ``docs/methods.md``)::
 
         @registry.register
         class MyLoss(base.RankingLoss):
@@ -342,14 +323,12 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
                          name="my"):
                 super().__init__(locals())
 
-    This base class checks the options at construction, returns them in :meth:`get_config`,
-    folds a step counter into ``seed`` (:class:`StepSeeded`), and in :meth:`call` returns
-    per-list ``losses * weights``.
+    The options are checked at construction and returned by :meth:`get_config`; ``seed`` gets
+    a step counter (:class:`StepSeeded`); :meth:`call` returns per-list ``losses * weights``.
     """
 
-    #: the loss's public function (set by each subclass); :attr:`spec` is its spec
+    #: the loss's public function (set by each subclass) and its :class:`LossSpec`
     function: Callable = None
-    #: the loss (``function.spec``)
     spec: LossSpec = None
 
     def __init_subclass__(cls, **kwargs):
@@ -358,10 +337,9 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
             cls.spec = cls.function.spec
 
     def __init__(self, arguments: Mapping[str, Any], **keywords):
-        """Construction from a subclass constructor's ``locals()`` (``arguments``): every
-        option of the loss's function, ``ragged`` (``tf.RaggedTensor`` inputs, TensorFlow
-        only), ``reduction`` (Keras's) and ``name``; ``keywords`` may give the last three
-        apart (``super().__init__(options, ragged=..., ...)``)."""
+        """From a subclass constructor's ``locals()``: every option of the function, ``ragged``
+        (``tf.RaggedTensor`` inputs, TensorFlow only), ``reduction`` (Keras's) and ``name``;
+        ``keywords`` may give the last three apart."""
         arguments = {**arguments, **keywords}
         options = {k: v for k, v in arguments.items()
                    if k not in ("self", "__class__", "ragged", "reduction", "name")}
@@ -387,14 +365,12 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
 
     @property
     def max_label(self) -> float:
-        """The largest valid label this loss accepts (:data:`MAX_LABEL
-        <tfr_extensions.ops.conventions.MAX_LABEL>` unless the loss says otherwise); a
-        list with a larger one gets NaN."""
+        """The largest valid label (:data:`~tfr_extensions.ops.conventions.MAX_LABEL` unless
+        the loss says otherwise); a list with a larger one gets NaN."""
         return self.spec.label_limit(self._options)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        """The reduced loss, computed in the dtype of ``y_pred`` (float32, or float64 for
-        float64 scores), not in Keras 3's floatx."""
+        """The reduced loss, in ``y_pred``'s dtype (float32 or float64), not Keras 3's floatx."""
         inputs = screening()
         y_true, y_pred, sample_weight, dtype = inputs.loss_inputs(
             y_true, y_pred, sample_weight, self._ragged)
@@ -418,13 +394,11 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
         del aux, weights  # (a body AutoGraph can convert, unlike a docstring alone)
 
     def get_config(self) -> Dict[str, Any]:
-        """The constructor's arguments: Keras's config (``reduction``, ``name``),
-        ``ragged`` and every option as checked."""
+        """Keras's config (``reduction``, ``name``), ``ragged`` and every option as checked."""
         return {**super().get_config(), "ragged": self._ragged, **self._options}
 
-    # Keras 3 saves a compiled model's loss through these (``model.save``, ``save_weights``,
-    # ``BackupAndRestore``): a seeded loss's step counter travels with the weights, so a
-    # resumed run draws what an uninterrupted one would; a store without it leaves it.
+    # Keras 3 saves a compiled model's loss through these (``model.save``, ``BackupAndRestore``):
+    # the step counter travels with the weights, so a resumed run draws as an unbroken one.
     def save_own_variables(self, store) -> None:
         if self._calls is not None:
             store[SEED_STEP] = self._calls.numpy()

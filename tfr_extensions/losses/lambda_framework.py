@@ -4,11 +4,10 @@ Wang, Li, Golbandi, Bendersky and Najork, "The LambdaLoss Framework for Ranking 
 Optimization" (CIKM 2018; not in ``../shared/papers``, so the weighting schemes follow
 allRank's ``allrank/models/losses/lambdaLoss.py``, which ``tests`` vendor and compare with).
 
-Extreme scores: the loss sums up to :math:`L^2` terms linear in the score gaps, so the
-scores are clipped to :math:`\pm\sqrt{\text{dtype.max}}/4` (4.6e18 in float32;
-:func:`tfr_extensions.arrays.extremes.clip_scores`) before and after the scaling by
-:math:`\sigma`, and the sum stays finite; beyond that bound distinct scores tie, with
-gradient 0. Every shape is static: it runs under XLA, ``jax.jit`` and ``torch.compile``.
+Extreme scores: the loss sums up to :math:`L^2` terms linear in the score gaps, so scores are
+clipped to :math:`\pm\sqrt{\text{dtype.max}}/4` (4.6e18 in float32; ``arrays.extremes.clip_scores``)
+before and after the scaling by :math:`\sigma`: the sum stays finite; beyond that bound
+distinct scores tie, with gradient 0. Shapes are static (XLA, ``jax.jit``, ``torch.compile``).
 """
 import math
 
@@ -30,13 +29,9 @@ def _pairwise(values, op):
 
 
 def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
-    r"""The weights :math:`w_{ij}` of the LambdaLoss schemes, ``[B, L, L]`` (``[B, L, 1]``
-    for ``ndcg_loss1``, a scalar for ``ranknet``).
-
-    ``gains``: :math:`G_i`, the gains divided by the ideal DCG@k, ``[B, L]``;
-    ``ranks``: the 1-based predicted ranks :math:`r_i`, float ``[B, L]``, or ``[1, L]``
-    for lists in predicted order (the positions: the rank terms are then computed once).
-    """
+    r"""The weights :math:`w_{ij}` of :func:`lambda_loss`, ``[B, L, L]`` (``[B, L, 1]`` for
+    ``ndcg_loss1``, a scalar for ``ranknet``), from ``gains`` :math:`G_i` ``[B, L]`` and the
+    1-based predicted ranks :math:`r_i`, float ``[B, L]`` or ``[1, L]`` (lists in that order)."""
     xp = arrays.namespace()
     if weighting == "ranknet":
         return xp.constant(1.0, xp.dtype_name(gains))
@@ -48,8 +43,7 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
     if weighting == "lambdarank":
         return gain_diffs * discount_diffs
     distance = xp.abs(_pairwise(ranks, xp.subtract))  # |r_i - r_j|, 0 on the diagonal
-    # delta_ij = 1/log2(1 + d) - 1/log2(2 + d) (decreasing in d: >= 0), and 0 at d = 0,
-    # where max(d, 1) = d + 1 makes the two terms the same number
+    # delta_ij = 1/log2(1 + d) - 1/log2(2 + d) >= 0, and 0 at d = 0 (max(d, 1) = d + 1)
     deltas = (xp.lists.log2_discount(xp.maximum(distance, 1.0))
               - xp.lists.log2_discount(distance + 1.0))
     if weighting == "ndcg_loss2":
@@ -60,8 +54,7 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
 
 
 def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float, topn):
-    """``(losses, weights)`` of :func:`lambda_loss` on screened inputs and checked
-    options: its math, which its PyTorch-native body
+    """:func:`lambda_loss`'s math, which its PyTorch-native body
     (:mod:`tfr_extensions.torch_ops.lambda_framework`) runs too."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
@@ -71,8 +64,7 @@ def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float
         scaled = sigma * scaled
     if sigma > 1.0:
         scaled = clip_scores(scaled, squared=True)
-    # the lists in predicted order (ties to the lower index, padding last): the ranks are
-    # then the positions, and every weight but the gains' is one [1, L, L] table
+    # the lists in predicted order (ties to the lower index, padding last): ranks = positions
     order = xp.sorting.sort_order(xp.stop_gradient(scaled), mask)  # [B, L]
     sorted_scores = xp.take_along_axis(scaled, order, axis=-1)
     sorted_labels = xp.take_along_axis(labels, order, axis=-1)
@@ -99,8 +91,7 @@ def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float
     return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
 
 
-# (lambda_loss_of comes first: the PyTorch-native body, which the decorator below
-# imports, takes it from this module while it is still being imported)
+# (above the decorator, which imports the PyTorch-native body that takes it from here)
 @base.loss_function(torch="tfr_extensions.torch_ops.lambda_framework:lambda_loss",
                     presets={f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS},
                     examples=[dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
@@ -112,12 +103,10 @@ def lambda_loss(labels, scores, *, mask=None,
     r"""LambdaLoss: the metric-weighted pairwise logistic loss of the LambdaLoss paper.
 
     Per list, :math:`\ell = \sum_{(i,j) \in P} w_{ij}\,\log_2(1 + e^{-\sigma (s_i - s_j)})`
-    over the ordered pairs P of valid documents with :math:`y_i > y_j` (for ``ndcg_loss1``:
-    all ordered pairs, :math:`i = j` included, as allRank sums them) whose predicted ranks
-    are both within ``topn`` (allRank's ``k``), :math:`\sigma` = ``sigma``. With :math:`r_i`
-    the rank of document i in the list sorted by score (ties to the lower index),
-    :math:`D_i = \log_2(1 + r_i)`, :math:`G_i = (2^{y_i} - 1)/\mathrm{maxDCG@k}` (the ideal
-    DCG at ``topn``) and
+    over the ordered pairs P of valid documents with :math:`y_i > y_j` (``ndcg_loss1``: all,
+    :math:`i = j` included, as allRank sums them) both ranked within ``topn`` (allRank's ``k``).
+    With :math:`r_i` the rank of document i by score (ties to the lower index),
+    :math:`D_i = \log_2(1 + r_i)`, :math:`G_i = (2^{y_i} - 1)/\mathrm{maxDCG@k}` and
     :math:`\delta_{ij} = |1/\log_2(1 + |r_i - r_j|) - 1/\log_2(2 + |r_i - r_j|)|`
     (0 for :math:`i = j`), the weights are (``weighting``):
 
@@ -125,25 +114,22 @@ def lambda_loss(labels, scores, *, mask=None,
     * ``"lambdarank"``: :math:`|G_i - G_j|\,|1/D_i - 1/D_j|`;
     * ``"ndcg_loss1"``: :math:`G_i / D_i`;
     * ``"ndcg_loss2"``: :math:`|G_i - G_j|\,\delta_{ij}`;
-    * ``"ndcg_loss2pp"``: :math:`|G_i - G_j|\,(\mu\,\delta_{ij} + |1/D_i - 1/D_j|)`,
-      ``mu`` :math:`= \mu` (NDCG-Loss2++: :math:`\mu` times NDCG-Loss2 plus LambdaRank).
+    * ``"ndcg_loss2pp"``: :math:`|G_i - G_j|\,(\mu\,\delta_{ij} + |1/D_i - 1/D_j|)`
+      (NDCG-Loss2++: :math:`\mu` times NDCG-Loss2 plus LambdaRank).
 
-    The weights are constants of the backward pass (the ranks come from a sort), so the
-    gradient is LambdaRank's "lambdas" for the scheme. ``-log2(sigmoid(x))`` is
-    ``softplus(-x) / ln 2``, exact for any gap of clipped scores (module docstring; allRank
-    clamps the sigmoid at 1e-10). Without ``topn``, TF-Ranking's ``PairwiseLogisticLoss``
-    (``temperature = 1/sigma``) with ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))``,
-    ``NDCGLambdaWeightV2()`` or ``NDCGLambdaWeight(smooth_fraction=1)`` gives this loss
-    (``ndcg_loss2pp``, ``ndcg_loss2``, ``lambdarank``) times :math:`L \ln 2`, divided by
-    :math:`1 + \mu` for ``ndcg_loss2pp``; with ``topn`` its weights keep pairs that this
-    loss drops (``tests/losses/test_lambda_loss.py``).
+    The weights are constants of the backward pass (the ranks come from a sort): the gradient
+    is LambdaRank's "lambdas". ``-log2(sigmoid(x)) = softplus(-x) / ln 2`` is exact for any
+    gap of clipped scores (allRank clamps the sigmoid at 1e-10). Without ``topn``,
+    TF-Ranking's ``PairwiseLogisticLoss`` (``temperature = 1/sigma``) with
+    ``NDCGLambdaWeight(smooth_fraction=1/(1+mu))``, ``NDCGLambdaWeightV2()`` or
+    ``NDCGLambdaWeight(smooth_fraction=1)`` is this loss (``ndcg_loss2pp``, ``ndcg_loss2``,
+    ``lambdarank``) times :math:`L \ln 2` (over :math:`1 + \mu` for ``ndcg_loss2pp``); with
+    ``topn`` its weights keep pairs this loss drops (``tests/losses/test_lambda_loss.py``).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       weighting: one of :data:`WEIGHTINGS`.
       sigma: the scale :math:`\sigma > 0` of the score differences.
-      mu: :math:`\mu \ge 0`, the weight of :math:`\delta_{ij}` in ``ndcg_loss2pp``
-        (unused by the other schemes).
+      mu: :math:`\mu \ge 0`, the weight of :math:`\delta_{ij}` in ``ndcg_loss2pp`` (only).
       topn: the cutoff k: None (the whole list) or an int >= 1.
 
     Returns:
@@ -158,10 +144,8 @@ def lambda_loss(labels, scores, *, mask=None,
 
 @register
 class LambdaLoss(base.RankingLoss):
-    r"""Keras loss of :func:`lambda_loss`: LambdaLoss's weighted pairwise logistic loss.
-
-    Registered as ``lambda_loss`` (``lambda`` is a Python keyword) and as
-    ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
+    r"""Keras loss of :func:`lambda_loss`, registered as ``lambda_loss`` (``lambda`` is a
+    keyword) and as ``lambda_<weighting>`` for each of :data:`WEIGHTINGS`.
 
     >>> float(LambdaLoss(weighting="ranknet")([[1., 0.]], [[0., 0.]]))  # -log2(1/2)
     1.0

@@ -3,10 +3,10 @@ r"""Pairwise losses: RankNet with tie targets, and the NDCG-beta weighted hinge.
 Equation numbers refer to ``ranknet-and-ndcg-beta-report.txt`` (Burges et al.'s RankNet,
 Eq. 1-4; Jin et al.'s RankSVM-ndcg, Eq. 12-20) and ``softrank.txt`` (Eq. 4-5).
 
-Extreme scores: both losses grow linearly with score gaps (quadratically for the squared
-hinge), so they clip the scores to ``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for the
-squared hinge; :func:`tfr_extensions.arrays.extremes.clip_scores`) and every value stays
-finite; beyond that bound distinct scores tie, with gradient 0.
+Extreme scores: both losses grow linearly with score gaps (the squared hinge quadratically),
+so they clip scores to ``dtype.max / 4`` (``sqrt(dtype.max) / 4`` for the squared hinge;
+:func:`tfr_extensions.arrays.extremes.clip_scores`): values stay finite, and beyond that
+bound distinct scores tie, with gradient 0.
 """
 from tfr_extensions import arrays
 from tfr_extensions.arrays.extremes import clip_scores
@@ -26,12 +26,9 @@ def ideal_dcg_beta(labels, mask):
 
 
 def ndcg_beta_pair_weights(labels, mask):
-    r"""Pair weights :math:`\tau = (b - a)/DCG_\beta(\pi)` of Eq. 17-19.
-
-    ``[B, L, L]``: entry (i, j) is :math:`(y_i - y_j)/DCG_\beta(\pi)` when
-    :math:`y_i > y_j` (i should rank above j), else 0. With them,
-    :math:`1 - NDCG_\beta(g) = \sum_{i,j} \tau_{ij}\,[s_i \le s_j]` (Eq. 15-17).
-    """
+    r"""Pair weights :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` if :math:`y_i > y_j`, else 0,
+    ``[B, L, L]`` (Eq. 17-19): :math:`1 - NDCG_\beta(g) = \sum_{i,j} \tau_{ij}\,[s_i \le s_j]`
+    (Eq. 15-17)."""
     xp = arrays.namespace()
     label_diffs = labels[:, :, None] - labels[:, None, :]
     pair_mask = xp.logical_and(xp.logical_and(mask[:, :, None], mask[:, None, :]),
@@ -48,15 +45,13 @@ def ranknet_loss(labels, scores, *, mask=None,
 
     Per list, :math:`\frac{1}{|P|}\sum_{(i,j) \in P} C_{ij}` over the unordered pairs P of
     valid documents, with (Eq. 4 of the RankNet report, Eq. 4-5 of SoftRank)
-    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) + \log(1 + e^{-\sigma(s_i - s_j)})`
-    and :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`: the cross entropy of
-    :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1 has :math:`\sigma = 1`) against the
-    target :math:`\bar P_{ij} = (1 + S_{ij})/2` (Eq. 3), so tied pairs have target 1/2.
-    Computed with ``softplus`` on clipped :math:`\sigma s`, each pair's share taken before
-    the sum: finite for any score gap.
+    :math:`C_{ij} = \tfrac12(1 - S_{ij})\,\sigma(s_i - s_j) + \log(1 + e^{-\sigma(s_i - s_j)})`,
+    :math:`S_{ij} = \mathrm{sign}(y_i - y_j)`: the cross entropy of
+    :math:`P_{ij} = 1/(1+e^{-\sigma(s_i - s_j)})` (Eq. 1: :math:`\sigma = 1`) against
+    :math:`\bar P_{ij} = (1 + S_{ij})/2` (Eq. 3; ties 1/2). ``softplus`` on clipped
+    :math:`\sigma s`, each pair's share taken before the sum: finite for any score gap.
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: the scale :math:`\sigma > 0`.
 
     Returns:
@@ -78,8 +73,7 @@ def ranknet_loss(labels, scores, *, mask=None,
     pair_losses = (1.0 - target) * o + xp.softplus(-o)
     pair_losses = xp.where(pair_mask, pair_losses, xp.zeros_like(pair_losses))
     num_pairs = xp.sum(xp.cast(pair_mask, dtype), axis=(1, 2))
-    # each pair's share before the sum, which could overflow at extreme gaps
-    share = (1.0 / xp.maximum(num_pairs, 1.0))[:, None, None]
+    share = (1.0 / xp.maximum(num_pairs, 1.0))[:, None, None]  # (the sum could overflow)
     weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
     return xp.sum(pair_losses * share, axis=(1, 2)), weights
 
@@ -92,12 +86,11 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
 
     Per list, :math:`\sum_{y_i > y_j} \tau_{ij}\,\phi(m - (s_i - s_j))` with
     :math:`\tau_{ij} = (y_i - y_j)/DCG_\beta(\pi)` (:func:`ndcg_beta_pair_weights`), margin
-    :math:`m` (1 in the paper) and :math:`\phi(x) = \max(0, x)` (L1-SVM) or
-    :math:`\max(0, x)^2` (``squared=True``, L2-SVM). It upper-bounds
-    :math:`1 - NDCG_\beta` (Eq. 15-18); the 1/K of Eq. 17 is the batch mean.
+    :math:`m` (1 in the paper), :math:`\phi(x) = \max(0, x)` (L1-SVM) or :math:`\max(0, x)^2`
+    (``squared=True``, L2-SVM); an upper bound of :math:`1 - NDCG_\beta` (Eq. 15-18), the 1/K
+    of Eq. 17 being the batch mean.
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       margin: :math:`m > 0`.
       squared: the squared hinge (L2-SVM).
 
@@ -116,8 +109,7 @@ def ndcg_beta_hinge_loss(labels, scores, *, mask=None,
     if squared:
         hinge = xp.square(hinge)
     losses = xp.sum(xp.where(weights > 0, weights * hinge, xp.zeros_like(hinge)), axis=(1, 2))
-    list_weights = xp.cast(ideal_dcg_beta(labels, mask) > 0, xp.dtype_name(scores))
-    return losses, list_weights
+    return losses, xp.cast(ideal_dcg_beta(labels, mask) > 0, xp.dtype_name(scores))
 
 
 @register

@@ -1,27 +1,25 @@
 r"""Policy-gradient ranking losses: ExptUtility and MDPRank (REINFORCE).
 
 Yu et al., "Diagnostic Evaluation of Policy-Gradient-Based Ranking"
-(``policy-gradient-ranking-diagnostic.txt``), Sections 4.1, 4.2 and 4.4. Both losses sample
-rankings from the Plackett-Luce model of the scores (PL-sampling,
-:func:`tfr_extensions.ops.sample_rankings`) and weight the log-probability of each sampled
-ranking (ExptUtility, Eq. 4-5: by its metric), or of each of its positions (MDPRank, Eq.
-6-7: by the discounted return from there on), by a reward computed from the labels. Both
-take ``topn`` (n, the sampled rankings' size; None = full rankings), ``num_samples`` (K >=
-1), ``temperature`` (T > 0, dividing the scores) and ``seed`` (the sampling's).
+(``policy-gradient-ranking-diagnostic.txt``), Sections 4.1, 4.2 and 4.4. Both sample rankings
+from the Plackett-Luce model of the scores (:func:`tfr_extensions.ops.sample_rankings`) and
+weight the log-probability of each sampled ranking (ExptUtility, Eq. 4-5: by its metric) or of
+each of its positions (MDPRank, Eq. 6-7: by the discounted return from there on). Both take
+``topn`` (n, the sampled rankings' size; None = full), ``num_samples`` (K >= 1),
+``temperature`` (T > 0, dividing the scores) and ``seed`` (the sampling's).
 
-The loss *value* is the REINFORCE surrogate (minus the weighted log-probabilities, the
-weights held constant), whose gradient is exactly the estimator of Eq. 5 / Eq. 7, sign
-flipped. The expected metric is logged instead: each call of a Keras class stores the mean
-metric of its sampled rankings in :attr:`sampled_metric`, which
-:class:`SampledRankingMetric` reports in ``fit``::
+The loss *value* is the REINFORCE surrogate (minus the weighted log-probabilities, weights
+held constant), whose gradient is the estimator of Eq. 5 / Eq. 7, sign flipped. Each call of
+a Keras class stores the mean metric of its samples in :attr:`sampled_metric`, which
+:class:`SampledRankingMetric` logs in ``fit``::
 
     loss = tfrx.losses.ExpectedUtilityLoss(topn=10, seed=0)
     model.compile("adam", loss=loss,
                   metrics=[tfrx.losses.SampledRankingMetric(loss)])
     history = model.fit(ds)   # history.history["sampled_ndcg_10"]
 
-A sampled ranking of a list shorter than ``topn`` ends with padded documents, which get no
-reward and no log-probability term.
+A sampled ranking of a list shorter than ``topn`` ends with padded documents: no reward, no
+log-probability term.
 """
 from typing import Optional
 
@@ -41,8 +39,7 @@ def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
 
     :math:`r_t = (2^{y_{\pi^{-1}(t)}} - 1) / \log_2(1 + t)` for 1-based position t, divided
     by the list's ideal DCG@n when ``normalize`` (then :math:`\sum_t r_t` is nDCG@n).
-    ``labels``: padded entries 0 (as screened), so padded documents get 0; ``mask``: bool
-    ``[B, L]``.
+    ``labels``: screened (padding 0, so it gets 0); ``mask``: bool ``[B, L]``.
     """
     xp = arrays.namespace()
     dtype, size = xp.dtype_name(labels), rankings.shape[-1]
@@ -51,7 +48,6 @@ def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
     else:
         discounts = xp.lists.log2_discount(
             xp.cast(xp.arange(1, xp.shape(rankings)[-1] + 1), dtype))
-    # padded documents have label 0 here, hence gain 0: no mask needed
     rewards = xp.lists.gains(xp.lists.batch_gather(labels, rankings)) * discounts
     if not normalize:
         return rewards
@@ -60,11 +56,8 @@ def sampled_dcg_rewards(labels, rankings, mask, normalize: bool = True):
 
 
 def sampled_metric(metric: str, labels, rankings, mask):
-    """A rank metric at cutoff n of each sampled ranking, ``[B, S]``.
-
-    nDCG uses :func:`sampled_dcg_rewards`; the others place the sampled documents at ranks
-    1..n, every other document at rank n + 1, and call ``rank_metrics``.
-    """
+    """A rank metric at cutoff n of each sampled ranking, ``[B, S]``: nDCG by
+    :func:`sampled_dcg_rewards`, the others by ``rank_metrics`` at ranks 1..n (n + 1 unplaced)."""
     xp = arrays.namespace()
     metric = vocabulary.canonical_metric(metric)
     if metric == "ndcg":
@@ -83,8 +76,7 @@ def sampled_metric(metric: str, labels, rankings, mask):
                 else xp.broadcast_to(beyond, (batch, samples, list_size)))
     ranks = xp.scatter_update(unplaced, indices, xp.reshape(positions, (-1,)))
 
-    def flat(t):  # [B, S, L] (or [B, L], broadcast) -> [B * S, L], spelled out: a reshape
-        # to [-1, L] makes [0, 0] lists [1, 0]
+    def flat(t):  # [B, S, L] or [B, L] -> [B * S, L] (not [-1, L]: [0, 0] would be [1, 0])
         return xp.reshape(xp.broadcast_to(t if len(t.shape) == 3 else t[:, None, :],
                                           (batch, samples, list_size)),
                           (batch * samples, list_size))
@@ -111,13 +103,11 @@ def expected_utility_loss(labels, scores, *, mask=None,
         \ell = -\frac{1}{K}\sum_{k=1}^{K}
                \mathrm{sg}\big[M(\pi_k, y^*) - b_k\big] \log P_\theta(\pi_k),
 
-    :math:`K` = ``num_samples`` rankings of size n = ``topn`` drawn at ``temperature``,
-    :math:`M` = ``metric`` at cutoff n, :math:`P_\theta` the PL probability of Eq. 12, sg =
-    stop-gradient, :math:`b_k` the mean metric of the other K - 1 samples with
-    ``baseline=True`` (else 0, as in the paper).
+    K = ``num_samples`` rankings of size n = ``topn``, :math:`M` = ``metric`` at cutoff n,
+    :math:`P_\theta` the PL probability of Eq. 12, sg = stop-gradient, :math:`b_k` the mean
+    metric of the other K - 1 samples with ``baseline=True`` (else 0, as in the paper).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ndcg"``, ``"ap"``, ...).
       topn, num_samples, temperature, seed: module docstring (``topn``: the metric's cutoff too).
       baseline: subtract the leave-one-out mean reward (needs K >= 2 to act).
@@ -155,11 +145,9 @@ def mdprank_loss(labels, scores, *, mask=None,
     r"""MDPRank: REINFORCE on the discounted return of PL-sampled rankings.
 
     Ranking as an MDP (Wei et al. 2017; Eq. 6-7): at step t (0-based) the policy picks the
-    next document with PL probability
-    :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the reward is the DCG
-    gain of the chosen document at its position, :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)`
-    (over the ideal DCG@n when ``normalize``), and
-    :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
+    next document with :math:`P(a_t|s_t) = e^{f(x)/T} / \sum_{x' \in X_t} e^{f(x')/T}`; the
+    reward is its DCG gain there, :math:`r_{t+1} = (2^{y}-1)/\log_2(t+2)` (over the ideal
+    DCG@n when ``normalize``), and :math:`G_t = \sum_{i \ge 1} \gamma^{i-1} r_{t+i}`:
 
     .. math::
         \ell = -\frac{1}{K}\sum_{k=1}^{K}\sum_{t=0}^{n-1}
@@ -169,7 +157,6 @@ def mdprank_loss(labels, scores, *, mask=None,
     equals ExptUtility's (the per-position weights only change the variance).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       gamma: discount rate in (0, 1].
       topn, num_samples, temperature, seed: module docstring.
       normalize: divide rewards by the list's ideal DCG@n.
@@ -198,8 +185,7 @@ def mdprank_loss(labels, scores, *, mask=None,
 
 
 class _PolicyGradientLoss(base.RankingLoss):
-    """The Keras classes' shared part: each call records its mean sampled metric
-    (:data:`_RECORDS`)."""
+    """The Keras classes' shared part: each call records its mean sampled metric."""
 
     def __init__(self, arguments):
         super().__init__(arguments)
@@ -226,9 +212,8 @@ class _PolicyGradientLoss(base.RankingLoss):
 
 
 class _VariableRecord:
-    """The sampled metric of a policy-gradient loss's last call on TensorFlow: a
-    ``tf.Variable`` (synchronized on write, the first replica's value), which
-    :meth:`write` assigns in graphs, XLA and distribution strategies alike."""
+    """The last call's sampled metric on TensorFlow: a ``tf.Variable`` (synchronized on write,
+    the first replica's value), assigned in graphs, XLA and distribution strategies alike."""
 
     def __init__(self):
         tf = backend.tensorflow()
@@ -246,12 +231,11 @@ class _VariableRecord:
 
 
 class _SampledMetricRecord:
-    """The sampled metric of a policy-gradient loss's last call on JAX and PyTorch: a
-    Keras variable that :meth:`write` assigns where the assignment persists (eager calls,
-    PyTorch's ``fit``). In traced JAX code (``model.fit``'s steps, where a loss's own
-    variables are not threaded) :meth:`write` sends the value to the host by an ordered
-    ``io_callback`` and :meth:`read` fetches it back, so a metric updated later in the step
-    reads this step's value; :attr:`variable` gets it at its next eager read."""
+    """The last call's sampled metric on JAX and PyTorch: a Keras variable that :meth:`write`
+    assigns where the assignment persists (eager calls, PyTorch's ``fit``). In traced JAX
+    code (``fit``'s steps, which do not thread a loss's variables) :meth:`write` sends it to
+    the host by an ordered ``io_callback`` and :meth:`read` fetches it back, so a metric
+    updated later in the step reads this step's value; :attr:`variable` gets it eagerly."""
 
     def __init__(self):
         import threading  # pylint: disable=import-outside-toplevel
@@ -348,9 +332,9 @@ class SampledRankingMetric(keras.metrics.Mean):
     """Mean over steps of a policy-gradient loss's :attr:`sampled_metric`.
 
     For ``model.compile(loss=loss, metrics=[SampledRankingMetric(loss)])``: Keras updates
-    metrics after the step's loss, so each update reads the metric of the rankings that
-    step sampled (``y_true``/``y_pred`` are ignored). From a config it rebuilds its own
-    copy of the loss, which no model calls: it logs a live training run only.
+    metrics after the step's loss, so each update reads that step's samples (``y_true`` and
+    ``y_pred`` are ignored). From a config it rebuilds its own, uncalled copy of the loss: it
+    logs a live training run only.
 
     >>> loss = MDPRankLoss(topn=2, seed=0)
     >>> metric = SampledRankingMetric(loss)

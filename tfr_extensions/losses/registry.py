@@ -1,16 +1,14 @@
 """Loss names: derived from the losses' specs, never a hand-kept list.
 
-A loss's key is its function's name without ``_loss`` (``twin_sigmoid_loss`` ->
-``twin_sigmoid``), or the whole name where the stem is a Python keyword (``lambda_loss``;
-:attr:`~tfr_extensions.losses.base.LossSpec.key`). Its Keras class is the CamelCase of the
-key with ``Loss`` (the literature's spelling kept: ``SoftNDCGLoss``, ``WassRankLoss``); the
-key is the class's default ``name``. Names of an earlier release (:data:`DEPRECATED`) still
+A loss's key (:attr:`~tfr_extensions.losses.base.LossSpec.key`) is its function's name
+without ``_loss`` (``twin_sigmoid``; whole where the stem is a keyword: ``lambda_loss``), and
+its class's default ``name``; the class is the key's CamelCase with ``Loss`` (the literature's
+spelling kept: ``SoftNDCGLoss``). Names of an earlier release (:data:`DEPRECATED`) still
 build their loss, with a ``DeprecationWarning``; :func:`names` does not list them.
 
-:func:`register` makes a class Keras-serializable and known under its key, its class name
-and each preset of its spec (``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg",
-gradient="type3")``). :func:`get` falls back to ``tfr.keras.losses.get`` for TF-Ranking's
-names where TF-Ranking imports.
+:func:`register` makes a class Keras-serializable and known under its key, its class name and
+each preset of its spec (``twin_ndcg_type3`` -> ``TwinSigmoidLoss(metric="ndcg",
+gradient="type3")``). :func:`get` falls back to TF-Ranking's names where it imports.
 """
 import warnings
 from typing import Any, Dict, Tuple, Type
@@ -62,17 +60,6 @@ LAMBDA_WEIGHTS = {
     "list_mle": "ListMLELambdaWeight", "yeti_dcg": "YetiDCGLambdaWeight"}
 
 
-def _lambda_weight(value):
-    """A TF-Ranking lambda weight from its name in :data:`LAMBDA_WEIGHTS` (so loss arguments
-    can live in JSON configs); objects pass through."""
-    if not isinstance(value, str):
-        return value
-    if value not in LAMBDA_WEIGHTS:
-        raise ValueError(f"`lambda_weight` must be one of {sorted(LAMBDA_WEIGHTS)} or a "
-                         f"TF-Ranking lambda weight; got {value!r}.")
-    return getattr(compat.tf_ranking().keras.losses, LAMBDA_WEIGHTS[value])()
-
-
 def tfrx_loss_names() -> Tuple[str, ...]:
     """Our loss names (keys, class names, presets), sorted."""
     return tuple(sorted(_NAMES))
@@ -80,11 +67,9 @@ def tfrx_loss_names() -> Tuple[str, ...]:
 
 def names(*, classes: bool = True, presets: bool = True,
           tf_ranking: bool = True) -> Tuple[str, ...]:
-    """Names :func:`get` accepts: ours (sorted), then TF-Ranking's (where it imports).
-
-    Each flag leaves one kind out: our class names (``classes``), preset names
-    (``presets``), TF-Ranking's names (``tf_ranking``); with all three False, one key per
-    loss class of ours, its default name:
+    """Names :func:`get` accepts: ours (sorted), then TF-Ranking's (where it imports). A False
+    flag leaves out our class names, presets or TF-Ranking's names; all three False leave one
+    key per loss of ours:
 
     >>> names(classes=False, presets=False, tf_ranking=False)[:3]
     ('approx_ndcg', 'expected_utility', 'lambda_loss')
@@ -95,20 +80,16 @@ def names(*, classes: bool = True, presets: bool = True,
 
 
 def get(name: str, **kwargs) -> keras.losses.Loss:
-    """A loss instance by name.
-
-    Our names (keys, class names, presets such as ``twin_ap_type2``) build our classes,
-    with ``kwargs`` overriding the preset. Where TF-Ranking imports, its names go to
-    ``tfr.keras.losses.get(name, **kwargs)``, where ``lambda_weight`` may be a name from
-    :data:`LAMBDA_WEIGHTS` (LambdaRank is ``get("pairwise_logistic_loss",
-    lambda_weight="ndcg_v2")``).
+    """A loss instance by name: ours (keys, class names, presets such as ``twin_ap_type2``;
+    ``kwargs`` override the preset) or, where TF-Ranking imports, its names through
+    ``tfr.keras.losses.get(name, **kwargs)``, ``lambda_weight`` maybe a name in
+    :data:`LAMBDA_WEIGHTS` (LambdaRank: ``get("pairwise_logistic_loss", lambda_weight="ndcg_v2")``).
 
     >>> get("twin_ndcg_type3", topn=10).get_config()["gradient"]
     'type3'
 
     Raises:
-      ValueError: for an unknown name, listing the known names (and saying when
-        TF-Ranking's are missing because it does not import).
+      ValueError: an unknown name, listing the known ones (and why TF-Ranking's are missing).
     """
     if name in DEPRECATED:
         warnings.warn(f"The loss name {name!r} is deprecated and goes in the next release: "
@@ -118,8 +99,13 @@ def get(name: str, **kwargs) -> keras.losses.Loss:
         cls, preset, _ = _NAMES[name]
         return cls(**{**preset, **kwargs})
     if name in tfr_loss_names():
-        if "lambda_weight" in kwargs:
-            kwargs = {**kwargs, "lambda_weight": _lambda_weight(kwargs["lambda_weight"])}
+        weight = kwargs.get("lambda_weight")  # a name (JSON configs) -> the object
+        if isinstance(weight, str):
+            if weight not in LAMBDA_WEIGHTS:
+                raise ValueError(f"`lambda_weight` must be one of {sorted(LAMBDA_WEIGHTS)} or a "
+                                 f"TF-Ranking lambda weight; got {weight!r}.")
+            weight = getattr(compat.tf_ranking().keras.losses, LAMBDA_WEIGHTS[weight])()
+            kwargs = {**kwargs, "lambda_weight": weight}
         return compat.tf_ranking().keras.losses.get(name, **kwargs)
     missing = "" if compat.has_tf_ranking() else (
         " TF-Ranking's loss names (approx_ndcg_loss, softmax_loss, ...) need tensorflow-ranking, "

@@ -12,31 +12,27 @@ Networks via Continuous Relaxations", ICLR 2019), and allRank's deterministic va
    :math:`(A_s\mathbb 1)_i = \sum_j |s_i - s_j|`; row r is a distribution over the
    documents, which as :math:`\tau \to 0` picks the document of rank r.
 2. Sinkhorn scaling: each iteration divides every column of :math:`\hat P` by its sum, then
-   every row; a list stops after the first iteration whose row and column sums are all
-   within ``sinkhorn_tolerance`` of 1 (0: every iteration runs), or after
-   ``sinkhorn_iterations`` (allRank's rule, but per list).
-3. NeuralNDCG@k (k = ``topn``, all positions if None), with :math:`D_r = 1/\log_2(1 + r)`
-   for r <= k and 0 beyond: :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`; with
-   ``transposed=True`` (allRank's ``neuralNDCG_transposed``)
-   :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat P^T D)_i`: both are :math:`D^T\hat P g`, equal
-   up to rounding.
+   every row; a list stops after the first iteration whose row and column sums are all within
+   ``sinkhorn_tolerance`` of 1 (0: never), or after ``sinkhorn_iterations`` (allRank's rule,
+   per list).
+3. NeuralNDCG@k (k = ``topn``, all positions if None), with :math:`D_r = 1/\log_2(1 + r)` for
+   r <= k and 0 beyond: :math:`\frac{1}{IDCG@k}\sum_r D_r\,(\hat P g)_r`; ``transposed=True``
+   (allRank's ``neuralNDCG_transposed``) sums :math:`\frac{1}{IDCG@k}\sum_i g_i\,(\hat P^T D)_i`:
+   both are :math:`D^T\hat P g`, equal up to rounding.
 
 The loss is minus NeuralNDCG@k; the gradient is the backend's derivative through every
 Sinkhorn iteration run (as allRank's), in :math:`O(B L^2)` memory per iteration.
 
-**Padding** takes no part: the matrix is built over the valid block only (padded rows and
-columns are 0, and Sinkhorn runs over the valid block), so a padded list has exactly its
-unpadded list's value and gradient, wherever the padding sits (allRank's masking assumes
-padding at the end).
+**Padding** takes no part: the matrix and Sinkhorn cover the valid block only, so a padded
+list has exactly its unpadded list's value and gradient, wherever the padding sits
+(allRank's masking assumes padding at the end).
 
-**Numerics.** The scores are clipped to +-``dtype.max / 4``, divided by :math:`\tau`, and
-clipped to +-``dtype.max / (8 n)`` (:func:`scaled_scores`), so every logit and every
-difference of two is finite (nothing changes below those bounds, beyond them scores
-saturate). Scores closer than the logit's rounding error, about
-:math:`n \max|s| \epsilon / \tau`, tie, in allRank as here; tied scores split their rows
-evenly. The softmax shifts by the row's largest logit, masked logits are the lowest finite
-number, and every column of :math:`\hat P` has an entry of at least 1/n, so Sinkhorn never
-divides by 0.
+**Numerics.** Scores are clipped to +-``dtype.max / 4``, divided by :math:`\tau`, and clipped
+to +-``dtype.max / (8 n)`` (:func:`scaled_scores`), so every logit and difference of two is
+finite (beyond those bounds scores saturate). Scores closer than the logit's rounding error,
+about :math:`n \max|s| \epsilon / \tau`, tie (in allRank too) and split their rows evenly. The
+softmax shifts by the row's largest logit, masked logits are the lowest finite number, and
+every column of :math:`\hat P` has an entry >= 1/n, so Sinkhorn never divides by 0.
 """
 import functools
 
@@ -48,9 +44,8 @@ from tfr_extensions.ops import validation
 
 
 def scaled_scores(scores, mask, temperature: float):
-    r""":math:`x = s / \tau` of the valid documents, 0 at padding, ``[B, L]``, clipped as the
-    module docstring says: every NeuralSort logit is at most :math:`3(n - 1) b` in magnitude,
-    :math:`b` = ``dtype.max / (8 n)``."""
+    r""":math:`x = s / \tau`, 0 at padding, ``[B, L]``, clipped (module docstring): every logit
+    is at most :math:`3(n - 1) b` in magnitude, :math:`b` = ``dtype.max / (8 n)``."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     count = xp.sum(xp.cast(mask, dtype), axis=-1, keepdims=True)  # [B, 1]
@@ -61,9 +56,8 @@ def scaled_scores(scores, mask, temperature: float):
 
 
 def neural_sort(scores, mask, temperature: float):
-    r"""NeuralSort's relaxed sorting matrix :math:`\hat P` ``[B, L, L]`` (positions x
-    documents; module docstring, step 1), 0 in the rows of positions r > n and the columns of
-    padded documents, and the bool ``[B, L]`` of its valid positions (1..n)."""
+    r"""NeuralSort's :math:`\hat P` ``[B, L, L]`` (positions x documents; module docstring,
+    step 1), 0 in rows r > n and padded columns, and its valid positions (1..n), bool ``[B, L]``."""
     xp = arrays.namespace()
     x = scaled_scores(scores, mask, temperature)
     dtype = xp.dtype_name(x)
@@ -76,11 +70,9 @@ def neural_sort(scores, mask, temperature: float):
     coefficients = count + 1.0 - 2.0 * positions  # [B, R]
     logits = coefficients[:, :, None] * x[:, None, :] - spread[:, None, :]  # [B, r, i]
     valid = xp.logical_and(valid_positions[:, :, None], mask[:, None, :])
-    # the lowest finite logit: below every valid one (at most 3/8 of dtype.max in magnitude),
-    # so it takes no share where a row has a valid entry
+    # the lowest finite logit: below every valid one (at most 3/8 dtype.max), so no share
     logits = xp.where(valid, logits, xp.full_like(logits, -dtype_max(x)))
-    # the row softmax, shifted by the row's largest logit (written out: keras.ops's softmax
-    # warns on an axis of size 1, a list of one document)
+    # the row softmax, shifted by its largest logit (keras.ops's warns on one-document lists)
     exps = xp.exp(logits - xp.stop_gradient(xp.amax(logits, axis=-1, keepdims=True)))
     probs = exps / xp.sum(exps, axis=-1, keepdims=True)  # (the sum is >= 1)
     return xp.where(valid, probs, xp.zeros_like(probs)), valid_positions
@@ -88,13 +80,12 @@ def neural_sort(scores, mask, temperature: float):
 
 def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: bool,
                    scaling):
-    """``(losses, weights)`` of :func:`neural_ndcg_loss` (screened inputs, checked options)
-    with the framework's Sinkhorn scaling ``scaling(matrix, row_mask, column_mask)`` (the
-    PyTorch-native body, :mod:`tfr_extensions.torch_ops.relaxed_sorting`, passes its own)."""
+    """:func:`neural_ndcg_loss`'s math with Sinkhorn scaling ``scaling(matrix, row_mask,
+    column_mask)`` (:mod:`tfr_extensions.torch_ops.relaxed_sorting` passes its own)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
-    if 0 in tuple(scores.shape):  # no list or no document (a max over an empty axis fails)
+    if 0 in tuple(scores.shape):  # no list or no document (a max of nothing fails)
         return xp.sum(scores, axis=-1) * 0.0, weights
     probs, valid_positions = neural_sort(scores, mask, temperature)
     probs = scaling(probs, valid_positions, mask)  # [B, r, i], doubly stochastic
@@ -109,12 +100,10 @@ def neural_ndcg_of(labels, scores, mask, temperature: float, topn, transposed: b
     else:  # each position's expected gain, times its discount
         expected_gains = xp.sum(probs * gains[:, None, :], axis=-1)  # [B, r]
         dcg = xp.sum(expected_gains * discounts, axis=-1)
-    ndcg = xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn))
-    return -ndcg, weights
+    return -xp.safe_divide(dcg, xp.rank_metrics.ideal_dcg(labels, mask, topn)), weights
 
 
-# (the functions above come first: the PyTorch-native body, which the decorator below
-# imports, takes them from this module while it is still being imported)
+# (above the decorator, which imports the PyTorch-native body that takes them from here)
 @base.loss_function(torch="tfr_extensions.torch_ops.relaxed_sorting:neural_ndcg_loss",
                     presets={"neural_ndcg_transposed": {"transposed": True}},
                     examples=[dict(temperature=0.5, topn=3, transposed=True, sinkhorn_iterations=7,
@@ -128,17 +117,15 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
                      sinkhorn_tolerance: validation.Number(minimum=0.0) = 1e-6):
     r"""NeuralNDCG: minus nDCG@k at NeuralSort's Sinkhorn-scaled relaxed sorting.
 
-    Per list,
     :math:`-\frac{1}{IDCG@k}\sum_{r \le k} \frac{(\mathrm{sinkhorn}(\hat P) g)_r}{\log_2(1 + r)}`
-    (the definition, the transposed variant and the numerics: module docstring).
+    per list (definition, transposed variant, numerics: module docstring).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       temperature: NeuralSort's :math:`\tau > 0`; smaller is closer to the true sort.
       topn: the cutoff k of nDCG@k; None uses every position.
       transposed: the transposed variant (each document's expected discount).
-      sinkhorn_iterations, sinkhorn_tolerance: the most iterations (>= 1) and the tolerance
-        (>= 0) of the stopping rule (module docstring, step 2).
+      sinkhorn_iterations, sinkhorn_tolerance: the stopping rule's most iterations (>= 1) and
+        tolerance (>= 0) (module docstring, step 2).
 
     Returns:
       ``(losses, weights)``, ``[batch]`` each: minus NeuralNDCG (0 at weight 0).
@@ -159,7 +146,7 @@ def neural_ndcg_loss(labels, scores, *, mask=None,
 
 @register
 class NeuralNDCGLoss(base.RankingLoss):
-    r"""Keras loss of :func:`neural_ndcg_loss`: minus NeuralNDCG@k, per list.
+    r"""Keras loss of :func:`neural_ndcg_loss`.
 
     ``get("neural_ndcg_transposed")`` is the transposed variant.
 

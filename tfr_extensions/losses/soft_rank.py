@@ -26,24 +26,22 @@ def softndcg_loss(labels, scores, *, mask=None,
               \sum_{r=0}^{R-1} D_\alpha(r)\, p_j(r)
 
     with gains :math:`g_j = 2^{y_j} - 1`, the rank distributions :math:`p_j(r)` of Eq. 12
-    (0-based ranks) at smoothing ``sigma``, R = ``topn`` (all ranks if None), and
-    :math:`G_{max} = \sum_{r<R} D_\alpha(r) g_{(r)}` the ideal DCG@R. The training
-    discounts (Section 4.7, Figures 5-6; the paper gives no formula: this interpolating
-    family is ours), with :math:`u = r/n` and n the valid documents (at most ``topn``):
+    (0-based ranks) at smoothing ``sigma``, R = ``topn`` (all if None), and
+    :math:`G_{max} = \sum_{r<R} D_\alpha(r) g_{(r)}` the ideal DCG@R. The training discounts
+    (Section 4.7, Figures 5-6, which give no formula: this family is ours), with
+    :math:`u = r/n`, n the valid documents (at most ``topn``):
 
     * :math:`0 \le \alpha \le 1`:
       :math:`D_\alpha(r) = \frac{\alpha}{\log_2(2 + r)} + (1 - \alpha)(1 - u)`;
     * :math:`-1 \le \alpha < 0`: :math:`D_\alpha(r) = (1 - u) + |\alpha|\,u(1 - u)`.
 
-    ``discount_alpha=1`` is nDCG's, so as ``sigma -> 0`` the loss tends to minus the exact
-    nDCG@topn; 0 is linear, -1 the convex :math:`1 - u^2`. Without Sinkhorn and outside XLA
-    only the relevant documents' rank distributions are computed. The gradient is the
-    backend's derivative of the recursion (the paper's Eq. 18-23); scores are bounded where
-    the smoothing would overflow
-    (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
+    ``discount_alpha=1`` is nDCG's (as ``sigma -> 0`` the loss tends to minus nDCG@topn); 0 is
+    linear, -1 the convex :math:`1 - u^2`. Without Sinkhorn and outside XLA only relevant
+    documents' rank distributions are computed. The gradient is the backend's derivative of
+    the recursion (the paper's Eq. 18-23); scores are bounded where the smoothing would
+    overflow (:func:`~tfr_extensions.ops.rank_distributions.scaled_score_bound`).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       sigma: standard deviation of the score smoothing :math:`\sigma_s` (Eq. 8), > 0.
       topn: the cutoff R; None uses all ranks.
       discount_alpha: :math:`\alpha \in [-1, 1]`, the training discount.
@@ -61,8 +59,7 @@ def softndcg_loss(labels, scores, *, mask=None,
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
-    if scores.shape[1] == 0:  # lists of no document: no rank (and Keras's TensorFlow
-        # backend fails on ops.arange(0) below)
+    if scores.shape[1] == 0:  # no rank (and Keras's TensorFlow backend fails on arange(0))
         return xp.sum(scores, axis=-1) * 0.0, weights
     gains = xp.where(mask, xp.lists.gains(labels), xp.zeros_like(labels))
     columns = None  # every document's row (Sinkhorn needs them)
@@ -70,8 +67,8 @@ def softndcg_loss(labels, scores, *, mask=None,
         probs = xp.rank_distributions.rank_distributions(
             scores, mask, sigma=sigma, topn=topn, method=method,
             sinkhorn_iterations=sinkhorn_iterations)  # [B, L, R]
-    else:  # only relevant documents add to Eq. 15: their rows only, [B, K] (K: the most of
-        # any list, at least 1), but where shapes must be static (XLA, jax.jit, torch.compile)
+    else:  # only relevant documents add to Eq. 15: their rows, [B, K] (K: the most of any
+        # list, >= 1), unless shapes must be static (XLA, jax.jit, torch.compile)
         if not xp.lists.compiling_with_xla():
             relevant = xp.cast(gains > 0, "int32")
             most = xp.maximum(xp.max(xp.sum(relevant, axis=-1)), 1)
@@ -87,9 +84,7 @@ def softndcg_loss(labels, scores, *, mask=None,
     expected_discount = xp.einsum("bjr,br->bj", probs, discount)  # E[D(r_j)]
     dcg = xp.sum(column_gains * expected_discount, axis=-1)
     sorted_gains = xp.sorting.sort_descending(gains, mask)[:, :num_ranks]
-    ideal = xp.sum(sorted_gains * discount, axis=-1)
-    soft_ndcg = xp.safe_divide(dcg, ideal)
-    return -soft_ndcg, weights
+    return -xp.safe_divide(dcg, xp.sum(sorted_gains * discount, axis=-1)), weights
 
 
 def training_discount(num_ranks, count, alpha: float, dtype):
@@ -101,8 +96,7 @@ def training_discount(num_ranks, count, alpha: float, dtype):
     u = ranks / xp.maximum(count, 1.0)
     linear = 1.0 - u
     if alpha >= 0:
-        log_discount = xp.lists.log2_discount(ranks + 1.0)  # 1/log2(2 + r)
-        discount = alpha * log_discount + (1.0 - alpha) * linear
+        discount = alpha * xp.lists.log2_discount(ranks + 1.0) + (1.0 - alpha) * linear
     else:
         discount = linear + (-alpha) * u * linear
     return xp.where(ranks < count, discount, xp.zeros_like(discount))
@@ -110,7 +104,7 @@ def training_discount(num_ranks, count, alpha: float, dtype):
 
 @register
 class SoftNDCGLoss(base.RankingLoss):
-    r"""Keras loss of :func:`softndcg_loss`: minus SoftNDCG (Eq. 14-15), per list.
+    r"""Keras loss of :func:`softndcg_loss`.
 
     >>> loss = SoftNDCGLoss(sigma=1e-3)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # -nDCG

@@ -38,7 +38,6 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
     finite for any scores (:mod:`tfr_extensions.ops.twin_sigmoid`).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       metric: a name of :mod:`~tfr_extensions.ops.vocabulary` (``"ap"``, ``"ndcg"``, ...).
       topn: cutoff k of the metric; None = the whole list.
       gradient: ``"type1"``, ``"type2"`` or ``"type3"``.
@@ -61,9 +60,8 @@ def twin_sigmoid_loss(labels, scores, *, mask=None,
 
 @register
 class TwinSigmoidLoss(base.RankingLoss):
-    r"""Keras loss of :func:`twin_sigmoid_loss`: minus a rank metric on twin-sigmoid ranks.
-
-    Presets ``twin_<metric>_<type>`` for the paper's four metrics and three gradients.
+    r"""Keras loss of :func:`twin_sigmoid_loss`; presets ``twin_<metric>_<type>`` for the paper's
+    four metrics and three gradients.
 
     >>> loss = TwinSigmoidLoss("ndcg", gradient="type3", seed=1)
     >>> round(float(loss([[0., 1., 2.]], [[3., 2., 1.]])), 4)  # minus nDCG

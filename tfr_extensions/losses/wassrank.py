@@ -3,52 +3,42 @@ r"""WassRank: a listwise loss from entropy-regularized optimal transport.
 Yu, Jatowt, Joho, Jose, Yang and Chen, "WassRank: Listwise Document Ranking Using Optimal
 Transport Theory" (WSDM 2019). Per list, with n valid documents:
 
-* the predicted distribution is the softmax of the scores, :math:`a_i = e^{s_i} / \sum_k e^{s_k}`;
-* the target distribution is the normalized gains
-  :math:`b_j = (2^{y_j} - 1) / \sum_k (2^{y_k} - 1)` (``target="gain"``) or the softmax of
-  the labels (``target="softmax"``, PT-Ranking's default);
-* the ground cost :math:`C_{ij}` between documents i and j comes from their labels
-  (``cost_type``, below);
-* the loss is the Sinkhorn distance :math:`\langle P_\lambda, C\rangle` of the
-  entropy-regularized transport plan
+* predicted distribution: the softmax of the scores, :math:`a_i = e^{s_i} / \sum_k e^{s_k}`;
+* target distribution: the normalized gains :math:`b_j = (2^{y_j} - 1) / \sum_k (2^{y_k} - 1)`
+  (``target="gain"``) or the softmax of the labels (``"softmax"``, PT-Ranking's default);
+* ground cost :math:`C_{ij}` between documents i and j: from their labels (``cost_type``);
+* loss: the Sinkhorn distance :math:`\langle P_\lambda, C\rangle` of the regularized plan
   :math:`P_\lambda = \arg\min_{P \in U(a, b)} \langle P, C\rangle - \lambda H(P)`,
-  :math:`H(P) = -\sum_{ij} P_{ij}(\log P_{ij} - 1)`, after ``sinkhorn_iterations`` Sinkhorn
-  iterations in log space:
+  :math:`H(P) = -\sum_{ij} P_{ij}(\log P_{ij} - 1)`, after ``sinkhorn_iterations`` iterations
   :math:`g_j = \lambda\log b_j - \lambda\,\mathrm{LSE}_i\big((f_i - C_{ij})/\lambda\big)`,
   :math:`f_i = \lambda\log a_i - \lambda\,\mathrm{LSE}_j\big((g_j - C_{ij})/\lambda\big)`,
   :math:`P_{ij} = \exp\big((f_i + g_j - C_{ij})/\lambda\big)`.
 
-Gradient (the paper's, after Frogner et al., NeurIPS 2015): the dual potential :math:`f`
-is the gradient of :math:`\mathrm{OT}_\lambda(a, b)` with respect to :math:`a`; through the
-softmax, :math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations
-run on ``stop_gradient(scores)`` and the gradient enters through a term exactly 0 in value,
-so no ``[B, L, L]`` tensor is kept per iteration.
+Gradient (the paper's, after Frogner et al., NeurIPS 2015): the dual potential :math:`f` is
+the gradient of :math:`\mathrm{OT}_\lambda(a, b)` in :math:`a`; through the softmax,
+:math:`\partial \ell / \partial s_i = a_i (f_i - \sum_k a_k f_k)`. The iterations run on
+``stop_gradient(scores)``; the gradient enters through a term exactly 0 in value.
 
-``epsilon_scaling=True`` (ours; False is the paper's plain algorithm): at
-:math:`\lambda = 0.1` and costs up to :math:`10^2` the kernel :math:`e^{-C/\lambda}` is
-numerically diagonal and plain iterations from :math:`f = g = 0` move no mass, so the
-regularization is annealed from the list's largest cost down to :math:`\lambda` over the
-first half of the iterations (Schmitzer, 2019).
+``epsilon_scaling=True`` (ours; False is the paper's plain algorithm): at :math:`\lambda = 0.1`
+and costs up to :math:`10^2` the kernel :math:`e^{-C/\lambda}` is numerically diagonal and
+plain iterations from :math:`f = g = 0` move no mass, so the regularization is annealed from
+the list's largest cost down to :math:`\lambda` over the first half (Schmitzer, 2019).
 
 Ground costs (``cost_type``), after PT-Ranking (``ltr_adhoc/listwise/wassrank``), with
-:math:`G_i = \beta^{y_i} - 1` (:math:`\beta` = ``gain_base``):
+:math:`G_i = \beta^{y_i} - 1` (:math:`\beta` = ``gain_base``), 0 on the diagonal:
 
-* ``"eg"`` (explicit grouping, the default): :math:`C_{ij} = |G'_i - G'_j|` for different
-  labels, with :math:`G'_i = G_i` for relevant documents and :math:`-` ``non_rele_gap`` for
-  non-relevant ones; ``var_penalty`` between distinct documents of one label; 0 on the
-  diagonal;
+* ``"eg"`` (explicit grouping, the default): :math:`|G'_i - G'_j|` for different labels,
+  :math:`G'_i = G_i` if relevant, :math:`-` ``non_rele_gap`` if not; ``var_penalty`` for one label;
 * ``"dg"``: :math:`|G_i - G_j|`; ``"ddg"``: :math:`|G_i - G_j|\,|D_i - D_j|` with
-  :math:`D_i = 1/\log_2(1 + \rho_i)` at the ideal 1-based position :math:`\rho_i` (labels
-  sorted, ties by index);
+  :math:`D_i = 1/\log_2(1 + \rho_i)` at the ideal 1-based position :math:`\rho_i` (ties by index);
 * ``"p1"``, ``"p2"``: :math:`|\rho_i - \rho_j|` and its square.
 
-Numerics: everything is in log space with masked arguments and log-softmaxes shifted by
-their maximum and floored at -1000, so any finite scores (:math:`\pm 3 \cdot 10^{38}` in
-float32) stay finite. Sinkhorn resolves :math:`(f_i + g_j - C_{ij}) / \lambda` only to the
-rounding unit of :math:`C_{max}/\lambda`: at the defaults float32 is accurate to about 1e-4
-relative for labels up to 7 (3% off at 8), float64 to label 20 or so; beyond, up to
-:func:`max_label`, values stay finite but inexact (use float64, a larger
-``regularization`` or a smaller ``gain_base``).
+Numerics: log space throughout, with masked arguments and log-softmaxes shifted by their
+maximum and floored at -1000, so any finite scores (:math:`\pm 3 \cdot 10^{38}`) stay finite.
+Sinkhorn resolves :math:`(f_i + g_j - C_{ij}) / \lambda` to the rounding unit of
+:math:`C_{max}/\lambda`: at the defaults float32 is accurate to about 1e-4 relative for labels
+up to 7 (3% off at 8), float64 to about 20; beyond, up to :func:`max_label`, values stay
+finite but inexact (use float64, a larger ``regularization`` or a smaller ``gain_base``).
 """
 import math
 
@@ -66,10 +56,8 @@ TARGETS = ("gain", "softmax")
 
 
 def max_label(options) -> float:
-    r"""The largest valid label of WassRank with these options: 31
-    (:data:`~tfr_extensions.ops.conventions.MAX_LABEL`), lower when ``gain_base``
-    :math:`\beta > 4`: :math:`64 / \log_2\beta`, so that the costs stay below
-    :math:`2^{64}` (and their ratios to :math:`\lambda` finite).
+    r"""WassRank's largest valid label: 31 (:data:`~tfr_extensions.ops.conventions.MAX_LABEL`),
+    :math:`64 / \log_2\beta` when ``gain_base`` :math:`\beta > 4` (costs below :math:`2^{64}`).
 
     >>> max_label({"gain_base": 4.0}), max_label({"gain_base": 2.0 ** 16})
     (31.0, 4.0)
@@ -94,12 +82,10 @@ def wassrank_loss(labels, scores, *, mask=None,
                   non_rele_gap: validation.Number(minimum=0.0) = 100.0,
                   var_penalty: validation.Positive = math.e,
                   epsilon_scaling: validation.Flag = True):
-    r"""WassRank's Sinkhorn distance :math:`\ell = \langle P_\lambda, C\rangle` between
-    predicted and target distributions (the definition, gradient, costs and numerics: module
-    docstring).
+    r"""WassRank's Sinkhorn distance :math:`\ell = \langle P_\lambda, C\rangle` between predicted
+    and target distributions (definition, gradient, costs and numerics: module docstring).
 
     Args:
-      labels, scores, mask: float, float, optional bool, ``[batch, list_size]`` each.
       regularization: :math:`\lambda`, the entropic regularization, > 0.
       sinkhorn_iterations: number of Sinkhorn iterations, >= 1.
       cost_type: one of :data:`COST_TYPES` (module docstring).
@@ -120,8 +106,7 @@ def wassrank_loss(labels, scores, *, mask=None,
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     weights = xp.cast(xp.screening.has_relevant(labels, mask), dtype)
-    if 0 in tuple(scores.shape):  # no list or no document: nothing to transport (and
-        # Keras's ops.max of an empty tensor fails on PyTorch and JAX)
+    if 0 in tuple(scores.shape):  # nothing to transport (and ops.max of nothing fails)
         return xp.sum(scores, axis=-1) * 0.0, weights
     cost = cost_matrix(labels, mask, cost_type, gain_base, non_rele_gap, var_penalty)
     if target == "softmax":
@@ -131,8 +116,7 @@ def wassrank_loss(labels, scores, *, mask=None,
         col_mask = gains > 0  # where the target is > 0
         log_gains = xp.log(xp.where(col_mask, gains, xp.ones_like(gains)))
         log_b = _masked_log_softmax(log_gains, col_mask)
-    has_target = xp.any(col_mask, axis=-1, keepdims=True)
-    row_mask = xp.logical_and(mask, has_target)
+    row_mask = xp.logical_and(mask, xp.any(col_mask, axis=-1, keepdims=True))  # has a target
     fixed = xp.stop_gradient(scores)  # (the iterations keep no tape)
     log_a = _masked_log_softmax(fixed, row_mask)
     f, g = (xp.stop_gradient(potential) for potential in sinkhorn_potentials(
@@ -147,12 +131,10 @@ def wassrank_loss(labels, scores, *, mask=None,
     return value + xp.sum(grad * (scores - fixed), axis=-1), weights
 
 
-# log(0) in masked log-sum-exp arguments: finite, and so far below any real argument that
-# its exp() is exactly 0 beside them
+# log(0) in masked log-sum-exp arguments: finite, and its exp() is exactly 0 beside them
 _LOG_ZERO = -1e30
-# floor of the softmaxes' log-probabilities: e^-1000 is 0 in float32 and float64, so it
-# changes no probability, but keeps log a, the potentials f and every (f - C) / lambda
-# finite when scores spread by more than 1000 (up to +-3e38, where s - max s is -inf)
+# floor of the softmaxes' log-probabilities: e^-1000 is 0 in float32 and float64, but keeps
+# log a, f and every (f - C) / lambda finite at scores up to +-3e38 (s - max s is -inf)
 _LOG_PROB_FLOOR = -1000.0
 
 
@@ -181,15 +163,13 @@ def cost_matrix(labels, mask, cost_type: str = "eg", gain_base: float = 4.0,
         cost = xp.abs(positions[:, :, None] - positions[:, None, :])
         if cost_type == "p2":
             cost = xp.square(cost)
-    cost = xp.where(eye, xp.zeros_like(cost), cost)
-    return xp.where(pair_valid, cost, xp.zeros_like(cost))
+    return xp.where(xp.logical_and(pair_valid, xp.logical_not(eye)), cost, xp.zeros_like(cost))
 
 
 def _masked_log_softmax(x, mask):
-    r"""Log softmax over the entries where ``mask`` (0 elsewhere),
-    :math:`\max((x - m) - \log\sum e^{x - m}, -1000)` with m the largest masked entry: full
-    precision at any magnitude (``x - logsumexp(x)`` loses the :math:`\log n` of n tied
-    scores next to 1e10 in float32)."""
+    r"""Log softmax where ``mask`` (0 elsewhere), :math:`\max((x - m) - \log\sum e^{x - m}, -1000)`
+    with m the largest masked entry: exact at any magnitude (``x - logsumexp(x)`` loses the
+    :math:`\log n` of n tied scores at 1e10 in float32)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(x)
     top = xp.max(xp.where(mask, x, xp.constant(-float("inf"), dtype)), axis=-1, keepdims=True)
@@ -204,12 +184,10 @@ def sinkhorn_potentials(log_a, log_b, cost, row_mask, col_mask,
                         epsilon_scaling: bool = False):
     r"""Log-space Sinkhorn: dual potentials ``(f, g)``, each ``[B, L]``.
 
-    Rows (source, ``a``) where ``row_mask`` and columns (target, ``b``) where ``col_mask``
-    take part; the other potentials are 0. After the last ``f`` update the plan's row sums
-    equal ``a`` exactly. With ``epsilon_scaling`` iteration k regularizes by
-    :math:`\lambda_k = \max(\lambda, c_{max} q^{k})`, decreasing geometrically from the
-    list's largest cost :math:`c_{max}` to :math:`\lambda` over the first half of the
-    iterations.
+    Rows (``a``) where ``row_mask`` and columns (``b``) where ``col_mask`` take part; other
+    potentials are 0. The plan's row sums equal ``a`` after the last ``f`` update. With
+    ``epsilon_scaling`` iteration k regularizes by :math:`\lambda_k = \max(\lambda, c_{max} q^k)`,
+    from the list's largest cost :math:`c_{max}` to :math:`\lambda` over the first half.
     """
     xp = arrays.namespace()
     dtype = xp.dtype_name(cost)
@@ -255,9 +233,7 @@ class WassRankLoss(base.RankingLoss):
     :attr:`max_label` is :func:`max_label` of the options.
 
     >>> loss = WassRankLoss()
-    >>> good = float(loss([[0., 1., 2.]], [[-9., 0., 2.]]))
-    >>> bad = float(loss([[0., 1., 2.]], [[2., 0., -9.]]))
-    >>> good < bad
+    >>> float(loss([[0., 1., 2.]], [[-9., 0., 2.]])) < float(loss([[0., 1., 2.]], [[2., 0., -9.]]))
     True
     """
 

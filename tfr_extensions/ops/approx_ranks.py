@@ -1,8 +1,6 @@
-r"""Qin et al.'s smooth ranks, the ranks that ApproxNDCG differentiates (Bruch et al.,
-``approxndcg-revisited.txt``, Eq. 5-6): the one definition, used by
-:func:`tfr_extensions.losses.approx_ndcg_loss`, ``pipelines/rank_accuracy.py`` and
-``benchmarks/peers.py``, and checked against TF-Ranking's ``losses_impl.approx_ranks``
-(``tests/test_compat.py``). The pairs are summed by the namespace's ``row_sums``.
+r"""Qin et al.'s smooth ranks that ApproxNDCG differentiates (Bruch et al.,
+``approxndcg-revisited.txt``, Eq. 5-6): the one definition (losses, pipelines, benchmarks),
+checked against TF-Ranking's ``losses_impl.approx_ranks``; pairs summed by ``xp.row_sums``.
 """
 from tfr_extensions import arrays
 
@@ -12,10 +10,9 @@ def approx_ranks(scores, mask=None, temperature: float = 1.0):
     :math:`\hat\pi(i) = 1 + \sum_{j \ne i} \sigma\big((s_j - s_i)/T\big)` over the valid
     documents j (:math:`\alpha = 1/T` in Eq. 6).
 
-    Without ``mask``, TF-Ranking's ``losses_impl.approx_ranks`` of ``scores / T``; with
-    it, padded documents j are left out of every sum (TF-Ranking shifts their logits
-    instead), and a padded document's own rank is 1/2. The difference is taken before
-    the division, so two finite scores never give ``inf - inf``.
+    Without ``mask``, TF-Ranking's ``approx_ranks`` of ``scores / T``; with it, padded j are
+    left out of every sum and a padded document's rank is 1/2. The difference is taken before
+    the division: no ``inf - inf``.
 
     Args:
       scores: float ``[batch, list_size]``.

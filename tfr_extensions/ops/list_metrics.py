@@ -27,8 +27,7 @@ def has_relevant(labels, mask=None):
 
 
 def per_list_weights(weights, relevance, valid):
-    """Per-item weights ``[B, L]`` -> per-list weights ``[B]``
-    (:func:`tfr_extensions.metrics.per_list_weights` states the rule)."""
+    """Per-item ``[B, L]`` -> per-list weights ``[B]`` (:func:`metrics.per_list_weights`)."""
     xp = arrays.namespace()
     weights, valid = xp.convert_to_tensor(weights), xp.convert_to_tensor(valid)
     zero = xp.zeros_like(weights)
@@ -46,8 +45,7 @@ def per_list_weights(weights, relevance, valid):
 
 
 def _list_weights(metric: str, sample_weight, labels, valid):
-    """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight
-    (``metric``: a canonical name)."""
+    """Per-list weights ``[B]`` from a scalar, ``[B]``, ``[B, 1]`` or ``[B, L]`` weight."""
     xp = arrays.namespace()
     rank = len(sample_weight.shape)
     if rank == 0:
@@ -66,10 +64,9 @@ def _list_weights(metric: str, sample_weight, labels, valid):
 
 def metric_values_and_weights(metric: str, y_true, y_pred, topn: Optional[int],
                               no_relevant: str, sample_weight=None):
-    """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values and
-    weights ``[B]`` (lists with no valid document weigh 0; lists without a relevant
-    document per ``no_relevant``; ``sample_weight`` per list or per item; ``y_true`` as
-    :func:`screening.metric_inputs` takes it; ``metric`` any name of the vocabulary)."""
+    """What :class:`tfr_extensions.metrics.RankingMetric` averages: per-list values and weights
+    ``[B]`` (0 for empty lists; lists without a relevant document per ``no_relevant``;
+    ``sample_weight`` per list or item; ``y_true`` as :func:`screening.metric_inputs` takes)."""
     xp = arrays.namespace()
     labels, scores, valid = xp.screening.metric_inputs(y_true, y_pred)
     values = exact_metric(metric, labels, scores, topn)

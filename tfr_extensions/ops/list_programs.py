@@ -1,12 +1,9 @@
-"""TensorFlow's ``run_over_lists`` (the namespace primitive of
-:mod:`tfr_extensions.arrays.tensorflow_namespace`): a function of ``[B, L]`` lists compiled
-by XLA, one program per bucket of list lengths, in a graph (``tf.function``, Keras's
-``fit``) its own XLA program or traced into the caller's; eagerly op by op (a program
-per shape would hold memory for good). The lists are padded to :func:`bucket_size` first
-(padded documents change no value and get zero gradient). Kept per framework by ``python
-benchmarks/loss_throughput.py --stack tf``: the twin-sigmoid loss at 1.2-8.9x the broadcast
-ApproxNDCG on Keras 3's TensorFlow (graph and XLA, L = 32-512, 2-vCPU EPYC,
-``docs/speed.md``); JAX and PyTorch compile the function with their caller
+"""TensorFlow's ``run_over_lists`` (a namespace primitive): a function of ``[B, L]`` lists
+padded to :func:`bucket_size` (zero gradient, no value changed), in a graph one XLA program per
+bucket (its own, or traced into the caller's), eagerly op by op (no program held per shape).
+Kept per framework by ``python benchmarks/loss_throughput.py --stack tf``: the twin-sigmoid
+loss at 1.2-8.9x the broadcast ApproxNDCG on Keras 3's TensorFlow (graph and XLA, L = 32-512,
+2-vCPU EPYC, ``docs/speed.md``); JAX and PyTorch compile it with their caller
 (:mod:`tfr_extensions.keras_ops.list_programs`).
 """
 import math
@@ -18,10 +15,9 @@ from tfr_extensions.ops import sorting
 
 
 def bucket_size(size):
-    """The list length that lists of ``size`` documents are padded to: a multiple of
-    ``lists.PAIR_BLOCK`` (32) up to 128, then the smallest ``m * 2^e >= size`` with ``m``
-    in 4..7: at most four programs per doubling of the list length, at most 25% more
-    documents past 128, whole blocks of pair columns.
+    """The length lists of ``size`` documents are padded to: a multiple of ``lists.PAIR_BLOCK``
+    (32) up to 128, then the smallest ``m * 2^e >= size``, ``m`` in 4..7 (four programs per
+    doubling, at most 25% more documents).
 
     >>> [bucket_size(n) for n in (1, 32, 33, 100, 128, 129, 700, 1024, 1251)]
     [32, 32, 64, 128, 128, 160, 768, 1024, 1280]
@@ -39,8 +35,7 @@ def bucket_size(size):
 
 
 def _program(function, statics, tie_seed, key_size, *tensors):
-    """``function(*tensors, *statics)``, with ``tie_keys=`` drawn from ``tie_seed`` for
-    lists of ``key_size`` documents (:func:`sorting.tie_key_draw`) unless it is None."""
+    """``function(*tensors, *statics)``, with ``tie_keys=`` from ``tie_seed`` unless it is None."""
     if tie_seed is None:
         return function(*tensors, *statics)
     return function(*tensors, *statics,
@@ -53,14 +48,11 @@ _COMPILED_PROGRAM = tf.function(_program, jit_compile=True, reduce_retracing=Tru
 
 
 def run_over_lists(function, tensors, statics=(), tie_break: bool = False, seed=None):
-    """``function(*tensors, *statics[, tie_keys=])`` over ``[B, L]`` lists (``tensors``,
-    None allowed past the first), padded to :func:`bucket_size` (with 0, False for masks)
-    and run under XLA (module docstring); outputs of rank 2 are cut back to ``L``.
-
-    ``tie_break``: ``function`` also takes ``tie_keys``, the keys of ``seed`` (None: a
-    fresh seed drawn here, outside the program) for the unpadded lists, and the
-    padding's below them (:func:`sorting.tie_key_draw`); where the length is unknown
-    outside XLA, those of the bucket (one program per bucket, not per length)."""
+    """``function(*tensors, *statics[, tie_keys=])`` over ``[B, L]`` lists (``tensors``, None
+    allowed past the first) padded to :func:`bucket_size` (0, False) and compiled (module
+    docstring); outputs of rank 2 are cut back to ``L``. ``tie_break``: ``tie_keys`` of
+    ``seed`` (None: fresh, drawn here) for the unpadded lists, the padding's below them
+    (:func:`sorting.tie_key_draw`; of the bucket where the length is unknown outside XLA)."""
     first = tensors[0]
     size = first.shape[1] if first.shape[1] is not None else tf.shape(first)[1]
     padding = bucket_size(size) - size

@@ -1,20 +1,15 @@
-"""Lists and seeds: the list helpers of every op and loss (gathers, gains and
-discounts, seeds, the XLA pairwise blocks).
-
-Conventions (TF-Ranking's):
+"""Lists and seeds: the list helpers of every op and loss (gathers, gains and discounts,
+seeds, the XLA pairwise blocks). Conventions (TF-Ranking's):
 
 * ``labels`` and ``scores`` are ``[batch, list_size]``; a label ``< 0`` (or NaN) marks a
-  padded document; ``mask`` (bool, True = valid) may narrow validity further. Labels
-  are graded relevance in ``[0, MAX_LABEL]``, fractional ones too (gain ``2^2.5 - 1``).
+  padded document; ``mask`` (bool, True = valid) may narrow validity further. Labels are
+  graded relevance in ``[0, MAX_LABEL]``, fractional ones too (gain ``2^2.5 - 1``).
 * Gains are ``2^y - 1``, the rank discount ``1 / log2(1 + rank)`` with 1-based ranks.
-* Computation runs in float64 for float64 scores (gradient checks), else in float32
-  (``mixed_float16`` models get float32 losses).
-* Seeds are ``None`` (fresh randomness), an int, or a pair of ints, for TF's stateless
-  random ops.
+* Computation runs in float64 for float64 scores, else in float32 (``mixed_float16`` too).
+* Seeds are ``None`` (fresh randomness), an int, or a pair of ints (TF's stateless ops).
 
-The inputs are prepared by :mod:`tfr_extensions.ops.screening` (the bad-input policy;
-its functions keep their old names here), argument checks live in
-:mod:`tfr_extensions.ops.validation`, numerical tricks in :mod:`tfr_extensions.ops.numerics`.
+Inputs are prepared by :mod:`tfr_extensions.ops.screening` (re-exported here) and checked by
+:mod:`tfr_extensions.ops.validation`; numerical tricks: :mod:`tfr_extensions.ops.numerics`.
 """
 from typing import Optional, Sequence, Union
 
@@ -32,15 +27,12 @@ except ImportError:  # pragma: no cover - callers fall back to their general pat
 
 Seed = Union[None, int, Sequence[int], tf.Tensor]
 
-#: The algorithm of every stateless random op of the package (``alg=``): Philox, the TF
-#: kernels' on CPU and GPU, so a seed gives one stream in graph mode and under XLA
-#: (``"auto_select"`` lets XLA choose another, slower on XLA:CPU).
+#: The algorithm of every stateless random op (``alg=``): Philox, the TF kernels' on CPU and
+#: GPU, so a seed gives one stream in graph mode and under XLA (where ``"auto_select"`` differs).
 RNG_ALG = "philox"
 
-#: Columns per block of every pairwise pass that XLA compiles (the twin-sigmoid backward
-#: pass, the counted ranks): a reduction of 32 fuses with the chain that builds the pairs,
-#: which are then never stored; XLA:CPU does not fuse longer ones
-#: (``docs/notes/twin_sigmoid_speed.md``).
+#: Columns per block of every pairwise pass that XLA compiles: a reduction of 32 fuses with
+#: the chain that builds the pairs, never stored (``docs/notes/twin_sigmoid_speed.md``).
 PAIR_BLOCK = 32
 
 
@@ -66,9 +58,8 @@ def compiling_with_xla() -> bool:
 
 
 def batch_gather(params: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
-    """``tf.gather(params, indices, batch_dims=1)`` for ``[B, L]`` params and int ``[B,
-    ...]`` indices, from the flattened params with offsets ``b * L``: its gradient also
-    has the right shape for an empty batch (TF's ``batch_dims=1`` one does not).
+    """``tf.gather(params, indices, batch_dims=1)`` for ``[B, L]`` params and int ``[B, ...]``
+    indices, with a gradient of the right shape for an empty batch too (flat, offsets ``b L``).
 
     >>> batch_gather(tf.constant([[1., 2.], [3., 4.]]), tf.constant([[1], [0]])).numpy().tolist()
     [[2.0], [3.0]]
@@ -90,9 +81,8 @@ def log2_discount(ranks: tf.Tensor) -> tf.Tensor:
 
 
 def seed_tensor(seed: Seed, salt: int = 0) -> Optional[tf.Tensor]:
-    """A stateless-op seed ``int32 [2]`` from an int or a pair of ints (None for None);
-    ``salt`` separates independent streams of one seed. Never negative: XLA and TF
-    kernels can disagree on the streams of negative seeds."""
+    """A stateless-op seed ``int32 [2]`` from an int or a pair of ints (None for None), never
+    negative (XLA and TF may disagree there); ``salt`` separates streams of one seed."""
     if seed is None:
         return None
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)

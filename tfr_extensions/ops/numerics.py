@@ -1,6 +1,5 @@
-r"""Numerical tricks that keep values and gradients finite, each named once: each masks the
-*argument* of its division or log, so no branch is ever ``inf`` or NaN (``tf.where``
-back-propagates ``0 * inf = NaN`` from an unmasked one).
+r"""Numerical tricks that keep values and gradients finite: each masks the *argument* of its
+division or log (``tf.where`` back-propagates ``0 * inf = NaN`` from an unmasked branch).
 
 >>> safe_divide(tf.constant([1.0, 2.0]), tf.constant([4.0, 0.0])).numpy().tolist()
 [0.25, 0.0]

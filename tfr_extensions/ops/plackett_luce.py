@@ -9,31 +9,25 @@ gives a ranking :math:`\pi` of the valid documents the probability of Eq. 12:
     P(\pi) = \prod_{i=1}^{n} \frac{\exp(f(x_{\pi^{-1}(i)}) / T)}
                                  {\sum_{b \ge i} \exp(f(x_{\pi^{-1}(b)}) / T)},
 
-where the denominator runs over the documents not yet placed; ``n`` is the number of valid
-documents, or ``topn`` for a top-n ranking (whose remaining sets also hold the documents
-it never places). :func:`sample_rankings` draws rankings by the Gumbel trick (Section
-4.3.1); :func:`plackett_luce_log_prob` evaluates :math:`\log P(\pi)` (also ListMLE's Eq. 3
-and the listwise discriminator's Eq. 14), :func:`plackett_luce_position_log_probs` its
-per-position terms (MDPRank's Eq. 7), :func:`sample_rankings_with_log_probs` both in one
-pass (REINFORCE).
+the denominator over the documents not yet placed; ``n`` is the number of valid documents,
+or ``topn`` (whose denominators also hold the documents never placed). :func:`sample_rankings`
+draws rankings by the Gumbel trick (Section 4.3.1); :func:`plackett_luce_log_prob` is
+:math:`\log P(\pi)` (also ListMLE's Eq. 3, the listwise discriminator's Eq. 14),
+:func:`plackett_luce_position_log_probs` its per-position terms (MDPRank's Eq. 7),
+:func:`sample_rankings_with_log_probs` both at once.
 
-Arguments shared by every function: ``scores`` float ``[batch, list_size]``
-(:math:`f(x)`); ``mask`` optional bool ``[batch, list_size]``, True = valid;
-``temperature`` :math:`T > 0`; ``topn`` None or only the first ``topn`` positions; bad
-values raise ``ValueError``; ``rankings`` int ``[batch, num_samples, n]`` (``[batch, n]``
-is taken too): ``rankings[b, k, i]`` is the index of the document at 0-based position
-``i`` of sample ``k``; a list with fewer valid documents than ``n`` ends in padded
-documents (:func:`ranking_mask`), an all-padding list has log-probability 0.
+Shared arguments (bad values raise ``ValueError``): ``scores`` float ``[batch, list_size]``
+(:math:`f(x)`); ``mask`` optional bool ``[batch, list_size]``, True = valid; ``temperature``
+:math:`T > 0`; ``topn`` None or the number of positions; ``rankings`` int ``[batch,
+num_samples, n]`` (or ``[batch, n]``), ``rankings[b, k, i]`` the document at 0-based position
+``i`` of sample ``k``, padded documents last (:func:`ranking_mask`); an all-padding list has
+log-probability 0.
 
-Per framework (the namespace's): the uniform noise (``xp.uniform_noise``) and the reverse
-cumulative log-sum-exp of long rankings (``xp.cumulative_logsumexp``).
-
-Numerics: every denominator is a log-sum-exp over the documents still to be placed (plus
-one for those a top-n ranking leaves out), finite for scores of any finite magnitude and
-exact up to 256 positions (:func:`_reverse_log_softmax`; longer, absolute errors of about
-|s| times the machine epsilon); excluded documents (padded, already placed) enter as the
-finite ``dtype.min`` selected by ``where``: exactly zero gradient. The Gumbel noise is
-finite (:func:`uniform_noise`); a seed reproduces draws on one framework only.
+Numerics: each denominator is a log-sum-exp (plus one term for the documents a top-n ranking
+leaves out), finite at any finite score and exact up to 256 positions (longer, the namespace's
+``cumulative_logsumexp``: errors of about |s| times epsilon); excluded documents enter as
+the finite ``dtype.min`` by ``where``: zero gradient. The Gumbel noise is finite (the
+namespace's ``uniform_noise``); a seed reproduces draws on one framework only.
 
 >>> import math
 >>> rankings = sample_rankings([[2.0, 1.0, 0.0]], num_samples=2, seed=0)
@@ -53,23 +47,20 @@ from tfr_extensions.ops import validation
 #: a seed: None (fresh randomness), an int, a pair of ints or a seed tensor ``[2]``
 Seed = Any
 
-# Up to this many positions, :func:`_reverse_log_softmax` masks a triangle (O(n^2) memory).
+# Up to these many positions, :func:`_reverse_log_softmax` masks a triangle (O(n^2) memory)
+# and :func:`_left_out` counts with a one-hot (B*S*n*L memory, few ops; beyond, a scatter).
 _PAIRWISE_MAX_POSITIONS = 256
-# Up to this many positions, documents left out of a ranking are found with a one-hot
-# count (B*S*n*L memory, few ops); beyond it, with a scatter.
 _ONE_HOT_MAX_POSITIONS = 64
 
 
 def _excluded_logit(xp, dtype: str):
-    """``dtype.min``, the excluded logit (module docstring), as a 0-d tensor (PyTorch's
-    ``where`` would cast a Python float to float32, where float64's minimum is -inf)."""
+    """``dtype.min``, the excluded logit, as a 0-d tensor (torch's ``where`` casts to float32)."""
     return xp.constant(float(np.finfo(dtype).min), dtype)
 
 
 def uniform_noise(shape, seed: Seed, dtype="float32"):
-    """Uniform noise in the open interval (0, 1), drawn as integers ``b``
-    (``xp.uniform_noise``, which documents the bits), ``u = (b + 1/2) / 2^bits``: so
-    ``0 < u < 1`` exactly and ``log(u)``, ``log(-log(u))`` are finite.
+    """Uniform noise ``u = (b + 1/2) / 2^bits`` from integers ``b`` (``xp.uniform_noise``):
+    ``0 < u < 1`` exactly, so ``log(u)`` and ``log(-log(u))`` are finite.
 
     >>> u = uniform_noise((1000,), 4)
     >>> bool(arrays.namespace().all((u > 0.0) & (u < 1.0)))
@@ -86,9 +77,8 @@ def gumbel_noise(shape, seed: Seed, dtype="float32"):
 
 
 def _shifted_logsumexp(xp, x):
-    r"""``(m, t)``, :math:`\log\sum_i e^{x_i} = m + t` over the last axis (kept): ``m`` the
-    stop-gradient maximum, ``t`` in ``[0, log n]``, kept apart so that ``t`` stays exact
-    where ``m + t`` would round to ``m`` (``1e10 + log 2 == 1e10`` in float32)."""
+    r"""``(m, t)``, :math:`\log\sum_i e^{x_i} = m + t` over the last axis (kept), ``m`` the
+    stop-gradient maximum: apart, ``t`` stays exact where ``m + t`` would round to ``m``."""
     if x.shape[-1] == 0:  # no document: the excluded logit (a max has no identity)
         dtype = xp.dtype_name(x)
         top = xp.full(tuple(xp.shape(x)[:-1]) + (1,), float(np.finfo(dtype).min), dtype)
@@ -99,13 +89,9 @@ def _shifted_logsumexp(xp, x):
 
 def _reverse_log_softmax(xp, values, log_weights, count):
     r""":math:`v_j - \log\sum_{i \ge j} w_i e^{v_i}` for the first ``count`` positions j of
-    the last axis, ``w = exp(log_weights)``.
-
-    Up to ``_PAIRWISE_MAX_POSITIONS`` entries, with :math:`m_j` the largest remaining value,
-    :math:`(v_j - m_j) - \log\sum_{i \ge j} w_i e^{v_i - m_j}`: exact at any magnitude
-    (scores tied at 1e30 give :math:`-\log 2`), its derivative a plain softmax (0 for a
-    one-document list). Longer (or of unknown length): ``xp.cumulative_logsumexp``.
-    """
+    the last axis, ``w = exp(log_weights)``; up to ``_PAIRWISE_MAX_POSITIONS`` entries as
+    :math:`(v_j - m_j) - \log\sum_{i \ge j} w_i e^{v_i - m_j}`, :math:`m_j` the largest remaining
+    value: exact at any magnitude (ties at 1e30 give :math:`-\log 2`)."""
     size = values.shape[-1]
     if size is None or size > _PAIRWISE_MAX_POSITIONS:
         totals = xp.cumulative_logsumexp(values + log_weights, axis=-1, reverse=True)
@@ -117,8 +103,7 @@ def _reverse_log_softmax(xp, values, log_weights, count):
     return (values[..., :count] - top[..., 0]) - log_total[..., 0]
 
 
-def _logits(xp, scores, temperature: float):
-    """f / T (no op at T = 1)."""
+def _logits(xp, scores, temperature: float):  # f / T (no op at T = 1)
     return scores if temperature == 1.0 else scores / xp.constant(temperature,
                                                                    xp.dtype_name(scores))
 
@@ -136,12 +121,9 @@ def _sampled(scores, mask, num_samples, seed, temperature, topn):
 
 def sample_rankings(scores, mask=None, num_samples: int = 1, seed: Seed = None,
                     temperature: float = 1.0, topn: Optional[int] = None):
-    r"""Plackett-Luce rankings by the Gumbel trick (Section 4.3.1).
-
-    Sorts :math:`f(x)/T + g`, :math:`g \sim \mathrm{Gumbel}(0,1)` i.i.d. per document and
-    sample, in decreasing order, in O(L log L) (O(L log n) for top-n): distributed as Eq.
-    12's PL-sampling (the next document with probability :math:`\propto \exp(f/T)` among
-    the remaining ones). Padded documents sort after every valid one.
+    r"""Plackett-Luce rankings by the Gumbel trick (Section 4.3.1): :math:`f(x)/T + g`,
+    :math:`g \sim \mathrm{Gumbel}(0,1)` i.i.d., sorted in decreasing order (O(L log n)),
+    distributed as Eq. 12; padded documents sort last.
 
     Args:
       scores, mask, temperature, topn: as in the module docstring.
@@ -155,9 +137,8 @@ def sample_rankings(scores, mask=None, num_samples: int = 1, seed: Seed = None,
 
 
 def _gumbel_order(xp, logits, mask, num_samples, seed, topn):
-    """The Gumbel-perturbed order ``[B, S, n]``, bool ``placed`` (a valid document at the
-    position) and bool ``left_out`` ``[B, S, L]`` (valid documents beyond the first n),
-    from one ``top_k`` (or a sort)."""
+    """The Gumbel-perturbed order ``[B, S, n]``, bool ``placed`` (a valid document there)
+    and bool ``left_out`` ``[B, S, L]`` (valid documents beyond the first n)."""
     dimensions = xp.shape(logits)  # (a dimension TensorFlow does not know: a tensor)
     shape = (dimensions[0], num_samples, dimensions[1])
     keys = logits[:, None, :] + gumbel_noise(shape, seed, xp.dtype_name(logits))  # [B, S, L]
@@ -224,10 +205,8 @@ def plackett_luce_position_log_probs(scores, rankings, mask=None, topn: Optional
 def sample_rankings_with_log_probs(scores, mask=None, num_samples: int = 1,
                                    seed: Seed = None, temperature: float = 1.0,
                                    topn: Optional[int] = None):
-    """:func:`sample_rankings` and :func:`plackett_luce_position_log_probs` of those
-    rankings in one pass (what a REINFORCE loss needs): the rankings carry no gradient,
-    the log-probabilities are differentiable in ``scores``. Arguments as
-    :func:`sample_rankings`.
+    """:func:`sample_rankings` and the differentiable
+    :func:`plackett_luce_position_log_probs` of those rankings in one pass (REINFORCE).
 
     Returns:
       ``(rankings, log_probs)``: int32 and float ``[batch, num_samples, n]``.
@@ -258,10 +237,9 @@ def _left_out(xp, mask, rankings, placed):
 
 
 def _position_terms(xp, logits, rankings, placed, left_out):
-    """Eq. 12's per-position log-probabilities ``[B, S, n]`` (0 where not placed);
-    ``left_out`` ``[B, S, L]`` stay in every denominator, as one more entry: their
-    largest logit weighted by the log-sum-exp of the others relative to it
-    (:func:`_shifted_logsumexp`; without any, the excluded logit)."""
+    """Eq. 12's per-position log-probabilities ``[B, S, n]`` (0 where not placed); the
+    ``left_out`` ``[B, S, L]`` enter every denominator as one entry, their
+    :func:`_shifted_logsumexp`."""
     excluded = _excluded_logit(xp, xp.dtype_name(logits))
     ranked_logits = xp.where(placed, xp.lists.batch_gather(logits, rankings), excluded)
     left_out_top, left_out_total = _shifted_logsumexp(
@@ -275,8 +253,7 @@ def _position_terms(xp, logits, rankings, placed, left_out):
 def plackett_luce_log_prob(scores, rankings, mask=None, topn: Optional[int] = None,
                            temperature: float = 1.0):
     r""":math:`\log P(\pi)` of Eq. 12 for full or top-n rankings: the sum of
-    :func:`plackett_luce_position_log_probs` over positions (``exp`` of it sums to 1 over
-    all permutations of a list, and over all top-n prefixes).
+    :func:`plackett_luce_position_log_probs` over positions.
 
     Args:
       scores, rankings, mask, topn, temperature: as in the module docstring.

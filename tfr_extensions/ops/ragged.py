@@ -1,7 +1,5 @@
-"""Ragged inputs, TensorFlow's by nature: ``tf.RaggedTensor`` ``[batch, (list_size)]``
-labels, scores, masks and weights padded as TF-Ranking pads them, for
-:mod:`tfr_extensions.ops.screening` (which imports this module on TensorFlow only,
-through :mod:`tfr_extensions.arrays.tensorflow_namespace`'s ``ragged``).
+"""Ragged ``[batch, (list_size)]`` labels, scores, masks and weights padded as TF-Ranking pads
+them: the namespace's ``ragged`` of :mod:`tfr_extensions.ops.screening` (TensorFlow only).
 
 >>> labels = tf.ragged.constant([[1.0, 0.0], [2.0]])
 >>> dense, scores, _, mask = ragged_to_dense(labels, tf.ragged.constant([[0.5, 0.25], [0.75]]))
@@ -18,19 +16,10 @@ from tfr_extensions.ops.screening import PADDING_PREDICTION, PADDING_WEIGHT
 
 def ragged_to_dense(labels: tf.RaggedTensor, predictions: Optional[tf.RaggedTensor],
                     weights=None) -> Tuple[tf.Tensor, Optional[tf.Tensor], object, tf.Tensor]:
-    """Pads ragged ``[batch, (list_size)]`` inputs as TF-Ranking's ``utils.ragged_to_dense``:
-    labels with ``PADDING_LABEL`` (-1), predictions with ``PADDING_PREDICTION`` (-1e6),
-    ragged per-item weights with ``PADDING_WEIGHT`` (0); dense weights and None pass.
-
-    Args:
-      labels: ``tf.RaggedTensor`` ``[batch, (list_size)]``.
-      predictions: ``tf.RaggedTensor`` of the same row lengths, or None.
-      weights: None, a ``tf.RaggedTensor`` like ``labels``, or a dense tensor.
-
-    Returns:
-      ``(labels, predictions, weights, mask)``, dense ``[batch, list_size]``,
-      ``mask`` bool, True for the entries that were present.
-    """
+    """Pads as TF-Ranking's ``utils.ragged_to_dense``: ragged ``[batch, (list_size)]`` labels
+    with -1, predictions (same row lengths, or None) with -1e6, ragged per-item weights with 0
+    (dense ones and None pass). Returns ``(labels, predictions, weights, mask)``, dense
+    ``[batch, list_size]``, ``mask`` bool, True for the entries that were present."""
     if not isinstance(labels, tf.RaggedTensor):
         raise TypeError(f"`labels` must be a tf.RaggedTensor; got {type(labels).__name__}.")
     if predictions is not None and not isinstance(predictions, tf.RaggedTensor):
@@ -54,8 +43,7 @@ def dense_labels_and_mask(labels, mask):
 
 
 def dense_lists(labels, scores, mask):
-    """A loss function's inputs: ragged ones padded as TF-Ranking does; dense ones pass
-    through."""
+    """A loss function's inputs, ragged ones padded (:func:`ragged_to_dense`)."""
     if isinstance(labels, tf.RaggedTensor) or isinstance(scores, tf.RaggedTensor):
         labels, scores, _, _ = ragged_to_dense(labels, scores)
         mask = _dense(mask, False)
@@ -63,14 +51,12 @@ def dense_lists(labels, scores, mask):
 
 
 def dense_loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
-    """A Keras loss class's inputs: with ``ragged`` (or ragged labels) padded as
-    TF-Ranking does (:func:`ragged_to_dense`, ragged per-item weights included)."""
+    """A Keras loss class's inputs, with ``ragged`` (or ragged labels) padded (weights too)."""
     if ragged or isinstance(y_true, tf.RaggedTensor):
         y_true, y_pred, sample_weight, _ = ragged_to_dense(y_true, y_pred, sample_weight)
     return y_true, y_pred, sample_weight
 
 
 def dense_metric_inputs(y_true, y_pred):
-    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0 (their
-    documents are padding)."""
+    """A Keras metric's inputs: ragged labels padded with -1, ragged scores with 0."""
     return _dense(y_true, PADDING_LABEL), _dense(y_pred, 0.0)

@@ -1,19 +1,16 @@
-r"""The TensorFlow half of SoftRank's rank distributions
-(:mod:`tfr_extensions.ops.rank_distributions`, as ``xp.rank_binomial``): the pairwise win
-probabilities with a hand-written gradient, and the exact Rank-Binomial recursion (Eq.
-11-12) as a balanced product tree (:mod:`tfr_extensions.keras_ops.rank_binomial`: one
-document at a time, ``lax.scan`` on JAX). Kept per framework by ``python -m
-benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5`` (SoftNDCG@10 at
-0.18-0.24 of the peer in graph mode, 0.03-0.11 under XLA, ``docs/speed.md``).
+r"""The TensorFlow half of SoftRank's rank distributions (``xp.rank_binomial`` of
+:mod:`tfr_extensions.ops.rank_distributions`): the win probabilities with a hand-written
+gradient, and the exact Rank-Binomial recursion (Eq. 11-12) as a balanced product tree
+(:mod:`tfr_extensions.keras_ops.rank_binomial`: one document at a time). Kept per framework
+by ``python -m benchmarks.loss_throughput --cases softndcg10_exact,expected_utility_5``
+(SoftNDCG@10 at 0.18-0.24 of the peer in graph mode, 0.03-0.11 under XLA, ``docs/speed.md``).
 
-A polynomial :math:`\prod_i ((1-\pi_{ij}) + \pi_{ij} z)` is a list of coefficient tensors;
-two are multiplied with element-wise products and one ``add_n`` per coefficient (no
-gathers: XLA and autodiff see plain arithmetic); with a cutoff R only :math:`z^0..z^{R-1}`
-are kept. Static L <= ``MAX_TREE_LIST_SIZE`` (``XLA_MAX_TREE_LIST_SIZE`` under XLA) and
-R <= ``MAX_TREE_RANKS``: one balanced tree over all documents, ``ceil(log2 L)`` levels,
-no loop. Otherwise: chunks of ``CHUNK_SIZE`` (``XLA_CHUNK_SIZE``) documents, a tree per
-chunk, multiplied into the running ``[R, B, L]`` distribution in a ``tf.foldl`` whose
-steps are ``tf.recompute_grad`` (one state kept per chunk).
+A polynomial :math:`\prod_i ((1-\pi_{ij}) + \pi_{ij} z)` is a list of coefficient tensors,
+multiplied by element-wise products and one ``add_n`` per coefficient (plain arithmetic for
+XLA and autodiff), cut to :math:`z^0..z^{R-1}`. Static L <= ``MAX_TREE_LIST_SIZE`` and R <=
+``MAX_TREE_RANKS``: one balanced tree, ``ceil(log2 L)`` levels. Otherwise a tree per chunk of
+``CHUNK_SIZE`` documents, multiplied into the ``[R, B, L]`` distribution in a ``tf.foldl`` of
+``tf.recompute_grad`` steps (one state kept per chunk). Under XLA, the ``XLA_`` sizes.
 """
 import math
 from typing import List, Optional
@@ -26,9 +23,8 @@ from tfr_extensions.ops import lists
 CHUNK_SIZE = 32
 XLA_CHUNK_SIZE = 8
 
-#: up to MAX_TREE_LIST_SIZE documents (XLA_MAX_TREE_LIST_SIZE under XLA, whose CPU runs the
-#: loop faster past 64) and MAX_TREE_RANKS ranks, one product tree (fastest in graph
-#: mode); otherwise the loop over chunks (least memory)
+#: up to MAX_TREE_LIST_SIZE documents (XLA's CPU runs the loop faster past 64) and
+#: MAX_TREE_RANKS ranks, one product tree (fastest); otherwise the loop (least memory)
 MAX_TREE_RANKS = 16
 MAX_TREE_LIST_SIZE = 2048
 XLA_MAX_TREE_LIST_SIZE = 64
@@ -36,13 +32,12 @@ XLA_MAX_TREE_LIST_SIZE = 64
 
 def win_probabilities(scaled: tf.Tensor, losers: tf.Tensor, columns: Optional[tf.Tensor],
                       neutral_z: float) -> tf.Tensor:
-    r""":math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, ``[L_i, B, K]``, with
+    r""":math:`\pi_{ij} = \tfrac12(1 + \operatorname{erf}(z_{ij}))`, ``[L_i, B, K]``,
     :math:`z_{ij}` = ``scaled[b, i] - losers[b, k]`` (``losers``: the scaled scores of the
-    documents ``columns``, int ``[B, K]``, or all of them when None), and ``neutral_z`` for
-    the pairs i == j. One vectorized ``erf`` per pair (``erfc`` has no vectorized CPU
-    kernel). The gradient, :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi`
-    reduced onto the two scores, recomputes z: no ``[L, B, K]`` tensor is kept.
-    """
+    documents ``columns``, int ``[B, K]``, or all when None), ``neutral_z`` for i == j (``erf``:
+    ``erfc`` has no vectorized CPU kernel). The gradient
+    :math:`\partial\pi_{ij}/\partial z_{ij} = e^{-z_{ij}^2}/\sqrt\pi` recomputes z: nothing
+    ``[L, B, K]`` is kept."""
     dtype = scaled.dtype
     size = tf.shape(scaled)[1]
 
@@ -80,9 +75,8 @@ def _multiply(a: List[tf.Tensor], b: List[tf.Tensor], max_len: Optional[int]) ->
 
 
 def _first_level(win: tf.Tensor, max_len: Optional[int]) -> List[tf.Tensor]:
-    r"""The products of the factors of ``win``'s two halves, written in w alone:
-    :math:`(1-a)(1-b) = 1 - (a+b) + ab` and :math:`a(1-b) + b(1-a) = (a+b) - 2ab`: one
-    product, whose gradient keeps only w."""
+    r"""The products of the factors of ``win``'s two halves in w alone (one product):
+    :math:`(1-a)(1-b) = 1 - (a+b) + ab`, :math:`a(1-b) + b(1-a) = (a+b) - 2ab`."""
     first, second = tf.split(win, 2, axis=0)
     both, either = first * second, first + second
     return [(1.0 - either) + both, either - 2.0 * both, both][:max_len]
@@ -94,9 +88,8 @@ def _next_level(polys: List[tf.Tensor], max_len: Optional[int]) -> List[tf.Tenso
     return _multiply([a for a, _ in halves], [b for _, b in halves], max_len)
 
 
-#: Outside XLA, trees over at least this many documents run each level (and its
-#: gradient) as one XLA program (one pass over memory, where graph mode runs up to 65
-#: ops); shorter trees stay graph ops, whose launches cost less.
+#: Outside XLA, trees of at least this many documents run each level (and its gradient) as
+#: one XLA program (one pass over memory); shorter ones stay graph ops (cheaper launches).
 COMPILED_LEVELS_MIN_LIST_SIZE = 128
 _compiled_first_level = tf.function(_first_level, jit_compile=True, reduce_retracing=True)
 _compiled_next_level = tf.function(_next_level, jit_compile=True, reduce_retracing=True)

@@ -1,48 +1,38 @@
 r"""Distributions over ranks from Gaussian-smoothed scores (SoftRank).
 
 Taylor, Guiver, Robertson and Minka, "SoftRank: Optimizing Non-Smooth Rank Metrics"
-(``softrank.txt``), Sections 3.1-3.2 and 3.6. Each score is the mean of a Gaussian with
-a shared standard deviation :math:`\sigma` (``sigma``), Eq. 8:
-:math:`S_j \sim \mathcal{N}(s_j, \sigma^2)`. Document i beats document j with probability (Eq. 9)
+(``softrank.txt``), Sections 3.1-3.2 and 3.6. Each score is the mean of a Gaussian, Eq. 8:
+:math:`S_j \sim \mathcal{N}(s_j, \sigma^2)` (``sigma``). Document i beats j with probability (Eq. 9)
 
 .. math:: \pi_{ij} = \Pr(S_i > S_j) = \Phi\Big(\frac{s_i - s_j}{\sqrt{2}\,\sigma}\Big)
           = \tfrac12 \operatorname{erfc}\Big(\frac{s_j - s_i}{2\sigma}\Big),
 
-and the 0-based rank :math:`r_j` of j is the number of documents that beat it, a sum of
-independent Bernoulli(:math:`\pi_{ij}`) variables, :math:`i \ne j`: the *Rank-Binomial*
-distribution, computed by the recursion of Eq. 11-12,
+and the 0-based rank :math:`r_j` (the number of documents that beat j) is Rank-Binomial, the
+coefficients of :math:`\prod_{i \ne j} \big((1-\pi_{ij}) + \pi_{ij} z\big)` (recursion Eq. 11-12)
 
 .. math:: p^{(1)}_j(r) = \delta(r), \qquad
           p^{(i)}_j(r) = p^{(i-1)}_j(r-1)\,\pi_{ij} + p^{(i-1)}_j(r)\,(1-\pi_{ij}),
 
-i.e. the coefficients of :math:`\prod_{i \ne j} \big((1-\pi_{ij}) + \pi_{ij} z\big)`, whose
-mean is the expected rank of Eq. 10, :math:`\sum_{i\ne j}\pi_{ij}`.
+with mean the expected rank of Eq. 10, :math:`\sum_{i\ne j}\pi_{ij}`.
 
-* ``method="exact"``: the recursion, per framework as ``xp.rank_binomial``
-  (:mod:`tfr_extensions.ops.rank_binomial`, a product tree, which cites its benchmark;
-  :mod:`tfr_extensions.keras_ops.rank_binomial`, one document at a time); with a cutoff
-  ``topn`` = R only the coefficients of :math:`z^0..z^{R-1}` are kept (exact: higher
-  ones never flow back into lower ones). :math:`O(B L^2 R)` time (:math:`O(B L^3)` for
-  the full distribution).
-* ``method="normal"`` (Section 3.6): a normal with mean :math:`\mu_j = \sum_{i\ne j}\pi_{ij}`
-  and variance :math:`v_j = \sum_{i\ne j}\pi_{ij}(1-\pi_{ij})`, discretized with a
-  continuity correction over the ranks :math:`0..n-1` of n valid documents,
-  :math:`p_j(r) = \Phi(\frac{r + 1/2 - \mu_j}{\sqrt{v_j}}) - \Phi(\frac{r - 1/2 - \mu_j}{\sqrt{v_j}})`,
-  the outer bounds at :math:`\mp\infty` (rows sum to 1). :math:`O(B L^2 + B L R)` time.
+* ``method="exact"``: the recursion, per framework as ``xp.rank_binomial`` (which cites its
+  benchmark); a cutoff ``topn`` = R keeps :math:`z^0..z^{R-1}` (exact: higher coefficients
+  never flow back). :math:`O(B L^2 R)` time.
+* ``method="normal"`` (Section 3.6): a normal of mean :math:`\mu_j = \sum_{i\ne j}\pi_{ij}` and
+  variance :math:`v_j = \sum_{i\ne j}\pi_{ij}(1-\pi_{ij})`, with a continuity correction over
+  the ranks :math:`0..n-1` of n valid documents (outer bounds at :math:`\mp\infty`):
+  :math:`p_j(r) = \Phi(\frac{r + 1/2 - \mu_j}{\sqrt{v_j}}) - \Phi(\frac{r - 1/2 - \mu_j}{\sqrt{v_j}})`.
+  :math:`O(B L^2 + B L R)` time.
 * ``method="auto"``: ``exact`` up to ``AUTO_EXACT_MAX_LIST_SIZE`` (padded) documents.
 * ``sinkhorn_iterations > 0`` (end of Section 3.2): alternately divide each column of
-  :math:`[p_j(r)]` by its sum and each row by its sum; with R < n a last "beyond" column
-  has the target sum n - R (the rank columns' is 1).
+  :math:`[p_j(r)]` and each row by its sum; with R < n a last column has the sum n - R.
 
-Numerics: one vectorized ``erf`` per pair, :math:`\pi = \tfrac12(1 + \operatorname{erf}(z))`,
-accurate to a unit of 1.0; the recursion only multiplies and adds numbers in [0, 1] (no
-overflow, bounded gradient). The scaled scores :math:`s / 2\sigma` are clamped to
-:math:`\pm b` (:func:`scaled_score_bound`; infinite scores too) and padded ones take
-:math:`-2b` (they beat nobody: :math:`\pi = 0`, zero gradient); pairs ``i == j`` take
-``NEUTRAL_Z``. Every argument of ``erf`` is then below :math:`3b`: finite, and in float64
-below :math:`2^{512} = \sqrt{\text{float64 max}}`, past which TF 2.21's float64 ``erf``
-returns NaN. The clamp only ties distinct valid scores beyond :math:`\pm b`
-(:math:`\pi = 1/2` for 0 or 1, with the exact zero gradient).
+Numerics: one vectorized ``erf`` per pair; the recursion only multiplies and adds numbers in
+[0, 1] (bounded gradient). Scaled scores :math:`s / 2\sigma` are clamped to :math:`\pm b`
+(:func:`scaled_score_bound`; the clamp only ties valid scores beyond it), padded ones take
+:math:`-2b` (:math:`\pi = 0`, zero gradient), pairs ``i == j`` ``NEUTRAL_Z``: every ``erf``
+argument is below :math:`3b`, in float64 below :math:`2^{512}`, past which TF 2.21's float64
+``erf`` returns NaN.
 """
 from typing import Optional
 
@@ -57,20 +47,17 @@ METHODS = conventions.RANK_DISTRIBUTION_METHODS
 #: ``method="auto"`` uses the exact recursion up to this (padded) list size
 AUTO_EXACT_MAX_LIST_SIZE = 128
 
-# z of the pairs i == j: erf(-100) = -1, the factor exactly (lose, win) = (1, 0), its
-# gradient 0. Selected, not added to s_i - s_i = 0: graph optimizers may reassociate
-# (s_i - s_j) + z0 into s_i - (s_j - z0), which loses z0 once |s| passes ~1e9 (float32).
+# z of the pairs i == j: erf(-100) = -1, the factor exactly (lose, win) = (1, 0), gradient 0;
+# selected, not added to s_i - s_i (a reassociation would lose it once |s| passes ~1e9).
 NEUTRAL_Z = -100.0
 # Largest float64 scaled score: 3 * 2^509 < 2^512 (module docstring).
 _MAX_SCALED_SCORE_FLOAT64 = 2.0 ** 509
-# Variance floor (squared ranks) of the normal approximation: below it the Rank-Binomial
-# is a point mass to within 1e-3 ranks; it keeps d sqrt(v) / dv finite.
+# Variance floor (squared ranks) of the normal approximation: keeps d sqrt(v) / dv finite.
 _MIN_RANK_VARIANCE = 1e-6
 
 
 def scaled_score_bound(dtype) -> float:
-    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma` (module docstring):
-    ``min(dtype.max / 4, 2 ** 509)`` (``dtype``: a name, a ``tf.DType`` or a NumPy dtype).
+    r"""The bound :math:`b` of the scaled scores :math:`s / 2\sigma`: ``min(max / 4, 2**509)``.
 
     >>> scaled_score_bound("float64") == 2.0 ** 509, scaled_score_bound("float32") > 8e37
     (True, True)
@@ -80,11 +67,9 @@ def scaled_score_bound(dtype) -> float:
 
 
 def win_probabilities(scores, mask, sigma: float, columns=None):
-    r"""The pairwise win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``, for the
-    documents j in ``columns`` (int ``[B, K]``; all L when None), the beating document i
-    first (the recursion walks that axis): ``xp.rank_binomial.win_probabilities`` of the
-    scores clamped and padded as in the module docstring (on ``[B, L]``, so pairs that do
-    not count get :math:`\pi = 0` and zero gradient without an ``[L, B, L]`` mask)."""
+    r"""The win probabilities :math:`\pi_{ij}` of Eq. 9, ``[L_i, B, K]``, for the documents j in
+    ``columns`` (int ``[B, K]``; all L when None), of the scores clamped and padded on
+    ``[B, L]`` (module docstring: no ``[L, B, L]`` mask)."""
     xp = arrays.namespace()
     dtype = xp.dtype_name(scores)
     bound = scaled_score_bound(dtype)
@@ -143,11 +128,8 @@ def _sinkhorn(xp, probs, mask, iterations: int):
 
 def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int] = None,
                        method: str = "exact", sinkhorn_iterations: int = 0):
-    r"""Rank-Binomial rank distributions of SoftRank (Eq. 8-12), ``[B, L, R]``.
-
-    ``p[b, j, r]`` is the probability that document j of list b ends at the 0-based rank r
-    (0 = top) when every score :math:`s_j` is smoothed into :math:`\mathcal{N}(s_j, \sigma^2)`
-    (Eq. 8); the module docstring gives the methods, their cost and numerics.
+    r"""Rank-Binomial rank distributions of SoftRank (Eq. 8-12), ``[B, L, R]``: ``p[b, j, r]``
+    is the probability that document j of list b ends at the 0-based rank r (0 = top).
 
     Args:
       scores: float ``[B, L]`` (float64 is kept; other dtypes compute in float32).
@@ -182,9 +164,8 @@ def rank_distributions(scores, mask=None, sigma: float = 1.0, topn: Optional[int
 
 def distributions_of(scores, valid, sigma: float, topn: Optional[int], method: str,
                      columns=None):
-    """:func:`rank_distributions` without Sinkhorn or argument checks, for the documents
-    ``columns`` (int ``[B, K]``; all L when None): ``[B, K, R]``, at the cost of K columns
-    (SoftNDCG needs the relevant ones). Columns of padded documents get a zero row."""
+    """:func:`rank_distributions` without Sinkhorn or checks, ``[B, K, R]``, for the documents
+    ``columns`` (int ``[B, K]``; all L when None) at the cost of K; padded ones get zeros."""
     xp = arrays.namespace()
     size, static_size = xp.shape(scores)[1], scores.shape[1]  # (TensorFlow, unknown: a tensor)
     if static_size is not None:

@@ -1,26 +1,21 @@
-r"""IR metrics as functions of (possibly differentiable) document ranks: one formula per
-metric, shared by the exact evaluation metrics (:mod:`tfr_extensions.metrics`, ranks from
-a sort) and the twin-sigmoid losses (ranks from :func:`twin_sigmoid_ranks`: the same
-integers, with a gradient). Equation numbers refer to Yu, "Optimize What You Evaluate
-With" (``twin-sigmoid-direct-metric-optimization.txt``).
+r"""IR metrics as functions of (possibly differentiable) document ranks, one formula per
+metric for the exact metrics (:mod:`tfr_extensions.metrics`, ranks from a sort) and the
+twin-sigmoid losses (the same ranks with a gradient). Equation numbers: Yu, "Optimize What
+You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``).
 
-Every function takes ``labels`` ``[B, L]`` (padded entries already 0), ``ranks`` ``[B, L]``
-(1-based, float; padded entries ignored), ``mask`` bool ``[B, L]``, an optional cutoff
-``topn`` and optionally the int ``positions`` of the ranks (where the caller has them),
-and returns ``[B]``. A document's *position* ``p_d`` is its place in the list sorted by
-rank (ties, only without tie breaking, to the lower index); the cutoff keeps ``p_d <= topn``.
+Every function takes ``labels`` ``[B, L]`` (padded entries 0), ``ranks`` ``[B, L]`` (1-based,
+float), ``mask`` bool ``[B, L]``, an optional cutoff ``topn`` and optionally the ranks' int
+``positions``, and returns ``[B]``. A document's position ``p_d`` is its place in the list
+sorted by rank (ties to the lower index); the cutoff keeps ``p_d <= topn``.
 
-Every metric is a normalized weighted sum :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`, with
-:math:`f(r) = 1/r` (Precision, AP, ERR) or :math:`f(r) = 1/\log_2(1 + r)` (DCG), whose
-weights :math:`w_d` and norm :math:`Z` (everything Eq. 13-16 index by position) are
-constants of the backward pass, so :math:`\partial M / \partial r_d = w_d f'(r_d) / Z`:
-Eq. 29 and 31-33 in one line (:func:`value_and_rank_gradient`).
+Every metric is :math:`M = \frac{1}{Z}\sum_d w_d f(r_d)`, :math:`f(r) = 1/r` (Precision,
+AP, ERR) or :math:`f(r) = 1/\log_2(1 + r)` (DCG), with weights :math:`w_d` and norm :math:`Z`
+(all that Eq. 13-16 index by position) constant in the backward pass, so Eq. 29 and 31-33
+are :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` (:func:`value_and_rank_gradient`).
 
-Numerics: padded ranks are read as 1 (``1/r``, ``log(1+r)`` finite) and every norm is
-divided safely: a list without relevant documents (label > 0) scores 0 with zero
-gradient. Relevance for Precision and AP is ``label > 0``. :data:`RANK_METRICS` is keyed
-by the canonical names of :mod:`tfr_extensions.ops.vocabulary`; every function that takes
-a metric name takes its aliases too (``"map"`` for ``"ap"``).
+Numerics: padded ranks are read as 1 (``1/r``, ``log(1+r)`` finite), norms divided safely:
+a list without relevant documents (label > 0) scores 0 with zero gradient. Metric names:
+any of :mod:`tfr_extensions.ops.vocabulary` (``"map"`` for ``"ap"``).
 """
 import functools
 from typing import Callable, Optional
@@ -31,9 +26,8 @@ from tfr_extensions.ops import vocabulary
 
 
 def _transform(ranks, mask, log: bool, derivative: bool = False):
-    """f(r) = 1/r (Precision, AP, ERR) or, with ``log``, 1/log2(1 + r) (DCG); with
-    ``derivative`` f'(r): -1/r^2, resp. -(1/log2(1 + r))^2 / (ln 2 (1 + r)). Padded
-    ranks are read as 1, so both stay finite there."""
+    """f(r) = 1/r or, with ``log``, 1/log2(1 + r); with ``derivative`` f'(r): -1/r^2, resp.
+    -(1/log2(1 + r))^2 / (ln 2 (1 + r)); padded ranks read as 1."""
     xp = arrays.namespace()
     ranks = xp.where(mask, ranks, xp.ones_like(ranks))
     if not log:
@@ -45,12 +39,11 @@ def _transform(ranks, mask, log: bool, derivative: bool = False):
 
 
 def _positions(ranks, mask, positions=None):
-    """1-based int32 positions of the documents sorted by ascending rank (``positions``,
-    where the caller has them, saves a sort)."""
-    if positions is None:
-        xp = arrays.namespace()
-        positions = xp.sorting.exact_ranks(-xp.stop_gradient(xp.convert_to_tensor(ranks)), mask)
-    return positions
+    """1-based int32 positions of the documents by ascending rank (``positions`` if given)."""
+    if positions is not None:
+        return positions
+    xp = arrays.namespace()
+    return xp.sorting.exact_ranks(-xp.stop_gradient(xp.convert_to_tensor(ranks)), mask)
 
 
 def _cutoff(positions, mask, topn: Optional[int]):
@@ -69,8 +62,7 @@ def _position_ranks(values):
 
 
 def _sums_by_position(values, positions, later: bool):
-    """The namespace's fused sums over positions (TensorFlow under XLA, short lists), or
-    None (the caller sorts, sums cumulatively and gathers back)."""
+    """The namespace's fused sums over positions (TensorFlow, XLA), or None (sort and gather)."""
     sums = getattr(arrays.namespace().sorting, "sums_by_position", None)
     return None if sums is None else sums(values, positions, later=later)
 
@@ -86,8 +78,7 @@ def _precision_form(labels, ranks, mask, topn, positions):
 
 
 def _average_precision_form(labels, ranks, mask, topn, positions, min_norm: bool = False):
-    """Eq. 30's w_d = b_d p_d sum_{e: p_d <= p_e <= k} (b_e / p_e), normalized by the
-    number R of relevant documents of the list (``min_norm``: by min(k, R))."""
+    """Eq. 30: w_d = b_d p_d sum_{e: p_d <= p_e <= k} b_e / p_e, over R (``min_norm``: min(k,R))."""
     xp = arrays.namespace()
     positions = _positions(ranks, mask, positions)
     relevant = xp.logical_and(_cutoff(positions, mask, topn), labels > 0)
@@ -113,8 +104,8 @@ def _ndcg_form(labels, ranks, mask, topn, positions):
 
 
 def _nerr_form(labels, ranks, mask, topn, positions):
-    """Eq. 16: w_d = R_d prod_{e: p_e < p_d} (1 - R_e) within the cutoff, with
-    R = (2^y - 1) / 2^{max y} (the list's maximum label), normalized by the ideal ERR@k."""
+    """Eq. 16: w_d = R_d prod_{e: p_e < p_d} (1 - R_e) within the cutoff, R = (2^y - 1) /
+    2^{max y}, over the ideal ERR@k."""
     xp = arrays.namespace()
     max_label = xp.max(_where(mask, labels), axis=-1, keepdims=True)
     two = xp.constant(2.0, xp.dtype_name(labels))
@@ -142,9 +133,8 @@ def _evaluate(form, ranks, mask):
 
 
 def precision(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d` with
-    ``b_d = [label_d > 0]`` and ``k = min(topn, #valid)`` as in TF-Ranking's
-    ``PrecisionMetric`` (``#valid`` without a cutoff). Gradient: Eq. 29."""
+    r"""Precision@k, Eq. 13: :math:`\frac{1}{k}\sum_{d: p_d \le k} b_d \, p_d / r_d`,
+    ``b_d = [label_d > 0]``, ``k = min(topn, #valid)`` (TF-Ranking's). Gradient: Eq. 29."""
     return _evaluate(_precision_form(labels, ranks, mask, topn, positions), ranks, mask)
 
 
@@ -157,18 +147,15 @@ def average_precision(labels, ranks, mask, topn: Optional[int] = None, positions
 
 
 def average_precision_min(labels, ranks, mask, topn: Optional[int] = None, positions=None):
-    r""":func:`average_precision` normalized by :math:`\min(k, |Y^+|)` instead of :math:`|Y^+|`
-    (LightGBM's ``map@k``): equal to it without a cutoff or with at most k relevant
-    documents. Gradient: Eq. 31 with that norm."""
+    r""":func:`average_precision` over :math:`\min(k, |Y^+|)` (LightGBM's ``map@k``). Gradient:
+    Eq. 31 with that norm."""
     return _evaluate(_average_precision_form(labels, ranks, mask, topn, positions, True),
                      ranks, mask)
 
 
 def _ideal_dcg_of_gains(gains, mask, topn: Optional[int]):
-    """DCG@k of the gains sorted descending (the labels' order: one ``pow``).
-
-    Where positions come from counting (short lists under XLA, JAX on a CPU), the
-    sum runs over the documents at their ideal positions: no gather."""
+    """DCG@k of the gains sorted descending (the labels' order: one ``pow``); where positions
+    come from counting (XLA, JAX on a CPU), summed at the ideal positions: no gather."""
     xp = arrays.namespace()
     positions = xp.sorting.counting_positions(gains, mask)
     if positions is not None:
@@ -220,17 +207,15 @@ _FORMS = {
 
 
 def rank_metric_function(name: str):
-    """The per-list metric of ranks for any name of the vocabulary (``"map"``
-    gives :func:`average_precision`)."""
+    """The per-list metric of ranks of a metric name (``"map"``: :func:`average_precision`)."""
     return RANK_METRICS[vocabulary.canonical_metric(name)]
 
 
 def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int] = None,
                             positions=None):
-    r"""A metric (any name of :mod:`~tfr_extensions.ops.vocabulary`) :math:`M` ``[B]`` and
-    :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` ``[B, L]`` (module docstring; 0 at
-    padded documents and beyond the cutoff, positions held constant): Eq. 29, 31-33. No
-    gradient flows through either output (the values a hand-written backward pass needs).
+    r"""A metric :math:`M` ``[B]`` and, Eq. 29, 31-33, ``[B, L]``
+    :math:`\partial M / \partial r_d = w_d f'(r_d) / Z` (0 at padded documents and beyond the
+    cutoff), both without gradient.
 
     >>> xp = arrays.namespace()
     >>> labels, ranks = xp.convert_to_tensor([[0., 1.]]), xp.convert_to_tensor([[1., 2.]])
@@ -248,9 +233,8 @@ def value_and_rank_gradient(metric: str, labels, ranks, mask, topn: Optional[int
 
 
 def exact_metric(metric: str, labels, scores, topn: Optional[int] = None, mask=None):
-    """The exact per-list metric ``[B]`` of ``scores`` (any name of the vocabulary):
-    the metric of this module at the ranks of a sort (ties to the lower index,
-    padded documents last). ``labels`` < 0 mark padding; ``mask`` narrows validity.
+    """The exact per-list metric ``[B]`` of ``scores`` at the ranks of a sort (ties to the lower
+    index); ``labels`` < 0 mark padding, ``mask`` narrows validity.
 
     >>> round(float(exact_metric("ndcg", [[0., 1., 2.]], [[3., 2., 1.]])[0]), 4)
     0.5869
@@ -264,10 +248,8 @@ def exact_metric(metric: str, labels, scores, topn: Optional[int] = None, mask=N
 
 
 def exact_metric_function(name: str) -> Callable:
-    """The exact per-list metric of scores, ``f(labels, scores, topn=None,
-    mask=None) -> [B]``, for any name of the vocabulary (:func:`exact_metric`; what
-    :class:`tfr_extensions.metrics.RankingMetric` computes). ``ValueError`` for an
-    unknown name."""
+    """:func:`exact_metric` of one metric, ``f(labels, scores, topn=None, mask=None) -> [B]``
+    (what :class:`tfr_extensions.metrics.RankingMetric` computes); ``ValueError`` if unknown."""
     metric = vocabulary.canonical_metric(name)
 
     def exact(labels, scores, topn: Optional[int] = None, mask=None):

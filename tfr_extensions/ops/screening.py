@@ -1,18 +1,11 @@
-"""The input conventions and the bad-input policy of every loss and metric, written once
-against the array namespace (the PyTorch-native bodies have their own
-:mod:`tfr_extensions.torch_ops.screening`, the same policy in torch operations). The
-policy is stated in :mod:`tfr_extensions.losses.base`; the pieces:
-
-* shapes and dtype: :func:`check_list_shapes`, :func:`compute_dtype`,
-  :func:`prepare_scores`, :func:`prepare_lists`;
-* padding: :func:`valid_documents` (a label < 0 or NaN, or ``mask`` False), keras-rs's
-  ``{"labels", "mask"}`` (:func:`labels_with_mask`) and, on TensorFlow, ragged inputs
-  (the namespace's ``ragged``, :mod:`tfr_extensions.ops.ragged`; None elsewhere);
-* non-finite scores and labels above the maximum: :func:`screen_lists` and
-  :func:`screened_loss` (NaN loss and zero gradient for a broken list), O(B L)
-  element-wise operations and no host sync;
-* lists without a relevant document: :func:`has_relevant` (weight 0);
-* the Keras classes' inputs: :func:`loss_inputs` and :func:`metric_inputs`.
+"""The input conventions and the bad-input policy (stated in :mod:`tfr_extensions.losses.base`)
+of every loss and metric, written once against the array namespace (PyTorch-native bodies:
+:mod:`tfr_extensions.torch_ops.screening`). Shapes and dtype: :func:`check_list_shapes`,
+:func:`compute_dtype`, :func:`prepare_scores`, :func:`prepare_lists`; padding:
+:func:`valid_documents`, :func:`labels_with_mask` and, on TensorFlow, ragged inputs (the
+namespace's ``ragged``); non-finite scores and too large labels: :func:`screen_lists`,
+:func:`screened_loss` (NaN loss, zero gradient, O(B L), no host sync); lists without a
+relevant document: :func:`has_relevant`; Keras classes: :func:`loss_inputs`, :func:`metric_inputs`.
 
 >>> xp = arrays.namespace()
 >>> _, scores, valid, broken = screen_lists(xp.convert_to_tensor([[1., -1.]]),
@@ -26,8 +19,7 @@ from typing import Any, Callable, Mapping, Tuple
 from tfr_extensions import arrays
 from tfr_extensions.ops.conventions import PADDING_LABEL
 
-#: TF-Ranking's paddings of ragged scores and per-document weights
-#: (:func:`tfr_extensions.ops.ragged.ragged_to_dense`; labels take ``PADDING_LABEL``).
+#: TF-Ranking's paddings of ragged scores and per-document weights (labels: ``PADDING_LABEL``).
 PADDING_PREDICTION = -1e6
 PADDING_WEIGHT = 0.0
 
@@ -68,8 +60,7 @@ def check_list_shapes(labels, scores) -> None:
 
 
 def valid_documents(labels, mask=None):
-    """The padding rule: bool ``[batch, list_size]``, True for the documents with a
-    label >= 0 (a NaN label is padding) and ``mask`` True (where given).
+    """The padding rule, bool ``[batch, list_size]``: label >= 0 (not NaN) and ``mask`` True.
 
     >>> xp = arrays.namespace()
     >>> valid = valid_documents(xp.convert_to_tensor([[2., -1., float("nan"), 0.]]),
@@ -85,8 +76,7 @@ def valid_documents(labels, mask=None):
 
 
 def has_relevant(labels, mask):
-    """Bool ``[batch]``: the list has at least one valid document with label > 0 (a
-    list without one gets weight 0 in every loss)."""
+    """Bool ``[batch]``: the list has a valid document with label > 0 (else weight 0)."""
     xp = arrays.namespace()
     return xp.any(xp.logical_and(mask, labels > 0), axis=-1)
 
@@ -98,8 +88,7 @@ def _floating(xp, x):
 
 
 def prepare_scores(scores, mask=None):
-    """Scores in the compute dtype, checked to be ``[batch, list_size]``, and the
-    bool validity mask (all True when ``mask`` is None)."""
+    """Scores in the compute dtype, checked ``[batch, list_size]``, and the bool ``mask``."""
     xp = arrays.namespace()
     scores = _floating(xp, scores)
     rank = _rank(scores)
@@ -111,13 +100,8 @@ def prepare_scores(scores, mask=None):
 
 
 def prepare_lists(labels, scores, mask=None):
-    """Casts to the compute dtype, checks shapes, and builds the validity mask.
-
-    Returns:
-      ``(labels, scores, mask)``: labels and scores in the compute dtype with
-      padded labels replaced by 0 (so no -1 ever reaches ``2^y``), and ``mask``
-      bool ``[batch, list_size]``, True for valid documents (:func:`valid_documents`).
-    """
+    """``(labels, scores, mask)``: labels and scores in the compute dtype, checked, padded
+    labels 0 (no -1 reaches ``2^y``); ``mask`` of :func:`valid_documents`."""
     xp = arrays.namespace()
     scores = _floating(xp, scores)
     dtype = xp.dtype_name(scores)
@@ -163,12 +147,10 @@ def screen_lists(labels, scores, max_label: float, mask=None):
       mask: optional bool ``[batch, list_size]``, False for more padding.
 
     Returns:
-      ``(labels, scores, mask, broken)``: ``mask`` of :func:`valid_documents`; labels 0
-      at padded documents and capped at ``max_label``; scores with every NaN or infinite
-      entry set to 0 by a select (so its gradient is exactly 0); ``broken`` bool
-      ``[batch]``, the lists with a valid document whose score is not finite or whose
-      label exceeds ``max_label``. What a loss computes for a broken list is discarded,
-      but it is finite, so no NaN reaches another list through a batch-wide reduction.
+      ``(labels, scores, mask, broken)``: ``mask`` of :func:`valid_documents`; labels 0 at
+      padded documents, capped at ``max_label``; non-finite scores selected to 0 (zero
+      gradient), so no NaN reaches another list; ``broken`` bool ``[batch]``: a valid
+      document has a non-finite score or a label above ``max_label``.
     """
     xp = arrays.namespace()
     check_list_shapes(labels, scores)
@@ -182,19 +164,17 @@ def screen_lists(labels, scores, max_label: float, mask=None):
 
 
 def no_gradient_where(broken, scores):
-    """``scores`` whose gradient is exactly 0 in the lists where ``broken`` is set (a
-    select on the scores, not on the upstream gradient, which XLA would recompute inside
-    the O(L^2) backward loop: ``docs/notes/twin_sigmoid_speed.md``)."""
+    """``scores`` with exactly zero gradient in the ``broken`` lists (selected on the scores,
+    not the upstream: ``docs/notes/twin_sigmoid_speed.md``)."""
     xp = arrays.namespace()
     return xp.where(broken[:, None], xp.stop_gradient(scores), scores)
 
 
 def screened_loss(body: Callable, labels, scores, mask, max_label: float,
                   options: Mapping[str, Any]):
-    """A loss body under the bad-input policy: ``(losses, weights, aux)``. Pads ragged
-    inputs (TensorFlow), casts to the compute dtype, screens (:func:`screen_lists`), runs
-    ``body(labels, scores, mask=valid, **options)`` on scores with no gradient in broken
-    lists and gives those lists NaN losses; ``aux`` is the body's third output, or ``{}``."""
+    """``body(labels, scores, mask=valid, **options)`` under the bad-input policy (ragged inputs
+    padded, :func:`screen_lists`, NaN losses for broken lists): ``(losses, weights, aux)``,
+    ``aux`` the body's third output or ``{}``."""
     xp = arrays.namespace()
     if xp.ragged is not None:
         labels, scores, mask = xp.ragged.dense_lists(labels, scores, mask)
@@ -209,10 +189,8 @@ def screened_loss(body: Callable, labels, scores, mask, max_label: float,
 
 
 def listwise_sample_weights(labels, sample_weight):
-    """Per-list weights ``[batch, 1]`` from per-list or per-item sample weights.
-
-    Per-item weights follow TF-Ranking's ``_ListwiseLoss``: the mean of the item
-    weights weighted by the (valid, non-negative) labels.
+    """Per-list weights ``[batch, 1]`` from per-list or per-item sample weights, the latter
+    averaged weighted by the valid labels (TF-Ranking's ``_ListwiseLoss``).
 
     >>> xp = arrays.namespace()
     >>> weights = listwise_sample_weights(xp.convert_to_tensor([[1., 3.]]),
@@ -237,13 +215,9 @@ def listwise_sample_weights(labels, sample_weight):
 
 
 def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
-    """What a Keras loss class computes on: ``(labels, scores, list_weights, dtype)``.
-
-    ``y_true`` may be keras-rs's ``{"labels", "mask"}``; ragged inputs (or any with
-    ``ragged``, TensorFlow only) are padded as TF-Ranking does; labels and scores are
-    cast to the compute dtype; per-item sample weights become per-list weights
-    ``[batch, 1]`` (:func:`listwise_sample_weights`).
-    """
+    """What a Keras loss class computes on, ``(labels, scores, list_weights, dtype)``: keras-rs's
+    dicts and ragged inputs (TensorFlow only; all with ``ragged``) padded, cast to the compute
+    dtype, weights per list ``[batch, 1]`` (:func:`listwise_sample_weights`)."""
     xp = arrays.namespace()
     y_true = labels_with_mask(y_true)
     if xp.ragged is not None:
@@ -261,9 +235,8 @@ def loss_inputs(y_true, y_pred, sample_weight, ragged: bool):
 
 
 def metric_inputs(y_true, y_pred) -> Tuple[Any, Any, Any]:
-    """What a Keras metric computes on: ``(labels, scores, valid)``: ``y_true`` as in
-    :func:`loss_inputs` (ragged scores padded with 0), float32 labels,
-    :func:`valid_documents`.
+    """What a Keras metric computes on, ``(labels, scores, valid)``: ``y_true`` as in
+    :func:`loss_inputs` (ragged scores padded with 0), float32 labels.
 
     >>> xp = arrays.namespace()
     >>> labels, _, valid = metric_inputs(

@@ -1,6 +1,5 @@
-"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices, in TensorFlow: the
-primitive that :func:`tfr_extensions.losses.neural_ndcg_loss` calls as
-``xp.sinkhorn.sinkhorn_scaling`` (its ``keras.ops`` form is
+"""Sinkhorn scaling of NeuralNDCG's relaxed permutation matrices in TensorFlow:
+``xp.sinkhorn`` of :func:`tfr_extensions.losses.neural_ndcg_loss` (``keras.ops`` form:
 :mod:`tfr_extensions.keras_ops.sinkhorn`)."""
 import tensorflow as tf
 
@@ -8,15 +7,11 @@ from tfr_extensions.ops import numerics
 
 
 def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
-    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside their valid rows and
-    columns): each iteration divides every column by its sum, then every row by its
-    sum; a list stops (its matrix frozen) after the first iteration at which all its
-    valid row and column sums are within ``tolerance`` of 1. ``iterations`` iterations,
-    unrolled, with a hand-written backward (:func:`_step_gradient`, last first). Kept per
-    framework by ``python -m benchmarks.loss_throughput --cases neural_ndcg``
-    (``docs/speed.md``, NeuralNDCG); :func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`
-    is a ``fori_loop`` that ``jax.jit`` keeps static.
-    """
+    """Sinkhorn scaling of ``[B, L, L]`` matrices (zero outside valid rows and columns): each
+    of ``iterations`` unrolled iterations divides every column, then every row by its sum; a
+    list freezes once its valid sums are within ``tolerance`` of 1. Hand-written backward
+    (:func:`_step_gradient`). Kept per framework by ``python -m benchmarks.loss_throughput
+    --cases neural_ndcg`` (``docs/speed.md``)."""
     if not iterations:
         return matrix
     tolerance = tf.constant(tolerance, matrix.dtype)
@@ -54,12 +49,11 @@ def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: 
 
 
 def _step_gradient(m, done, gradient):
-    r"""The gradient with respect to ``m`` of one Sinkhorn iteration, given the
-    gradient with respect to its output. With column sums :math:`c_j`, :math:`a = m / c` and
-    row sums :math:`q_i` of :math:`a`, the iteration gives :math:`b = a / q`, so
-    :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
-    :math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0, as the
-    forward's division is); a stopped list passes the gradient through."""
+    r"""The vector-Jacobian product of one iteration: with column sums :math:`c_j`,
+    :math:`a = m / c`, row sums :math:`q_i` of a and :math:`b = a / q`,
+    :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i`,
+    :math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0); a stopped
+    list passes it through."""
     columns = tf.reduce_sum(m, axis=1, keepdims=True)
     a = numerics.safe_divide(m, columns)
     rows = tf.reduce_sum(a, axis=2, keepdims=True)

@@ -1,11 +1,7 @@
-"""Exact ranks: the forward pass of every rank-based op.
-
-Sorting uses ``tf.argsort(stable=True)`` (the lower index first among equal values).
-Float32 scores with tie-breaking keys sort once on a 64-bit composite key (score bits,
-then key), float64 scores by two stable sorts: both by descending score, then key,
-then index. Under XLA, whose CPU sort is slow on short rows, lists of up to
-:data:`COUNTING_MAX_LIST_SIZE` documents get the same positions by counting
-(``1 + #{documents before it}``, one fused compare-and-sum over the pairs).
+"""Exact ranks, the forward pass of every rank-based op: by descending score, then tie key,
+then index (stable ``tf.argsort``), float32 scores with tie keys in one sort of a 64-bit key
+(score bits, key), float64 ones in two. Under XLA (slow CPU sort on short rows), lists of up to
+:data:`COUNTING_MAX_LIST_SIZE` documents are counted instead: ``1 + #{documents before it}``.
 
 A primitive per framework (:mod:`tfr_extensions.keras_ops.sorting`), kept by ``python -m
 benchmarks.loss_throughput --cases twin_ndcg_type3``: the twin-sigmoid loss at 1.2-8.7x
@@ -21,13 +17,11 @@ from tfr_extensions.arrays import tie_keys
 from tfr_extensions.ops import lists
 
 
-#: Longest static list length whose positions are counted under XLA
-#: (``docs/notes/twin_sigmoid_speed.md``).
+#: Longest static list length counted under XLA (``docs/notes/twin_sigmoid_speed.md``).
 COUNTING_MAX_LIST_SIZE = 512
 
-#: Tie-breaking keys: int32 ``[B, L]``, distinct within each list, in ``[0, 2^31)``
-#: (:func:`random_tie_keys`; padded documents' may be negative), or a function of no
-#: argument that draws them (a count calls it only where some list has tied scores).
+#: Tie-breaking keys: int32 ``[B, L]``, distinct per list, in ``[0, 2^31)`` (padding's may be
+#: negative), or a function that draws them (a count calls it only if some list has ties).
 TieKeys = Union[tf.Tensor, Callable[[], tf.Tensor]]
 
 # One int32 sum carries two counts: #{higher} * 2^16 + #{tied} (lists < 2^15 long).
@@ -36,18 +30,10 @@ _HIGHER_BIT = 16
 
 def sort_order(scores: tf.Tensor, mask: tf.Tensor,
                tie_keys: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """Indices that sort each list by descending score, padded documents last.
-
-    Args:
-      scores: float ``[batch, list_size]``.
-      mask: bool ``[batch, list_size]``, True for valid documents.
-      tie_keys: optional :data:`TieKeys` tensor: ties in score go to the larger key
-        (without them, to the lower index).
-
-    Returns:
-      int32 ``[batch, list_size]``: ``order[b, k]`` is the index of the document
-      at 0-based position ``k`` of list ``b``.
-    """
+    """Indices that sort each list by descending float ``scores`` ``[batch, list_size]``,
+    padded documents (``mask`` False) last, ties to the larger of the optional :data:`TieKeys`
+    tensor, else the lower index: int32 ``[batch, list_size]``, ``order[b, k]`` the document at
+    0-based position ``k`` of list ``b``."""
     if tie_keys is not None and scores.dtype != tf.float64:  # one sort: (score bits, key)
         bits = tf.bitcast(tf.cast(scores, tf.float32) + 0.0, tf.int32)  # (-0.0 == +0.0)
         # Negative floats order backwards as integers: flip their magnitude bits.
@@ -70,9 +56,8 @@ def _accelerator_visible() -> bool:
 
 
 def _invert_rows(permutations: tf.Tensor, scatter: bool = False) -> tf.Tensor:
-    """The inverse of each row's permutation of 0..L-1, ``out[b, perm[b, k]] = k``: one
-    ``invert_permutation`` over the rows end to end, or a ``scatter_nd`` with ``scatter``
-    or where a GPU/TPU is visible (TF runs that op in host memory)."""
+    """Each row's inverse permutation, ``out[b, perm[b, k]] = k``: one ``invert_permutation`` of
+    the rows end to end, or a ``scatter_nd`` (``scatter``, or a GPU/TPU: that op runs on host)."""
     shape = tf.shape(permutations)
     offsets = tf.range(shape[0])[:, None] * shape[1]
     flat = tf.reshape(permutations + offsets, [-1])
@@ -94,9 +79,8 @@ def order_from_positions(positions: tf.Tensor) -> tf.Tensor:
 
 
 def _rows_and_columns(values: tf.Tensor, fill):
-    """``values`` as the rows ``[B, L, 1(, 1)]`` and the columns ``[B, 1, L]`` of a
-    pairwise comparison; past :data:`lists.PAIR_BLOCK` documents the columns in blocks
-    (:func:`lists.column_blocks`, the last filled with ``fill``)."""
+    """``values`` as the rows ``[B, L, 1(, 1)]`` and columns ``[B, 1, L]`` of pairs; past
+    :data:`lists.PAIR_BLOCK` documents, columns in blocks (:func:`lists.column_blocks`)."""
     if values.shape[1] is not None and values.shape[1] <= lists.PAIR_BLOCK:
         return values[:, :, None], values[:, None, :]
     return values[:, :, None, None], lists.column_blocks(values, fill)
@@ -108,12 +92,10 @@ def _sum_over_columns(pairs: tf.Tensor) -> tf.Tensor:
 
 
 def _count_positions(scores, mask, tie_keys):
-    """Positions by counting who comes first: higher score, then higher tie key, or
-    without tie keys the lower index (``[B, L, L]`` compares that XLA fuses)."""
+    """Positions by counting who comes first (fused ``[B, L, L]`` compares under XLA)."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
-    # Without tie keys, minus the index is the key. Filled columns come after every
-    # document: the smallest int32 key (padding's keys are -2, -3, ...), resp. -L.
+    # Without tie keys, minus the index; filled columns last (smallest int32 key, resp. -L).
     if tie_keys is not None:
         this_key, other_key = _rows_and_columns(tie_keys, np.iinfo(np.int32).min)
     else:
@@ -125,11 +107,9 @@ def _count_positions(scores, mask, tie_keys):
 
 
 def _count_positions_breaking_ties(scores, mask, tie_keys: TieKeys):
-    r""":func:`_count_positions` with tie keys, drawn and compared only when some list of
-    the batch has tied scores: one pass sums :math:`2^{16} h_j + t_j`,
-    :math:`h_j = \#\{i: s_i > s_j\}`, :math:`t_j = \#\{i: s_i = s_j\}` (j included); where
-    every valid :math:`t_j = 1` the positions are :math:`1 + h_j` (padding after, in index
-    order), else (a tie, a NaN) the keyed count runs, in an XLA conditional."""
+    r""":func:`_count_positions` with tie keys, drawn only if some list has a tie: one pass sums
+    :math:`2^{16} h_j + t_j`, :math:`h_j = \#\{i: s_i > s_j\}`, :math:`t_j = \#\{i: s_i = s_j\}`;
+    if every valid :math:`t_j = 1` the positions are :math:`1 + h_j`, else the keyed count."""
     keys = tf.where(mask, scores, tf.constant(-float("inf"), scores.dtype))
     this, other = _rows_and_columns(keys, -float("inf"))
     counts = _sum_over_columns(tf.where(other > this, 1 << _HIGHER_BIT,
@@ -152,8 +132,7 @@ def _counting_is_faster(scores: tf.Tensor) -> bool:
 
 def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
                 tie_keys: Optional[TieKeys] = None) -> tf.Tensor:
-    """1-based int32 ranks by descending score; ties go to the larger of ``tie_keys``
-    (:data:`TieKeys`), or to the lower index; padded documents last (module docstring)."""
+    """1-based int32 ranks by descending score (module docstring; :data:`TieKeys`)."""
     def count():
         if tie_keys is None:
             return _count_positions(scores, mask, None)
@@ -174,18 +153,15 @@ def exact_ranks(scores: tf.Tensor, mask: tf.Tensor,
 
 
 def counting_positions(values: tf.Tensor, mask: tf.Tensor) -> Optional[tf.Tensor]:
-    """1-based positions of ``values`` sorted descending (ties by index, padded last)
-    where counting is faster than sorting (XLA), else None: a sum over positions then
-    needs no gather."""
+    """1-based positions of ``values`` sorted descending (ties by index, padded last) where
+    counting beats sorting (XLA), else None."""
     return _count_positions(values, mask, None) if _counting_is_faster(values) else None
 
 
 def sums_by_position(values: tf.Tensor, positions: tf.Tensor, later: bool) -> Optional[tf.Tensor]:
-    r"""Each document's sum of ``values`` over the documents at its own or later
-    positions (``later``: :math:`\sum_{e:\, p_e \ge p_d} v_e`) or at earlier ones
-    (:math:`\sum_{e:\, p_e < p_d} v_e`), ``[B, L]``, by one fused compare-and-sum under
-    XLA for lists of at most ``lists.PAIR_BLOCK`` documents; else None (the caller sorts,
-    sums and gathers back). ``positions``: 1-based, distinct within each list, int."""
+    r"""``[B, L]``: :math:`\sum_{e:\, p_e \ge p_d} v_e` (``later``) or
+    :math:`\sum_{e:\, p_e < p_d} v_e` (1-based distinct int ``positions``), fused under XLA for
+    lists of at most ``lists.PAIR_BLOCK`` documents; else None."""
     size = values.shape[-1]
     if not (lists.compiling_with_xla() and size is not None and size <= lists.PAIR_BLOCK):
         return None
@@ -197,8 +173,7 @@ def sums_by_position(values: tf.Tensor, positions: tf.Tensor, later: bool) -> Op
 
 def sort_descending(values: tf.Tensor, mask: tf.Tensor,
                     topn: Optional[int] = None) -> tf.Tensor:
-    """Each list's valid (non-negative) values in descending order, padded
-    entries as 0 at the end; the first ``topn`` only when given. ``[B, K]``."""
+    """``[B, K]``: each list's valid (non-negative) values descending, padding 0 last, ``topn``."""
     values = tf.where(mask, values, tf.constant(0, values.dtype))
     if _counting_is_faster(values):
         sorted_values = tf.gather(values, order_from_positions(
@@ -210,15 +185,13 @@ def sort_descending(values: tf.Tensor, mask: tf.Tensor,
 
 
 def tie_seed(seed: lists.Seed) -> tf.Tensor:
-    """The stateless seed of the tie-breaking keys: ``seed``'s, or for None a fresh
-    one, drawn where this is called (outside any XLA program)."""
+    """The tie keys' stateless seed: ``seed``'s, or for None a fresh one, drawn here."""
     return lists.seed_tensor(seed) if seed is not None else lists.fresh_seed()
 
 
 def tie_key_draw(scores: tf.Tensor, seed_t: tf.Tensor, size=None) -> TieKeys:
-    """A function that draws the tie keys of ``scores``' lists from ``seed_t``
-    (:data:`TieKeys`). With ``size``, the first ``size`` documents get the keys of the
-    unpadded lists, and the padding added for a bucket -2, -3, ... (last, in order)."""
+    """A :data:`TieKeys` draw for ``scores``' lists from ``seed_t``; with ``size``, the first
+    ``size`` documents get the unpadded lists' keys and a bucket's padding -2, -3, ..."""
     if size is None:
         return lambda: random_tie_keys(tf.shape(scores), seed_t)
 
@@ -231,15 +204,13 @@ def tie_key_draw(scores: tf.Tensor, seed_t: tf.Tensor, size=None) -> TieKeys:
 
 
 def tie_keys_for(scores: tf.Tensor, seed: lists.Seed) -> TieKeys:
-    """The tie keys of ``scores``' lists for ``seed`` (None: fresh), drawn lazily
-    (:data:`TieKeys`)."""
+    """The lazily drawn :data:`TieKeys` of ``scores``' lists for ``seed`` (None: fresh)."""
     return tie_key_draw(scores, tie_seed(seed))
 
 
 def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
-    """Int32 keys in ``[0, 2^31)``, distinct within each list: the random secondary sort
-    key of Section 4.2 of the twin-sigmoid paper (:mod:`tfr_extensions.arrays.tie_keys`,
-    the same on every framework for one seed).
+    """Int32 keys in ``[0, 2^31)``, distinct per list: the twin-sigmoid paper's random secondary
+    sort key (Section 4.2; :mod:`tfr_extensions.arrays.tie_keys`, the same on every framework).
 
     >>> keys = random_tie_keys([2, 5], tf.constant([1, 2])).numpy()
     >>> [len(set(row)) for row in keys.tolist()], int(keys.min()) >= 0
@@ -254,9 +225,8 @@ def random_tie_keys(shape, seed: tf.Tensor) -> tf.Tensor:
 
 
 def midranks(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Ranks with ties sharing the mean of their positions (Eq. 12 without tie
-    breaking): ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2``, valid j only; padded
-    documents get 0. One sort and two binary searches (or, under XLA, a count)."""
+    """Ranks with ties sharing their mean position (Eq. 12 without tie breaking), 0 if padded:
+    ``1 + #{j: s_j > s_i} + #{j != i: s_j = s_i} / 2`` (a sort and two searches, or a count)."""
     if _counting_is_faster(scores):  # one fused compare-and-sum under XLA
         this, other = _rows_and_columns(scores, tf.constant(0, scores.dtype))
         _, counted = _rows_and_columns(mask, False)

@@ -1,7 +1,6 @@
-"""Seeds that change at every call, in TensorFlow: the step counter of a seeded loss
-or model and the stateless seed of each call (see
-:class:`tfr_extensions.losses.base.StepSeeded`; on JAX and PyTorch the same
-mixin draws from a Keras ``SeedGenerator``, :mod:`tfr_extensions.keras_ops.random`).
+"""Seeds that change at every call, in TensorFlow: a seeded loss's or model's step counter and
+each call's stateless seed (:class:`tfr_extensions.losses.base.StepSeeded`; JAX and PyTorch:
+:mod:`tfr_extensions.keras_ops.random`).
 
 >>> counter = step_counter()
 >>> first, second = seed_at_step([1, 2], 0, counter), seed_at_step([1, 2], 0, counter)
@@ -15,8 +14,7 @@ from tfr_extensions.arrays import tie_keys
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
 
-#: the name of a seeded loss's or model's step counter (its variable, and its entry
-#: in a Keras 3 weights file)
+#: the name of a seeded loss's or model's step counter (variable, Keras 3 weights entry)
 SEED_STEP = "seed_step"
 
 
@@ -36,11 +34,9 @@ def step_counter(layer=None):
 
 
 def seed_at_step(seed, salt: int, counter) -> tf.Tensor:
-    """The stateless seed ``int32 [2]`` of this call, ``[stream_seed(seed, salt), step]``
-    (``step``: the counter before this call, which it advances), as a Keras
-    ``SeedGenerator`` gives it on JAX and PyTorch, so one seed draws the same tie keys at
-    every step on every framework; a seed tensor folds the step in, and each of several
-    replicas its replica id."""
+    """This call's stateless seed ``int32 [2]``, ``[stream_seed(seed, salt), step]`` (the counter
+    before this call, which it advances), as Keras's ``SeedGenerator`` on JAX and PyTorch; a
+    seed tensor folds the step in, and each of several replicas its replica id."""
     step = counter.assign_add(1) - 1
     if tf.is_tensor(seed):
         folded = lists.fold_in(lists.seed_tensor(seed, salt), step)

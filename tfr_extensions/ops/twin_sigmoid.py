@@ -2,30 +2,24 @@ r"""The twin-sigmoid and the exact, differentiable ranks built on it: Yu, "Optim
 Evaluate With: A Simple Yet Effective Framework For Direct Optimization Of IR Metrics"
 (``twin-sigmoid-direct-metric-optimization.txt``), Sections 4.2 and 5, Appendix A-B.
 
-The twin-sigmoid :math:`\sigma^+` outputs the hard step (its forward sigmoid with
-:math:`\alpha_f \to \infty`: 0 for z < 0, 1/2 at 0, 1 for z > 0) and back-propagates the
-derivative of a soft sigmoid :math:`\sigma_b(z) = 1/(1+e^{-\alpha_b z})`, in one of three
-variants (``gradient``):
+The twin-sigmoid :math:`\sigma^+` outputs the hard step (0 for z < 0, 1/2 at 0, 1 for z > 0)
+and back-propagates the derivative of :math:`\sigma_b(z) = 1/(1+e^{-\alpha_b z})` in one of
+three variants (``gradient``), :math:`u_{ij}` the sign of :math:`y^*_i - y^*_j`
+(``label_signs``): ``"type1"`` (Eq. 11) :math:`\alpha_b \sigma_b(z)(1-\sigma_b(z))`;
+``"type2"`` (Eq. 20) the same times :math:`u_{ij}`; ``"type3"`` (Eq. 21)
+:math:`2\alpha_b(1-\sigma_b(z))` if :math:`u_{ij}=1`, 0 if :math:`u_{ij}=0`,
+:math:`-2\alpha_b\sigma_b(z)` if :math:`u_{ij}=-1`.
 
-* ``"type1"`` (Eq. 11): :math:`\alpha_b \sigma_b(z)(1-\sigma_b(z))`;
-* ``"type2"`` (Eq. 20): the same times :math:`u_{ij}`, the sign of the label
-  difference :math:`y^*_i - y^*_j` (``label_signs``);
-* ``"type3"`` (Eq. 21): :math:`2\alpha_b(1-\sigma_b(z))` if :math:`u_{ij}=1`,
-  0 if :math:`u_{ij}=0`, :math:`-2\alpha_b\sigma_b(z)` if :math:`u_{ij}=-1`.
+Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`, forward a sort or
+a count (the namespace's ``sorting``); only the backward pass (Eq. 17-18 / 27-28) forms the
+pairs, summed by the namespace's ``row_sums`` and run per list-length bucket by its
+``run_over_lists`` (:mod:`tfr_extensions.ops.list_programs` cites the benchmark).
 
-Ranks (Eq. 12): :math:`r_i = 1 + \sum_{j \ne i} (1 - \sigma^+(s_i - s_j))`: their
-forward value is a sort or a count (the namespace's ``sorting``); only the backward
-pass forms the pairwise derivatives (Eq. 17-18 / 27-28), summed by the namespace's
-``row_sums``, which never stores them where the compiler would. Per framework are the
-namespace's ``with_gradient`` and ``run_over_lists`` (on TensorFlow one XLA program per
-list-length bucket, :mod:`tfr_extensions.ops.list_programs`, which cites its benchmark).
-
-**Numerics.** The logistic of every pair comes from one ``exp`` per document,
-:math:`\sigma(x_j - x_i) = e_j / (e_i + e_j)` with :math:`e = e^{x - \max x}`, while
-every list's valid spread :math:`\alpha_b (\max s - \min s)` is at most 60 (600 in
-float64), else (and on lists of up to 32 documents) from one ``tanh`` per pair; both are
-exact to rounding. Every derivative is finite and bounded by :math:`2\alpha_b`, also for
-score differences of 1e30.
+**Numerics.** Each pair's logistic comes from one ``exp`` per document,
+:math:`\sigma(x_j - x_i) = e_j / (e_i + e_j)` with :math:`e = e^{x - \max x}`, where every
+list's valid spread :math:`\alpha_b (\max s - \min s)` is at most 60 (600 in float64), else
+(and on lists of up to 32 documents) from one ``tanh`` per pair; both exact to rounding.
+Every derivative is finite and bounded by :math:`2\alpha_b`, also for score differences of 1e30.
 """
 from typing import Optional
 
@@ -38,9 +32,8 @@ from tfr_extensions.ops.vocabulary import GRADIENT_TYPES
 
 def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
                             label_signs=None):
-    """The back-propagated derivative d sigma+ / dz of Eq. 11, 20 or 21, shaped like
-    ``z`` (a score difference); ``label_signs`` (``u_ij`` in {-1, 0, 1},
-    broadcastable to ``z``) is required for type2 and type3.
+    """The back-propagated d sigma+ / dz of Eq. 11, 20 or 21, shaped like ``z``; type2 and type3
+    need ``label_signs`` (``u_ij`` in {-1, 0, 1}, broadcastable to ``z``).
 
     >>> xp = arrays.namespace()
     >>> [round(float(d), 4) for d in twin_sigmoid_derivative(xp.convert_to_tensor([0.0, 2.0]))]
@@ -53,12 +46,12 @@ def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
     e = xp.exp(-xp.abs(x))
     big, small, positive = 1.0 / (1.0 + e), e / (1.0 + e), x >= 0  # sigma(|x|), sigma(-|x|)
     sig, sig_neg = xp.where(positive, big, small), xp.where(positive, small, big)
+    grads = alpha * sig * sig_neg  # Eq. 11
     if gradient == "type1":
-        return alpha * sig * sig_neg  # Eq. 11
+        return grads
     u = xp.broadcast_to(xp.cast(label_signs, z.dtype), xp.shape(z))
     zero = xp.zeros_like(sig)
     if gradient == "type2":  # Eq. 20
-        grads = alpha * sig * sig_neg
         return xp.where(u > 0, grads, xp.where(u < 0, -grads, zero))
     return xp.where(u > 0, (2.0 * alpha) * sig_neg,  # Eq. 21
                     xp.where(u < 0, (-2.0 * alpha) * sig, zero))
@@ -72,8 +65,7 @@ def _validate(alpha_b, gradient, label_signs) -> float:
 
 
 def _in_namespace(implementation: str, function, *args):
-    """``function(*args)`` in ``implementation``'s namespace: a backward pass runs with its
-    forward pass's, also where the gradient is taken outside an :func:`arrays.use` block."""
+    """``function(*args)`` in ``implementation``'s namespace (a backward pass in its forward's)."""
     if arrays.current() == implementation:
         return function(*args)
     with arrays.use(implementation):
@@ -102,17 +94,13 @@ def twin_sigmoid(x, alpha_b: float = 1.0, gradient: str = "type1", label_signs=N
     return xp.with_gradient(out, x, backward, signs)
 
 
-# Padded documents enter the tanh form this far (in units of alpha_b * s / 2) below the
-# lowest valid score (_far_below), where tanh is exactly -1 or 1: derivative 0, no mask.
+# Padded documents sit this far (in alpha_b * s / 2) below the lowest valid score: tanh = +-1.
 _PADDED_SCORE_GAP = 1e3
-#: Largest spread ``alpha_b * (max - min)`` of a list's valid scores for which the
-#: backward pass takes each pair's logistic from one ``exp`` per document
-#: (``exp(x - max x) >= e^-60``, e^-600 in float64); else one ``tanh`` per pair.
+#: Largest valid spread ``alpha_b * (max - min)`` of the exp form (``e^(x - max x) >= e^-60``).
 _EXP_SPREAD_LIMIT = {"float32": 60.0, "float64": 600.0}
 # Added to e_i + e_j (>= e^-60 resp. e^-600 for valid pairs): two padded documents give 0.
 _TINY = {"float32": 1e-37, "float64": 1e-300}
-#: Lists of a static length up to this take the tanh form unconditionally (on short
-#: lists the spread test costs more than the exps save).
+#: Static list lengths up to this take the tanh form (the spread test costs more than it saves).
 TANH_MAX_LIST_SIZE = 32
 
 
@@ -132,11 +120,9 @@ def _below_valid(xp, values, mask, gap: float):
 
 
 class _LogisticsByExp:
-    r"""The logistic :math:`q_{ij} = \sigma(x_j - x_i)` of every pair as ``(a, b, d)``,
-    :math:`q = a / d` and :math:`1 - q = b / d`, from one ``exp`` per document:
-    :math:`e_i = e^{x_i - \max x}`, ``a`` = :math:`e_j`, ``b`` = :math:`e_i`, ``d`` =
-    :math:`e_i + e_j` (+ tiny). Padded documents get :math:`e = 0`, so every pair with
-    one has q or 1 - q = 0."""
+    r"""Each pair's logistic :math:`q_{ij} = \sigma(x_j - x_i)` as ``(a, b, d)``, :math:`q = a / d`,
+    :math:`1 - q = b / d`: ``(e_j, e_i, e_i + e_j + tiny)``, :math:`e = e^{x - \max x}`, 0 at
+    padded documents (so q or 1 - q is 0 for their pairs)."""
 
     @staticmethod
     def per_document(xp, x, mask):
@@ -155,9 +141,8 @@ class _LogisticsByExp:
 
 
 class _LogisticsByTanh:
-    r""":class:`_LogisticsByExp` for any spread, with one ``tanh`` per pair:
-    :math:`\tau_{ij} = \tanh((x_j - x_i)/2)`, ``(1 + tau, 1 - tau, 2)``; padded
-    documents sit ``_PADDED_SCORE_GAP`` below, where tau is exactly -1."""
+    r""":class:`_LogisticsByExp` for any spread: ``(1 + tau, 1 - tau, 2)``,
+    :math:`\tau_{ij} = \tanh((x_j - x_i)/2)`, exactly -1 for padded documents."""
 
     @staticmethod
     def per_document(xp, x, mask):
@@ -189,18 +174,11 @@ def _pair_derivatives(xp, logistics, labels_i, labels_j, alpha_b: float, gradien
 
 
 def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradient):
-    r"""d loss / d scores from d loss / d ranks (Eq. 17-18 with Eq. 11/20/21).
-
-    With :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` and
-    :math:`\delta = \partial L / \partial r`,
-    :math:`\partial L/\partial s_k = \sum_j \delta_j g_{jk} - \delta_k \sum_j g_{kj}`. Type1
-    G is symmetric, type2 and type3 G antisymmetric (:math:`u_{jk} = -u_{kj}`), so both sums
-    are one sum over row k of G: :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper
-    signs for type2 and type3, lower for type1); the diagonal cancels (type1) or vanishes
-    (:math:`u_{kk} = 0`). Every :math:`g_{kj}` is a function of the logistic
-    :math:`\sigma(\alpha_b(s_j - s_k))` from ``logistics``, which is 0 or 1 for the pairs
-    of padded documents: no ``[B, L, L]`` mask is formed.
-    """
+    r"""d loss / d scores from :math:`\delta = \partial L / \partial r` (Eq. 17-18, 11/20/21):
+    :math:`\partial L/\partial s_k = \sum_j \delta_j g_{jk} - \delta_k \sum_j g_{kj}`
+    (:math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)`), by the (anti)symmetry of G one sum over row k,
+    :math:`\mp\sum_j g_{kj}(\delta_j \pm \delta_k)` (upper signs type2/3); padded pairs'
+    logistics are 0 or 1: no ``[B, L, L]`` mask."""
     xp = arrays.namespace()
     values = logistics.per_document(xp, scores * alpha_b, mask)
     sign = 1.0 if gradient != "type1" else -1.0
@@ -223,9 +201,8 @@ def _ranks_backward_in(logistics, upstream, scores, labels, mask, alpha_b, gradi
 
 
 def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
-    r""":func:`_ranks_backward_in` in the exp form where every list's valid spread is
-    within ``_EXP_SPREAD_LIMIT`` (and the list longer than ``TANH_MAX_LIST_SIZE``), else
-    the tanh form. Padded entries of ``scores`` and ``upstream`` may hold anything."""
+    r""":func:`_ranks_backward_in` in the exp or tanh form (module docstring); padded
+    entries of ``scores`` and ``upstream`` may hold anything."""
     xp = arrays.namespace()
     zero = xp.zeros_like(scores)
     if 0 in tuple(scores.shape):  # no list, or lists of no document: nothing to sum
@@ -245,9 +222,8 @@ def _ranks_backward(upstream, scores, labels, mask, alpha_b, gradient):
 
 
 def exact_forward_ranks(scores, valid, tie_break: bool, seed, tie_keys=None):
-    """``(ranks, positions)`` of :func:`twin_sigmoid_ranks`'s forward pass, without a
-    gradient: float ranks (0 at padded documents) and int32 positions of the sort (the
-    ranks, with tie breaking); ``tie_keys`` may be given in place of ``seed``."""
+    """``(ranks, positions)`` of :func:`twin_sigmoid_ranks`'s forward pass, no gradient: float
+    ranks (0 if padded), int32 sort positions; ``tie_keys`` may replace ``seed``."""
     xp = arrays.namespace()
     scores = xp.stop_gradient(xp.convert_to_tensor(scores))
     valid = xp.convert_to_tensor(valid)
@@ -264,12 +240,11 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
     r"""Exact 1-based ranks with twin-sigmoid gradients, Eq. 12:
     :math:`r_i = 1 + \sum_{j \ne i,\, j\ \mathrm{valid}} (1 - \sigma^+(s_i - s_j))`.
 
-    With ``tie_break=True`` (Section 4.2) ties in score are broken by a random permutation
-    per list (:mod:`tfr_extensions.arrays.tie_keys`, the same on every framework for a
-    seed); without it tied documents share the mean of their positions
-    (:math:`\sigma^+(0) = 1/2`). The backward pass is Eq. 17-18 (27-28):
-    :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`,
-    :math:`\partial r_i/\partial s_j = g_{ij}`, :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`.
+    Ties in score are broken by a random permutation per list (Section 4.2,
+    :mod:`tfr_extensions.arrays.tie_keys`), or share their mean position
+    (:math:`\sigma^+(0) = 1/2`). Backward, Eq. 17-18 (27-28), with
+    :math:`g_{ij} = \sigma^{+\prime}(s_i - s_j)`: :math:`\partial r_i/\partial s_j = g_{ij}`,
+    :math:`\partial r_i/\partial s_i = -\sum_{j} g_{ij}`.
 
     Args:
       scores: float ``[B, L]``.
@@ -306,8 +281,7 @@ def twin_sigmoid_ranks(scores, labels=None, mask=None, gradient: str = "type1",
 
 def _metric_and_gradient(labels, scores, valid, metric, topn, tie_break, alpha_b, gradient,
                          tie_keys=None):
-    """``(value [B], d value / d scores [B, L])`` of :func:`twin_sigmoid_metric`, ties
-    broken by ``tie_keys`` (a compiled program without gradient drops the second)."""
+    """``(value [B], d value / d scores [B, L])`` of :func:`twin_sigmoid_metric`."""
     ranks, positions = exact_forward_ranks(scores, valid, tie_break, None, tie_keys)
     value, rank_gradient = arrays.namespace().rank_metrics.value_and_rank_gradient(
         metric, labels, ranks, valid, topn, positions)
@@ -317,12 +291,10 @@ def _metric_and_gradient(labels, scores, valid, metric, topn, tie_break, alpha_b
 def twin_sigmoid_metric(metric: str, labels, scores, valid, topn: Optional[int] = None,
                         gradient: str = "type1", alpha_b: float = 1.0, tie_break: bool = True,
                         seed=None):
-    r"""A rank metric ``[B]`` at the exact ranks of :func:`twin_sigmoid_ranks`, with the
-    twin-sigmoid gradient (Eq. 17-18 chained onto Eq. 29, 31-33):
+    r"""A rank metric ``[B]`` at the exact ranks of :func:`twin_sigmoid_ranks` with the
+    twin-sigmoid gradient, Eq. 17-18 chained onto Eq. 29, 31-33 in one pass:
     :math:`\partial v/\partial s_k = \sum_d (\partial v/\partial r_d)(\partial r_d/\partial s_k)`,
-    :math:`\partial v / \partial r` from :func:`rank_metrics.value_and_rank_gradient`: the
-    gradient of ``v(twin_sigmoid_ranks(scores))`` without autodiff through ``v``. Value and
-    gradient come from one pass; the backward pass scales that gradient by the upstream.
+    :math:`\partial v / \partial r` from :func:`rank_metrics.value_and_rank_gradient`.
 
     Args:
       metric: a metric name of :mod:`~tfr_extensions.ops.vocabulary`.

@@ -1,15 +1,11 @@
 """Argument checks shared by every op, loss, metric, model and data reader.
 
-Each check returns the value in its canonical Python type, or raises a ``ValueError``
-that names the argument and the value received (never an ``assert``):
-
-* **integers** (:func:`validate_int`, :func:`validate_topn`): Python and NumPy ints,
-  returned as ``int``; ``bool`` and every float (``2.0`` too) are rejected;
-* **numbers** (:func:`validate_number`, :func:`validate_positive`): anything ``float()``
-  takes but a string, returned as ``float``; ``bool``, NaN and infinities are rejected;
-* **choices** (:func:`validate_choice`): one of a fixed tuple of strings;
-* **seeds** (:func:`validate_seed`): None, ``int`` or ``[int, int]`` (JSON-able, so a
-  Keras config round-trips it); a seed tensor passes through.
+Each check returns the value in its canonical Python type, or raises a ``ValueError`` that
+names the argument and the value received: **integers** (:func:`validate_int`,
+:func:`validate_topn`): Python and NumPy ints as ``int``, not ``bool`` nor any float (``2.0``);
+**numbers** (:func:`validate_number`, :func:`validate_positive`): what ``float()`` takes but
+strings, ``bool``, NaN and infinities, as ``float``; **choices** (:func:`validate_choice`);
+**seeds** (:func:`validate_seed`): None, ``int`` or ``[int, int]`` (JSON-able), or a tensor.
 
 >>> validate_int(np.int64(3), "batch_size", minimum=1)
 3
@@ -41,17 +37,13 @@ def _is_int(value) -> bool:
 def _int_kind(minimum: Optional[int], maximum: Optional[int]) -> str:
     if minimum is not None and maximum is not None:
         return f"an int in [{minimum}, {maximum}]"
-    if minimum is not None:
-        return f"an int >= {minimum}"
-    if maximum is not None:
-        return f"an int <= {maximum}"
-    return "an int"
+    return "an int" + (f" >= {minimum}" if minimum is not None else
+                       f" <= {maximum}" if maximum is not None else "")
 
 
 def validate_int(value, arg: str, minimum: Optional[int] = None,
                  maximum: Optional[int] = None, allow_none: bool = False) -> Optional[int]:
-    """``int(value)`` if it is an int in ``[minimum, maximum]`` (None when ``allow_none``
-    and ``value`` is None), else ``ValueError``.
+    """``int(value)`` if it is an int in ``[minimum, maximum]`` (or None with ``allow_none``).
 
     >>> validate_int(None, "list_size", minimum=1, allow_none=True) is None
     True
@@ -82,8 +74,8 @@ def _interval(minimum, maximum, open_minimum: bool) -> str:
 
 def validate_number(value, arg: str, minimum: Optional[float] = None,
                     maximum: Optional[float] = None, open_minimum: bool = False) -> float:
-    """``float(value)`` if it is a finite number in ``[minimum, maximum]`` (``(minimum,
-    maximum]`` with ``open_minimum``), else ``ValueError``.
+    """``float(value)`` if it is a finite number in ``[minimum, maximum]`` (open at ``minimum``
+    with ``open_minimum``), else ``ValueError``.
 
     >>> validate_number(0.5, "gamma", minimum=0.0, maximum=1.0, open_minimum=True)
     0.5
@@ -109,7 +101,7 @@ def validate_positive(value, arg: str) -> float:
 
 
 def _finite_float(value) -> Optional[float]:
-    """``float(value)`` for a finite real number that is not a bool, else None."""
+    """``float(value)`` for a finite real number (not a bool), else None."""
     if isinstance(value, (bool, np.bool_, str, bytes)):
         return None
     try:
@@ -127,16 +119,14 @@ def validate_choice(value, choices: Sequence[str], arg: str) -> str:
 
 
 def validate_bool(value, arg: str) -> bool:
-    """``bool(value)`` for a bool (NumPy's too) or the ints 0 and 1, else ``ValueError``
-    (a string such as ``"false"`` is not taken for True)."""
+    """``bool(value)`` for a bool (NumPy's too) or the ints 0 and 1, else ``ValueError``."""
     if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
         return bool(value)
     raise ValueError(f"`{arg}` must be a bool; got {value!r}.")
 
 
 def validate_seed(seed, arg: str = "seed"):
-    """None, ``int`` or ``[int, int]``; a tensor seed (TensorFlow's, or a backend
-    tensor of Keras 3 such as a ``SeedGenerator``'s state) passes through.
+    """None, ``int`` or ``[int, int]``; a seed tensor (TensorFlow's, a Keras 3 backend's) passes.
 
     >>> validate_seed((3, np.int32(4)))
     [3, 4]
@@ -152,8 +142,7 @@ def validate_seed(seed, arg: str = "seed"):
 
 
 def _is_tensor(value) -> bool:
-    """A TensorFlow tensor or variable, or a Keras 3 backend tensor (looked up without
-    importing either framework)."""
+    """A TensorFlow tensor or variable, or a Keras 3 backend tensor (neither imported here)."""
     tf = sys.modules.get("tensorflow")
     if tf is not None and isinstance(value, (tf.Tensor, tf.Variable)):
         return True
@@ -166,9 +155,8 @@ def _is_tensor(value) -> bool:
 # --- checks as annotations: ``option: Annotated[type, Check(...)] = default`` --------
 
 class Check:
-    """An option's check, ``check(value, arg) -> value``, as an annotation's metadata;
-    its ``repr`` says what it accepts (shown by ``help`` and the API reference), and
-    :attr:`rejects` is a value it refuses (the suites over every loss try it)."""
+    """An option's check, ``check(value, arg) -> value``, as an annotation's metadata; its
+    ``repr`` says what it accepts (``help``), :attr:`rejects` a value it refuses (for tests)."""
 
     def __init__(self, check: Callable[[Any, str], Any], accepts: str, rejects: Any):
         self._check, self._accepts, self.rejects = check, accepts, rejects

@@ -1,17 +1,12 @@
 """The one table of rank metric names: ops, metrics, losses and evaluation columns.
 
 Every place that takes a metric name (:mod:`tfr_extensions.ops.rank_metrics`,
-:func:`tfr_extensions.metrics.RankingMetric`, the ``metric`` of
-:class:`~tfr_extensions.losses.TwinSigmoidLoss` and
-:class:`~tfr_extensions.losses.ExpectedUtilityLoss`, and the columns of
-:mod:`tfr_extensions.evaluation`) accepts every name of :data:`METRICS`, canonical or
-alias, and means the same metric by it (each entry's ``definition`` says which).
-MAP@k comes in the two normalizations that users meet: ``map`` (``ap``) divides by all
-relevant documents R of the list (TF-Ranking's ``MeanAveragePrecisionMetric``,
-trec_eval's ``map_cut``, the twin-sigmoid paper's Eq. 14), ``map_min`` (``ap_min``) by
-``min(k, R)`` (LightGBM's and Kaggle's ``map@k``); without a cutoff the two are equal.
-Relevance is ``label > 0`` for both (LightGBM counts ``label > 0.5``: the same for
-integer labels). A column is ``<column>@<k>``, e.g. ``map@10``, ``map_min@10``.
+:func:`tfr_extensions.metrics.RankingMetric`, the losses' ``metric``, the columns of
+:mod:`tfr_extensions.evaluation`) accepts every name of :data:`METRICS`, canonical or alias,
+for the metric its ``definition`` states. MAP@k: ``map`` (``ap``) divides by all R relevant
+documents (TF-Ranking, trec_eval's ``map_cut``, the twin-sigmoid paper's Eq. 14), ``map_min``
+(``ap_min``) by ``min(k, R)`` (LightGBM's and Kaggle's ``map@k``; LightGBM's relevance
+``label > 0.5`` is ``label > 0`` for integer labels). A column is ``<column>@<k>``: ``map@10``.
 
 >>> canonical_metric("map"), column_prefix("precision")
 ('ap', 'p')
@@ -74,8 +69,7 @@ def canonical_metric(name: str, arg: str = "metric") -> str:
 
 
 def metric_of_column(prefix: str) -> str:
-    """The canonical metric of a column prefix (``"map"`` -> ``"ap"``); any
-    accepted name is taken too."""
+    """The canonical metric of a column prefix or any accepted name (``"map"`` -> ``"ap"``)."""
     metric = _BY_COLUMN.get(prefix) or _BY_NAME.get(prefix)
     if metric is None:
         raise ValueError(f"Unknown metric {prefix!r}: use one of {list(METRIC_NAMES)}.")

@@ -1,9 +1,8 @@
-"""LambdaLoss's PyTorch-native body: its math, :func:`tfr_extensions.losses.lambda_loss`
-(in ``keras.ops``), under the bad-input policy in torch operations
-(:mod:`tfr_extensions.torch_ops.screening`): at 64 lists of 32 the generic screening's
-Python call overhead is a tenth of a forward and backward pass. ``KERAS_BACKEND=torch
-python -m benchmarks.allrank_losses --cases lambda_loss lambda_ranknet --sizes 32 --threads
-1 --clock cpu``: 1.09 / 1.01x allRank 1.4.3 with the generic one, ``docs/speed.md``'s here.
+"""LambdaLoss's PyTorch-native body: :func:`tfr_extensions.losses.lambda_loss`'s math (in
+``keras.ops``) under the PyTorch bad-input screening, whose generic form's Python overhead is
+a tenth of a step at 64 lists of 32. ``KERAS_BACKEND=torch python -m benchmarks.allrank_losses
+--cases lambda_loss lambda_ranknet --sizes 32 --threads 1 --clock cpu``: 1.09 / 1.01x allRank
+1.4.3 with the generic one, ``docs/speed.md``'s here.
 """
 from tfr_extensions.losses import lambda_framework
 

@@ -1,6 +1,5 @@
 r"""ApproxNDCG and ListNet in PyTorch: the PyTorch-native bodies of
-:func:`tfr_extensions.losses.approx_ndcg_loss` and
-:func:`tfr_extensions.losses.listnet_loss` (their contracts).
+:func:`tfr_extensions.losses.approx_ndcg_loss` and :func:`tfr_extensions.losses.listnet_loss`.
 
 ApproxNDCG (``approxndcg-revisited.txt``, Eq. 3-6) is one ``torch.autograd.Function``. With
 :math:`x = s / T`, :math:`S_{ij} = \sigma(x_j - x_i)` and :math:`m` the valid documents, the
@@ -9,13 +8,11 @@ that makes them 1-based), the loss :math:`-\frac{1}{IDCG}\sum_i g_i / \log_2(1 +
 (Eq. 3-4). Its gradient, from :math:`c_i = \partial\,\mathrm{nDCG} / \partial \hat\pi_i` and
 the symmetric :math:`P = S \odot (1 - S)`:
 
-.. math:: \frac{\partial\,\mathrm{nDCG}}{\partial s_k} = \frac{m_k}{T}
-   \left[(P c)_k - c_k (P m)_k\right]
+.. math:: \frac{\partial\,\mathrm{nDCG}}{\partial s_k} = \frac{m_k}{T} [(P c)_k - c_k (P m)_k]
 
-(the diagonal terms of the two sums cancel). Both come from the forward pass, over blocks
-of rows (:mod:`tfr_extensions.torch_ops.pairs`): one in-place ``sigmoid`` per pair and a
-batched matrix product for the ranks, and where a gradient is wanted once more with ``P``
-and :math:`[c, m]`; the backward scales the saved ``[B, L]`` gradient.
+(the diagonal terms cancel). Both come from the forward pass over row blocks
+(:mod:`tfr_extensions.torch_ops.pairs`): one in-place ``sigmoid`` per pair and a batched
+product for the ranks, and for a gradient once more with ``P`` and :math:`[c, m]`.
 
 ListNet is O(B L) torch operations under autograd, kept by ``python -m
 benchmarks.backend_throughput --backends torch --losses listnet --with-keras-ops``: eagerly
@@ -33,8 +30,7 @@ from tfr_extensions.torch_ops import pairs
 
 
 class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
-    """Per-list approxNDCG ``[B]`` of ``scores`` with the gradient of the module
-    docstring (computed in the forward pass when ``scores`` needs one)."""
+    """Per-list approxNDCG ``[B]`` of ``scores`` with the module docstring's gradient."""
 
     @staticmethod
     def forward(ctx, scores, gains, inverse_ideal, valid, temperature):
@@ -68,9 +64,8 @@ class _ApproxNDCG(torch.autograd.Function):  # pylint: disable=abstract-method
 
 
 def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
-    r"""ApproxNDCG, per list: minus nDCG at the smooth ranks of Eq. 5-6 (module
-    docstring). Returns ``(losses, weights)`` ``[batch]``: minus approxNDCG, and 1 for
-    lists with a relevant document (0, with loss 0, otherwise).
+    r"""ApproxNDCG, per list: minus nDCG at the smooth ranks of Eq. 5-6. Returns ``(losses,
+    weights)`` ``[batch]``: weight 1 for lists with a relevant document, else 0 (loss 0).
 
     >>> losses, _ = approx_ndcg_loss(torch.tensor([[1., 0.]]), torch.tensor([[0.6, 0.8]]),
     ...                              mask=torch.tensor([[True, True]]))
@@ -85,10 +80,9 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
 
 
 def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
-    r"""ListNet, per list: the cross entropy
-    :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log \mathrm{softmax}(s/T)_i` over the valid
-    documents, weight :math:`\sum_k y_k` (the ``keras.ops`` body's clipping and shift by
-    the largest valid logit).
+    r"""ListNet's cross entropy :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log \mathrm{softmax}(s/T)_i`
+    per list over the valid documents, weight :math:`\sum_k y_k` (the ``keras.ops`` body's
+    clipping and shift by the largest valid logit).
 
     >>> losses, weights = listnet_loss(torch.tensor([[1., 0.]]), torch.tensor([[0., 0.]]),
     ...                                mask=torch.tensor([[True, True]]))

@@ -1,12 +1,12 @@
 r"""Row blocks for the pair passes of the PyTorch-native bodies.
 
-PyTorch's eager CPU kernels write every ``[B, L, L]`` intermediate to memory, and a fresh
-tensor of many megabytes comes from the operating system page by page, so on a CPU the
-pair passes run over blocks of rows (``[B, R, L]``, at most :data:`CPU_BLOCK_PAIRS` pairs,
-which stay in cache), eagerly into one buffer per pass (:func:`scratch`,
-:func:`differences`); on a GPU the whole ``[B, L, L]`` is one block, and ``torch.compile``
-unrolls the blocks (static shapes). Kept by the twin-sigmoid's pair pass at 64 lists of 128
-(2 EPYC cores): 1.5 ms with two buffers against 2.6 with a tensor per block.
+PyTorch's eager CPU kernels write every ``[B, L, L]`` intermediate to memory (a fresh tensor
+of many megabytes comes from the operating system page by page), so on a CPU the pair
+passes run over row blocks ``[B, R, L]`` of at most :data:`CPU_BLOCK_PAIRS` pairs, in cache,
+eagerly into one buffer per pass (:func:`scratch`); on a GPU ``[B, L, L]`` is one block
+(``torch.compile`` unrolls the blocks).
+Kept by the twin-sigmoid's pair pass at 64 lists of 128 (2 EPYC cores): 1.5 ms with two
+buffers against 2.6 with a tensor per block.
 
 >>> scores = torch.zeros(16, 512)
 >>> rows_per_block(scores), len(row_blocks(scores)), row_blocks(scores)[1]
@@ -41,18 +41,16 @@ def compiling() -> bool:
 
 
 def scratch(x):
-    """A buffer ``[B, R, L]`` for the pairs of one row block of ``x`` ``[B, L]`` (rows
-    of :func:`rows_per_block`), or None under ``torch.compile``, which refuses ``out=``
-    into a slice and plans its own memory."""
+    """A buffer ``[B, R, L]`` for one row block of ``x`` ``[B, L]``'s pairs, or None under
+    ``torch.compile`` (it refuses ``out=`` into a slice and plans its own memory)."""
     if compiling():
         return None
     return x.new_empty((x.shape[0], rows_per_block(x), x.shape[1]))
 
 
 def differences(x, block, buffer, rows_first: bool = False):
-    """:math:`x_j - x_i` (``rows_first``: :math:`x_i - x_j`) for the rows ``block`` of
-    ``x`` ``[B, L]``, ``[B, R, L]``: into ``buffer`` (:func:`scratch`), or a new tensor
-    where it is None.
+    """:math:`x_j - x_i` (``rows_first``: :math:`x_i - x_j`) ``[B, R, L]`` for the rows
+    ``block`` of ``x`` ``[B, L]``, into ``buffer`` (:func:`scratch`; None: a new tensor).
 
     >>> x = torch.tensor([[0.0, 1.0, 3.0]])
     >>> differences(x, slice(1, 3), scratch(x))

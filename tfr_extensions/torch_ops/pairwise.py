@@ -1,5 +1,4 @@
-r"""RankNet in PyTorch: the PyTorch-native body of
-:func:`tfr_extensions.losses.ranknet_loss` (its contract).
+r"""RankNet in PyTorch: the PyTorch-native body of :func:`tfr_extensions.losses.ranknet_loss`.
 
 ``ranknet-and-ndcg-beta-report.txt``, Eq. 1-4. The pair cost
 :math:`C(o, \bar P) = (1 - \bar P)\,o + \log(1 + e^{-o}) = \mathrm{softplus}(o) - \bar P o`
@@ -13,9 +12,9 @@ of valid documents, less the diagonal's :math:`n \log 2`, and, as
    - \tfrac12 u_{ij} o_{ij}\big) - n \log 2\Big], \qquad
    \frac{\partial}{\partial o_k} = m_k \sum_j m_j \big(\sigma(o_{kj}) - \bar P_{kj}\big).
 
-One ``torch.autograd.Function`` forms the pairs once, over blocks of rows
-(:mod:`tfr_extensions.torch_ops.pairs`), for the value and, where wanted, the gradient;
-the masks enter as the vectors of batched matrix products.
+One ``torch.autograd.Function`` forms the pairs once, over row blocks
+(:mod:`tfr_extensions.torch_ops.pairs`), for the value and the gradient; the masks enter
+as the vectors of batched matrix products.
 """
 import math
 
@@ -23,16 +22,14 @@ import torch
 
 from tfr_extensions.torch_ops import pairs, screening
 
-
 #: where softplus(o) = o to rounding (e^-o below half an ulp of o): PyTorch's
 #: default threshold, 20, is that for float32 only
 _LINEAR_ABOVE = {torch.float32: 20.0, torch.float64: 40.0}
 
 
 class _RankNetMean(torch.autograd.Function):  # pylint: disable=abstract-method
-    """``share`` :math:`\\times \\sum_{i<j} C_{ij}` per list ``[B]`` of the scaled
-    scores ``x`` (module docstring); each pair's share is taken before the sums,
-    which could overflow at extreme gaps."""
+    """``share`` :math:`\\times \\sum_{i<j} C_{ij}` per list ``[B]`` of the scaled scores
+    ``x``, each pair's share taken before the sums (which could overflow at extreme gaps)."""
 
     @staticmethod
     def forward(ctx, x, labels, valid, share):  # pylint: disable=arguments-differ
@@ -63,9 +60,9 @@ class _RankNetMean(torch.autograd.Function):  # pylint: disable=abstract-method
 
 
 def ranknet_loss(labels, scores, *, mask=None, sigma=1.0):
-    r"""RankNet: the mean of :math:`C_{ij}` over the unordered pairs of valid
-    documents (Eq. 1-4, tie targets 1/2), per list; weight 1 for lists with a
-    relevant document. Scores clipped as the ``keras.ops`` body clips them.
+    r"""RankNet: the mean of :math:`C_{ij}` over the unordered pairs of valid documents
+    (Eq. 1-4, tie targets 1/2), per list; weight 1 for lists with a relevant document.
+    Scores clipped as the ``keras.ops`` body clips them.
 
     >>> losses, _ = ranknet_loss(torch.tensor([[1., 0.]]), torch.tensor([[0., 0.]]),
     ...                          mask=torch.tensor([[True, True]]))

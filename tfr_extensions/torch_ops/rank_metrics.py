@@ -1,8 +1,6 @@
-r"""nDCG of ranks and its rank derivative in PyTorch: the forward metric of the
-PyTorch twin-sigmoid body, in a handful of torch operations instead of the
-``keras.ops`` form of :func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient`
-(which it equals; other metrics go through that function).
-
+r"""nDCG of ranks and its rank derivative in PyTorch, the PyTorch twin-sigmoid's forward
+metric: a handful of torch operations equal to the ``keras.ops``
+:func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient` (other metrics' route);
 Yu, "Optimize What You Evaluate With", Eq. 15 and 32:
 
 .. math:: M = \frac{1}{DCG^*@k} \sum_{d:\, p_d \le k} \frac{2^{y_d} - 1}{\log_2(1 + r_d)},
@@ -30,9 +28,7 @@ def ndcg_value_and_rank_gradient(labels, ranks, mask, topn: Optional[int], posit
     """
     within = mask if topn is None else mask & (positions <= topn)
     gains = torch.where(mask, torch.exp2(labels) - 1.0, 0.0)
-    ideal = torch.sort(gains, dim=-1, descending=True).values
-    if topn is not None:
-        ideal = ideal[:, :topn]
+    ideal = torch.sort(gains, dim=-1, descending=True).values[:, :topn]  # (None: all)
     ideal_discounts = 1.0 / torch.log2(torch.arange(2, ideal.shape[1] + 2, dtype=gains.dtype,
                                                     device=gains.device))
     ideal_dcg = ideal @ ideal_discounts

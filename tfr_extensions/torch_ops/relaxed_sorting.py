@@ -1,10 +1,7 @@
-"""NeuralNDCG's PyTorch-native body: the math of
-:func:`tfr_extensions.losses.neural_ndcg_loss` (NeuralSort and the nDCG, in ``keras.ops``)
-with the Sinkhorn loop of :mod:`tfr_extensions.torch_ops.sinkhorn`, under the PyTorch
-bad-input screening (:mod:`tfr_extensions.torch_ops.screening`). The loop is where its
-time goes (50 iterations over ``[B, L, L]``, forward and backward); the figure that keeps
-it is in :mod:`tfr_extensions.torch_ops.sinkhorn`.
-"""
+"""NeuralNDCG's PyTorch-native body: :func:`tfr_extensions.losses.neural_ndcg_loss`'s math
+(NeuralSort and the nDCG, in ``keras.ops``) with the Sinkhorn loop, where its time goes, of
+:mod:`tfr_extensions.torch_ops.sinkhorn` (which names the figure that keeps it), under the
+PyTorch bad-input screening."""
 import functools
 
 from tfr_extensions.losses import relaxed_sorting

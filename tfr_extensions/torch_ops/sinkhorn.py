@@ -1,27 +1,21 @@
 r"""Sinkhorn scaling in PyTorch: the loop of NeuralNDCG, with a hand-written backward.
 
-The iteration and per-list stopping rule of ``xp.sinkhorn.sinkhorn_scaling``
-(:func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`): each iteration divides every
-column of a list's matrix by its sum, then every row by its sum (a zero sum leaves its
-zeros); a list is frozen after the first iteration at which all its valid row and column
-sums are within ``tolerance`` of 1.
-
-Per framework because of its cost: every select is over sums, ``[B, L]`` (a stopped list
-scales by 1 and stays as it is, to the bit), not over ``[B, L, L]``, and the backward is one
-``torch.autograd.Function``: per iteration, with :math:`a = m / c` and :math:`b = a / q`,
-:math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
+The iteration and stopping rule of :func:`tfr_extensions.keras_ops.sinkhorn.sinkhorn_scaling`
+(a zero sum leaves its zeros), per framework for its cost: every select is over sums,
+``[B, L]`` (a stopped list scales by 1 and stays as it is, to the bit), not ``[B, L, L]``,
+and the backward is one ``torch.autograd.Function``: per iteration, with :math:`a = m / c`
+and :math:`b = a / q`, :math:`\bar a = (\bar b - \sum_k \bar b_{ik} b_{ik}) / q_i` and
 :math:`\bar m = (\bar a - \sum_k \bar a_{kj} a_{kj}) / c_j` (0 where a sum is 0; a stopped
-list passes its gradient through). No value is read back to the host, and
-``torch.compile`` makes one graph. Kept by ``KERAS_BACKEND=torch python -m
-benchmarks.allrank_losses``: 0.34-0.51x allRank 1.4.3 at 64 lists of 32 and 128 with the
-generic loop, the figures of ``docs/speed.md`` with this one.
+list passes its gradient through). No value is read back to the host; ``torch.compile``
+makes one graph. Kept by ``KERAS_BACKEND=torch python -m benchmarks.allrank_losses``:
+0.34-0.51x allRank 1.4.3 at 64 lists of 32 and 128 with the generic loop, the figures of
+``docs/speed.md`` with this one.
 """
 import torch
 
 
 def _inverse(sums):
-    """``1 / sums``, 0 where a sum is 0: a zero sum is a row or column of zeros, which
-    the scaling leaves at 0 (and whose gradient is 0)."""
+    """``1 / sums``, 0 where a sum is 0 (a row or column of zeros: it stays 0, gradient 0)."""
     return torch.where(sums > 0, sums.reciprocal(), 0.0)
 
 
@@ -66,9 +60,8 @@ class _Sinkhorn(torch.autograd.Function):
 
 
 def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
-    """Sinkhorn scaling of ``[B, L, L]`` matrices that are zero outside their valid rows
-    (``row_mask`` bool ``[B, L]``) and columns (``column_mask``), ``iterations`` at most
-    (module docstring).
+    """Sinkhorn scaling of ``[B, L, L]`` matrices zero outside their valid rows (``row_mask``
+    bool ``[B, L]``) and columns (``column_mask``), ``iterations`` at most.
 
     >>> m = torch.tensor([[[2., 1.], [1., 2.]]])
     >>> valid = torch.tensor([[True, True]])

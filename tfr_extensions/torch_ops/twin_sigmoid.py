@@ -1,37 +1,31 @@
-r"""The twin-sigmoid loss in PyTorch: the forward of the ``keras.ops`` body, the
-backward as one ``torch.autograd.Function``.
-
-Yu, "Optimize What You Evaluate With" (``twin-sigmoid-direct-metric-optimization.txt``).
-The value is the exact metric at the exact ranks (Eq. 12), computed by
-:func:`tfr_extensions.ops.twin_sigmoid.exact_forward_ranks` and
-:func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient` (a sort,
-O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`); the gradient
-chains the metric's rank derivative :math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
+r"""The twin-sigmoid loss in PyTorch (Yu, "Optimize What You Evaluate With",
+``twin-sigmoid-direct-metric-optimization.txt``): the value is the exact metric at the exact
+ranks (Eq. 12; a sort, O(B L log L); nDCG by :mod:`tfr_extensions.torch_ops.rank_metrics`,
+others by :func:`tfr_extensions.ops.rank_metrics.value_and_rank_gradient`); the backward, one
+``torch.autograd.Function``, chains :math:`\delta_d = \partial M / \partial r_d` onto Eq. 17-18:
 
 .. math:: \frac{\partial M}{\partial s_k} = -c \sum_j g_{kj}\,(\delta_j + c\,\delta_k),
    \qquad c = +1 \text{ (type2, type3)}, \; -1 \text{ (type1)},
 
 with :math:`g_{kj} = \sigma^{+\prime}(s_k - s_j)` of Eq. 11, 20 or 21. With
-:math:`t_{kj} = \tanh(\alpha_b (s_j - s_k) / 2)` (so
-:math:`\sigma_b(s_k - s_j) = (1 - t)/2`) and :math:`u_{kj} = \mathrm{sign}(y_k - y_j)`:
+:math:`t_{kj} = \tanh(\alpha_b (s_j - s_k) / 2)` (so :math:`\sigma_b(s_k - s_j) = (1 - t)/2`)
+and :math:`u_{kj} = \mathrm{sign}(y_k - y_j)`:
 
 * type1 (Eq. 11): :math:`g = \frac{\alpha_b}{4}(1 - t^2)`;
 * type2 (Eq. 20): :math:`g = \frac{\alpha_b}{4}(1 - t^2)\,u`;
 * type3 (Eq. 21): :math:`g = \alpha_b (1 + t)` if u = 1, :math:`-\alpha_b(1 - t)` if
   u = -1, 0 if u = 0; that is :math:`g = \alpha_b\, u (1 + t u)`.
 
-Both sums of row k are one batched matrix product, :math:`G [\delta, m]` with :math:`m`
-the valid documents, so no ``[B, L, L]`` mask is formed (under ``torch.compile``, one
-reduction fused with the pair terms). Each pair takes one logistic,
-:math:`\frac14(1 - t^2) = \sigma(x)\,\sigma(-x)` and :math:`1 + t u = 2\sigma(u x)` with
-:math:`x = \alpha_b (s_j - s_k)`: exact for every spread, with no data-dependent branch.
+Both sums of row k are one batched product :math:`G [\delta, m]` (:math:`m` the valid
+documents: no ``[B, L, L]`` mask; under ``torch.compile`` one reduction fused with the pair
+terms). Each pair takes one logistic, :math:`\frac14(1 - t^2) = \sigma(x)\,\sigma(-x)` and
+:math:`1 + t u = 2\sigma(u x)`, :math:`x = \alpha_b (s_j - s_k)`: exact at every spread.
 """
 import torch
 
 from tfr_extensions import arrays
 from tfr_extensions import backend
 from tfr_extensions.arrays import tie_keys as shared_tie_keys
-
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.ops import rank_metrics
 from tfr_extensions.ops.twin_sigmoid import exact_forward_ranks
@@ -42,10 +36,9 @@ from tfr_extensions.torch_ops.rank_metrics import ndcg_value_and_rank_gradient
 
 
 def _pair_derivatives(x, u, gradient: str):
-    r""":math:`g / \alpha_b` up to the constant of :data:`_SIGN_AND_SCALE`: :math:`p (1 - p)`
-    (type1), :math:`p (1 - p) u` (type2), :math:`u\,\sigma(u x)` (type3), with
-    :math:`p = \sigma(x)`, for the pair logits ``x`` (overwritten) and label signs ``u``
-    (None for type1)."""
+    r""":math:`g' = g / \alpha_b` up to :data:`_SIGN_AND_SCALE`'s constant, :math:`p = \sigma(x)`:
+    :math:`p (1 - p)` (type1), :math:`p (1 - p) u` (type2), :math:`u\,\sigma(u x)` (type3), in
+    the pair logits ``x`` (overwritten); label signs ``u`` None for type1."""
     if gradient == "type3":
         return x.mul_(u).sigmoid_().mul_(u)
     p = x.sigmoid_()
@@ -53,24 +46,20 @@ def _pair_derivatives(x, u, gradient: str):
     return p.mul_(u) if gradient == "type2" else p
 
 
-#: ``(c, k)`` of each type:
+#: ``(c, k)`` of each type, with :math:`g'` of :func:`_pair_derivatives`:
 #: :math:`\partial L / \partial s_k = -k c \alpha_b \sum_j g'_{kj} (\delta_j + c\,\delta_k m_j)`
-#: with :math:`g'` of :func:`_pair_derivatives`
 _SIGN_AND_SCALE = {"type1": (-1.0, 1.0), "type2": (1.0, 1.0), "type3": (1.0, 2.0)}
 
 
 def _stored(tensor):
-    """``tensor`` itself, as a view that makes a compiler store it: ``as_strided``
-    reads its input's memory, so Inductor computes a ``[B, L]`` input of the pairs
-    once rather than inlining its masking and clipping into every pair (that cost
-    the twin-sigmoid's compiled step 1.8x, 64 lists of 128 on a CPU)."""
+    """``tensor`` as a view Inductor must store (``as_strided`` reads memory): a ``[B, L]`` input
+    of the pairs computed once, not in every pair (1.8x the step, 64 lists of 128, CPU)."""
     return tensor.as_strided(tensor.shape, tensor.stride())
 
 
 def _fused_row_sums(x, labels, delta, weights, sign: float, gradient: str):
-    r""":math:`\sum_j g'_{kj} (\delta_j + c\,\delta_k m_j)` ``[B, L]`` as one
-    expression over all pairs, for ``torch.compile``, whose compiler fuses the pair terms
-    into the reduction (no ``[B, L, L]`` tensor stored)."""
+    r""":math:`\sum_j g'_{kj} (\delta_j + c\,\delta_k m_j)` ``[B, L]`` as one expression over
+    all pairs, which ``torch.compile`` fuses into the reduction."""
     x, labels, delta, weights = map(_stored, (x, labels, delta, weights))
     pair_x = x[:, None, :] - x[:, :, None]
     u = None if gradient == "type1" else torch.sign(labels[:, :, None] - labels[:, None, :])
@@ -83,9 +72,8 @@ def _fused_row_sums(x, labels, delta, weights, sign: float, gradient: str):
 
 
 def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
-    r"""The sums of :func:`_fused_row_sums` eagerly, per block of rows: logits and label
-    signs in two buffers, the pair terms in place, both sums as one batched product
-    :math:`[\delta, m]^\top G^\top` (faster on a CPU than :math:`G [\delta, m]`)."""
+    r"""The sums of :func:`_fused_row_sums` eagerly per row block, the pair terms in place in
+    two buffers, both sums one product :math:`[\delta, m]^\top G^\top` (faster on a CPU)."""
     logits = pairs.scratch(x)
     signs = None if gradient == "type1" else pairs.scratch(labels)
     columns = torch.stack([delta, weights], dim=1)  # [B, 2, L]
@@ -101,8 +89,7 @@ def _blocked_row_sums(x, labels, delta, weights, sign: float, gradient: str):
 
 def ranks_backward(delta, scores, labels, valid, alpha_b: float, gradient: str):
     r""":math:`\partial L / \partial s` ``[B, L]`` from :math:`\delta = \partial L / \partial r`
-    ``[B, L]`` (module docstring): eagerly by blocks of rows, under ``torch.compile`` one
-    fused reduction. ``delta``, ``scores`` and ``labels`` may hold anything finite at padding.
+    ``[B, L]`` (module docstring); ``delta``, ``scores``, ``labels`` any finite value at padding.
 
     >>> s = torch.tensor([[0.0, 1.0]]); y = torch.tensor([[1.0, 0.0]])
     >>> ranks_backward(torch.tensor([[1.0, 0.0]]), s, y, y >= 0, 1.0, "type3")
@@ -122,9 +109,8 @@ _KERAS_OPS = arrays.load(backend.KERAS_OPS)
 
 
 def tie_keys(shape, seed, device):
-    """Int64 keys in ``[0, 2^31)``, distinct within each list: the tie-break keys of
-    :mod:`tfr_extensions.arrays.tie_keys` for ``seed`` (an int, a pair of ints or an
-    integer tensor ``[2]``; None hashes a fresh pair from ``torch.randint``).
+    """The keys of :mod:`tfr_extensions.arrays.tie_keys` ``[B, L]`` as int64 for ``seed`` (an
+    int, a pair or an integer tensor ``[2]``; None: a fresh pair from ``torch.randint``).
 
     >>> keys = tie_keys((2, 5), 7, "cpu")
     >>> [len(set(row)) for row in keys.tolist()], bool((keys < 2**31).all())
@@ -136,16 +122,13 @@ def tie_keys(shape, seed, device):
         seed = 0
     elif isinstance(seed, torch.Tensor):
         seed = seed.to(device=device)
-    keys = shared_tie_keys.tie_keys(tuple(shape), seed, xp=_KERAS_OPS)
-    return keys.to(device=device, dtype=torch.int64)
+    return shared_tie_keys.tie_keys(tuple(shape), seed, xp=_KERAS_OPS).to(device, torch.int64)
 
 
 def forward_ranks(scores, valid, tie_break: bool, seed):
-    """``(ranks, positions)`` of
-    :func:`tfr_extensions.ops.twin_sigmoid.exact_forward_ranks`, with the tie
-    keys of :func:`tie_keys` and one scatter for the tie-broken positions. Float32
-    scores sort once, on an int64 that packs each score's order-preserving bits above
-    its tie key; float64 scores sort twice (by tie key, then stably by score).
+    """``(ranks, positions)`` of :func:`tfr_extensions.ops.twin_sigmoid.exact_forward_ranks`
+    with :func:`tie_keys`: float32 scores sort once, on an int64 packing each score's
+    order-preserving bits above its tie key; float64 scores sort twice.
 
     >>> s = torch.tensor([[0.5, 2.0, 0.5]])
     >>> forward_ranks(s, s > 0, False, None)[0]
@@ -170,9 +153,8 @@ def forward_ranks(scores, valid, tie_break: bool, seed):
 
 
 class _TwinSigmoidGradient(torch.autograd.Function):  # pylint: disable=abstract-method
-    """``value`` ``[B]`` with the gradient of :func:`ranks_backward` for ``delta =
-    upstream * rank_gradient``: computed in the forward pass for ``delta = rank_gradient``
-    (linear in the upstream), which the backward scales."""
+    """``value`` ``[B]`` with :func:`ranks_backward`'s gradient for ``delta = upstream *
+    rank_gradient``, computed in the forward (linear in the upstream, which scales it)."""
 
     @staticmethod
     def forward(ctx, scores, value, rank_gradient, labels, valid, alpha_b, gradient):

@@ -60,6 +60,7 @@ OURS = {
                            tie_break=True, seed=0)),
     "approx_ndcg": ("approx_ndcg_loss", dict(temperature=0.1)),
     "listnet": ("listnet_loss", {}),
+    "ranknet": ("ranknet_loss", {}),
 }
 
 
@@ -261,7 +262,8 @@ def tensorflow_competitors(names: List[str]) -> Dict[str, Callable]:
     import tfr_extensions as tfrx  # pylint: disable=import-outside-toplevel
     registry = {"twin_ndcg_type3": ("twin_ndcg_type3", {"seed": 0}),
                 "twin_ap_type3": ("twin_ap_type3", {"seed": 0}),
-                "approx_ndcg": ("approx_ndcg", {}), "listnet": ("listnet", {})}
+                "approx_ndcg": ("approx_ndcg", {}), "listnet": ("listnet", {}),
+                "ranknet": ("ranknet", {})}
     out = {}
     for name in names:
         key, kwargs = registry[name]

@@ -72,8 +72,8 @@ def require_tf_ranking(feature: str, instead: str = "") -> types.ModuleType:
 #: Names that lived here before they moved to their own modules (name -> module);
 #: imported on first use, so this module imports nothing of the package.
 _MOVED = {
-    **dict.fromkeys(("ragged_to_dense", "PADDING_PREDICTION", "PADDING_WEIGHT"),
-                    "tfr_extensions.ops.screening"),
+    **dict.fromkeys(("PADDING_PREDICTION", "PADDING_WEIGHT"), "tfr_extensions.ops.screening"),
+    "ragged_to_dense": "tfr_extensions.ops.ragged",
     "PADDING_LABEL": "tfr_extensions.ops.conventions",
     "approx_ranks": "tfr_extensions.ops.approx_ranks",
     **dict.fromkeys(("FeatureSpec", "split_elwc", "parse_elwc"), "tfr_extensions.data.elwc"),

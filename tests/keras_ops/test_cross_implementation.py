@@ -184,12 +184,12 @@ def _tensorflow(function):
 
 
 def test_exact_metrics_agree():
-    """``rank_metrics.exact_metric_function`` and ``list_metrics.exact_metric`` (one
+    """``rank_metrics.exact_metric`` and ``list_metrics.exact_metric`` (one
     function), with each filling of the namespace."""
     labels, scores = _merged_inputs()
     for alias in ("ndcg", "map", "ap_min", "precision", "nerr"):
         for topn in (None, 3):
-            got = _keras_ops(rank_metrics.exact_metric_function(alias))(labels, scores, topn)
+            got = _keras_ops(rank_metrics.exact_metric)(alias, labels, scores, topn)
             want = _tensorflow(list_metrics.exact_metric)(alias, labels, scores, topn)
             harness.assert_close(harness.to_numpy(got), want.numpy(), what=f"{alias}@{topn}")
 

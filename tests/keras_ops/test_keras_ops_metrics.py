@@ -112,7 +112,7 @@ def test_every_case_in_its_own_shape(name, metric, topn):
     def ours(prepared, ranks, mask, positions, labels, scores, finite, keys, gains):
         return (*rank_metrics.value_and_rank_gradient(metric, prepared, ranks, mask, topn,
                                                         positions),
-                rank_metrics.exact_metric_function(metric)(labels, scores, topn),
+                rank_metrics.exact_metric(metric, labels, scores, topn),
                 k_sorting.exact_ranks(finite, mask), k_sorting.exact_ranks(finite, mask, keys),
                 k_sorting.midranks(finite, mask), k_sorting.sort_descending(gains, mask, topn))
 
@@ -140,7 +140,7 @@ def test_exact_metrics_of_scores_equal_the_oracles():
     scores = np.nan_to_num(scores, nan=0.0, posinf=np.inf)  # NaN: no order
     for alias in ("ndcg", "map", "ap_min", "precision", "nerr"):
         for topn in TOPNS:
-            got = rank_metrics.exact_metric_function(alias)(labels, scores, topn)
+            got = rank_metrics.exact_metric(alias, labels, scores, topn)
             harness.assert_close(harness.to_numpy(got), exact_oracle(alias, labels, scores, topn),
                                  what=f"{alias}@{topn}")
 

@@ -1,7 +1,7 @@
 """The ``keras.ops`` filling of the array namespace (Keras 3 on JAX and PyTorch): every
 public name of ``keras.ops``, then those that differ from it: ``constant``, ``full``,
 ``full_like``, ``maximum``, ``minimum`` of :mod:`tfr_extensions.keras_ops.numerics` (filled on
-the device; float64 kept), ``safe_divide``, ``dtype_name``, and the ``keras.ops``
+the device; float64 kept), ``safe_divide`` (:mod:`tfr_extensions.ops.numerics`), ``dtype_name``, and the ``keras.ops``
 implementation's helper modules under the names of their TensorFlow counterparts.
 """
 import contextlib
@@ -21,7 +21,8 @@ from tfr_extensions.ops import rank_metrics, screening  # noqa: E402,F401
 from tfr_extensions.keras_ops.list_programs import run_over_lists, with_gradient  # noqa: E402,F401
 from tfr_extensions.keras_ops.lists import dtype_name  # noqa: E402,F401
 from tfr_extensions.keras_ops.numerics import (constant, full, full_like,  # noqa: E402,F401
-                                               maximum, minimum, safe_divide)
+                                               maximum, minimum)
+from tfr_extensions.ops.numerics import safe_divide  # noqa: E402,F401
 from tfr_extensions.keras_ops.pairs import row_sums  # noqa: E402,F401
 # (a module whose package may export a function of the same name)
 approx_ranks = importlib.import_module("tfr_extensions.ops.approx_ranks")

@@ -37,7 +37,7 @@ zeros_like, ones_like, equal, isfinite = tf.zeros_like, tf.ones_like, tf.equal, 
 transpose, convert_to_tensor, erfc = tf.transpose, tf.convert_to_tensor, tf.math.erfc
 logical_and, logical_not, stop_gradient = tf.logical_and, tf.logical_not, tf.stop_gradient
 stack, reshape, broadcast_to, einsum = tf.stack, tf.reshape, tf.broadcast_to, tf.einsum
-cond, cast, top_k = tf.cond, tf.cast, tf.math.top_k
+cond, cast, top_k, expm1 = tf.cond, tf.cast, tf.math.top_k, tf.math.expm1
 #: ``x`` with the static ``shape`` (None: unknown) TensorFlow cannot infer (``keras.ops``: ``x``)
 ensure_shape = tf.ensure_shape
 

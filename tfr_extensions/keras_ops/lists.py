@@ -1,16 +1,12 @@
-"""Lists: the ``keras.ops`` form of :mod:`tfr_extensions.ops.lists` (the same conventions
-and names): gathers, gains ``2^y - 1`` and discounts ``1 / log2(1 + rank)``. A label < 0 (or
-NaN) or ``mask`` False marks padding; float64 scores compute in float64 (on JAX with
-``jax_enable_x64``), others in float32. :mod:`tfr_extensions.ops.screening`'s input
-preparation keeps its old names here.
-
->>> ops.convert_to_numpy(gains(ops.array([[0., 1., 2.]]))).tolist()
-[[0.0, 1.0, 3.0]]
+"""Lists: the ``keras.ops`` form of :mod:`tfr_extensions.ops.lists` (the same conventions and
+names; float64 on JAX with ``jax_enable_x64``): gathers, the gains and discounts of
+:mod:`tfr_extensions.ops.conventions`, and :mod:`tfr_extensions.ops.screening`'s input
+preparation under its old names.
 """
 from keras import ops
 
-from tfr_extensions.keras_ops import numerics
-from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
+from tfr_extensions.ops.conventions import (  # noqa: F401
+    MAX_LABEL, PADDING_LABEL, gains, log2_discount)
 from tfr_extensions.ops.screening import (  # noqa: F401
     check_list_shapes, compute_dtype, has_relevant, labels_with_mask, prepare_lists,
     prepare_scores)
@@ -32,16 +28,6 @@ def batch_gather(params, indices):
     expanded = ops.broadcast_to(params[:, None, :],
                                 tuple(ops.shape(indices)[:2]) + (ops.shape(params)[-1],))
     return ops.take_along_axis(expanded, indices, axis=-1)
-
-
-def gains(labels):
-    """The exponential gain 2^y - 1 (labels of padded documents must be 0)."""
-    return ops.power(numerics.constant(2.0, labels.dtype), labels) - 1.0
-
-
-def log2_discount(ranks):
-    """1 / log2(1 + rank) for 1-based ranks."""
-    return ops.log(numerics.constant(2.0, ranks.dtype)) / ops.log1p(ranks)
 
 
 def compiling_with_xla() -> bool:

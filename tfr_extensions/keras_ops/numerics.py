@@ -1,34 +1,9 @@
-r"""Numerical tricks that keep values and gradients finite: the ``keras.ops`` counterpart
-of :mod:`tfr_extensions.ops.numerics` (the same functions, the same contracts).
-
->>> ops.convert_to_numpy(safe_divide(ops.array([1.0, 2.0]), ops.array([4.0, 0.0]))).tolist()
-[0.25, 0.0]
+"""Constants, fills and element-wise extremes in ``keras.ops`` that keep a tensor's dtype and
+device (the ``keras.ops`` namespace's ``constant``, ``full``, ``full_like``, ``minimum``,
+``maximum``; :mod:`tfr_extensions.ops.numerics` holds the tricks written once).
 """
-import math
-
 import keras
 from keras import ops
-
-
-def safe_divide(numerator, denominator):
-    """``numerator / denominator`` where ``denominator > 0``, else 0 (broadcasting);
-    the divisor is masked, so the gradient is finite everywhere."""
-    numerator = ops.convert_to_tensor(numerator)
-    denominator = ops.cast(denominator, numerator.dtype)
-    positive = denominator > 0
-    ratio = numerator / ops.where(positive, denominator, ops.ones_like(denominator))
-    return ops.where(positive, ratio, ops.zeros_like(ratio))
-
-
-def log1mexp(x):
-    r""":math:`\log(1 - e^x)` for ``x < 0``, accurate over the whole range
-    (``log(-expm1(x))`` above :math:`-\log 2`, ``log1p(-exp(x))`` below; each
-    branch's argument is masked)."""
-    x = ops.convert_to_tensor(x)
-    near_zero = x > -math.log(2.0)
-    safe_near = ops.where(near_zero, x, -ops.ones_like(x))
-    safe_far = ops.where(near_zero, -ops.ones_like(x), x)
-    return ops.where(near_zero, ops.log(-ops.expm1(safe_near)), ops.log1p(-ops.exp(safe_far)))
 
 
 def constant(value: float, dtype):

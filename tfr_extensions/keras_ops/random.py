@@ -4,7 +4,7 @@ counterpart of the seed helpers of :mod:`tfr_extensions.ops.lists`.
 A seed is None (fresh draws: Keras's global stream on PyTorch and TensorFlow, a process-wide
 host stream on JAX), an int, a pair of ints, or a seed tensor ``[2]``. A loss class built
 with a seed holds a :class:`SeedGenerator` (:func:`seed_generator`) and draws one seed per
-call (:func:`next_seed`): reproducible from one seed, fresh at every step. On JAX,
+call (``SeedGenerator.next``): reproducible from one seed, fresh at every step. On JAX,
 :func:`random_bits` draws from XLA's ``RngBitGenerator``: ``keras.random``'s Threefry costs
 seconds of compilation in every new jitted step on a CPU.
 
@@ -151,11 +151,6 @@ def seed_generator(seed, salt: int = 0) -> keras.random.SeedGenerator:
     return SeedGenerator(None if seed is None else as_int(seed, salt))
 
 
-def next_seed(generator: keras.random.SeedGenerator):
-    """The next seed tensor ``[2]`` of ``generator`` (advances it; in traced JAX code too)."""
-    return generator.next()
-
-
 def _advance(host):
     """The seed ``[2]`` a host copy holds, which then advances by one draw."""
     seed = host.copy()
@@ -197,7 +192,7 @@ def _jax_raw_key(seed):
     if isinstance(seed, (int, np.integer, list, tuple)):
         return jnp.asarray([as_int(seed), 0], jnp.uint32)
     if isinstance(seed, keras.random.SeedGenerator):
-        return ops.cast(next_seed(seed), "uint32")
+        return ops.cast(seed.next(), "uint32")
     return ops.cast(seed, "uint32")
 
 

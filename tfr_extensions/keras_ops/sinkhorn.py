@@ -5,6 +5,7 @@ from keras import ops
 
 from tfr_extensions.keras_ops import lists
 from tfr_extensions.keras_ops import numerics
+from tfr_extensions.ops.numerics import safe_divide
 
 
 def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: float):
@@ -15,8 +16,8 @@ def sinkhorn_scaling(matrix, row_mask, column_mask, iterations: int, tolerance: 
     tolerance = numerics.constant(tolerance, lists.dtype_name(matrix))
 
     def scale(m):
-        m = numerics.safe_divide(m, ops.sum(m, axis=1, keepdims=True))  # columns
-        return numerics.safe_divide(m, ops.sum(m, axis=2, keepdims=True))  # rows
+        m = safe_divide(m, ops.sum(m, axis=1, keepdims=True))  # columns
+        return safe_divide(m, ops.sum(m, axis=2, keepdims=True))  # rows
 
     def converged(m):  # [B]
         rows_ok = ops.abs(ops.sum(m, axis=2) - 1.0) < tolerance

@@ -51,7 +51,7 @@ import functools
 import importlib
 import inspect
 import keyword
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from tfr_extensions import arrays
 from tfr_extensions import backend
@@ -62,8 +62,6 @@ from tfr_extensions.ops import validation
 #: what a loss body returns: ``(losses, weights)``, or with a third entry, a dict of auxiliary
 #: per-list tensors only the Keras class reads (a policy-gradient loss's sampled metric)
 Output = Tuple[Any, ...]
-#: the name of a seeded loss's or model's step counter (variable, Keras 3 weights file entry)
-SEED_STEP = "seed_step"
 
 #: the two implementations of the array math, and the rule that picks one
 TENSORFLOW, KERAS_OPS = backend.TENSORFLOW, backend.KERAS_OPS
@@ -72,41 +70,25 @@ implementation = backend.implementation
 TORCH = backend.TORCH
 #: the default ``reduction`` of the loss classes: Keras's own
 DEFAULT_REDUCTION = backend.DEFAULT_REDUCTION
+#: ``torch=`` of a loss whose own math runs on PyTorch, under the PyTorch screening
+TORCH_SCREENED_MATH = "math"
 
 
-class Screening(NamedTuple):
-    """The functions of one implementation's bad-input policy that the loss classes call."""
-
-    screened_loss: Callable
-    loss_inputs: Callable
-    name_scope: Callable
-
-
-def _array_screening() -> Screening:
-    from tfr_extensions.ops import screening as array_screening  # pylint: disable=import-outside-toplevel
-    return Screening(array_screening.screened_loss, array_screening.loss_inputs,
-                     array_screening.name_scope)
-
-
-def _torch_screening() -> Screening:
-    from tfr_extensions.torch_ops import screening as torch_screening  # pylint: disable=import-outside-toplevel
-    return _array_screening()._replace(screened_loss=torch_screening.screened_loss)
-
-
-#: implementation -> its bad-input policy, imported on first use (``ops.screening`` asks
-#: for the array namespace when it runs; ``torch_ops.screening`` wraps the PyTorch bodies)
-SCREENING: Dict[str, Callable[[], Screening]] = {
-    TENSORFLOW: _array_screening, KERAS_OPS: _array_screening, TORCH: _torch_screening}
+#: implementation -> the module of its bad-input policy (``screened_loss``, ``loss_inputs``,
+#: ``name_scope``): ``ops.screening`` asks for the array namespace when it runs,
+#: ``torch_ops.screening`` wraps the PyTorch bodies
+SCREENING = {TENSORFLOW: "tfr_extensions.ops.screening", KERAS_OPS: "tfr_extensions.ops.screening",
+             TORCH: "tfr_extensions.torch_ops.screening"}
 #: what is imported so far: plain dicts, which ``torch.compile`` reads without a graph break
-_LOADED_SCREENING: Dict[str, Screening] = {}
+_LOADED_SCREENING: Dict[str, Any] = {}
 _LOADED_BODIES: Dict[str, Callable] = {}
 
 
-def screening(which: Optional[str] = None) -> Screening:
-    """The bad-input policy of implementation ``which`` (default: :func:`implementation`)."""
+def screening(which: Optional[str] = None):
+    """The bad-input policy's module of implementation ``which`` (default: the rule's)."""
     which = which or implementation()
-    if which not in _LOADED_SCREENING:
-        _LOADED_SCREENING[which] = SCREENING[which]()
+    if which not in _LOADED_SCREENING:  # (builtin: AutoGraph cannot convert importlib's code)
+        _LOADED_SCREENING[which] = __import__(SCREENING[which], fromlist=["screened_loss"])
     return _LOADED_SCREENING[which]
 
 
@@ -142,7 +124,8 @@ class LossSpec:
         returns :data:`Output`. Its keyword-only parameters but ``mask`` are the options,
         each annotated with its check (``sigma: validation.Positive = 1.0``).
       torch: ``"module:function"`` of a PyTorch-native body, run in place of ``math`` on
-        Keras's PyTorch backend; it keeps its place by the figure its docstring names.
+        Keras's PyTorch backend (:data:`TORCH_SCREENED_MATH`: ``math`` itself, under the
+        PyTorch screening); it keeps its place by the figure its docstring names.
       max_label: ``options -> the largest valid label``; None: ``conventions.MAX_LABEL``.
       presets: more registry keys, each with the options it sets (``twin_ndcg_type3``).
       examples: option sets beyond the defaults that the suites over every loss run.
@@ -218,7 +201,8 @@ class LossSpec:
     def body(self, which: Optional[str] = None) -> Callable[..., Output]:
         """The body that ``which`` (default: :meth:`implementation_of`) runs: the one
         :attr:`torch` names, or :attr:`math`."""
-        return load_body(self.torch) if self.implementation_of(which) == TORCH else self.math
+        native = self.implementation_of(which) == TORCH and self.torch != TORCH_SCREENED_MATH
+        return load_body(self.torch) if native else self.math
 
     def compute(self, labels, scores, mask, options, which: Optional[str] = None) -> Output:
         """``(losses, weights, aux)`` for checked ``options``: the body of implementation
@@ -297,9 +281,8 @@ class StepSeeded:
     def next_seed(self):
         """This call's seed: stateless ``int32 [2]`` on TensorFlow; on JAX and PyTorch the
         ``SeedGenerator``'s next, or None for ``seed=None`` (Keras's global stream)."""
-        if self._seed_generator is not None:
-            from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
-            return keras_random.next_seed(self._seed_generator)
+        if self._seed_generator is not None:  # (advances in traced JAX code too)
+            return self._seed_generator.next()
         if implementation() != TENSORFLOW:
             return None
         from tfr_extensions.ops import step_seeds  # pylint: disable=import-outside-toplevel
@@ -401,15 +384,15 @@ class RankingLoss(StepSeeded, keras.losses.Loss):
     # the step counter travels with the weights, so a resumed run draws as an unbroken one.
     def save_own_variables(self, store) -> None:
         if self._calls is not None:
-            store[SEED_STEP] = self._calls.numpy()
+            store[conventions.SEED_STEP] = self._calls.numpy()
         elif self._seed_generator is not None:
             from tfr_extensions.keras_ops import random as keras_random  # pylint: disable=import-outside-toplevel
-            store[SEED_STEP] = keras_random.state_value(self._seed_generator)
+            store[conventions.SEED_STEP] = keras_random.state_value(self._seed_generator)
 
     def load_own_variables(self, store) -> None:
-        if SEED_STEP not in store:
+        if conventions.SEED_STEP not in store:
             return
         if self._calls is not None:
-            self._calls.assign(store[SEED_STEP][()])
+            self._calls.assign(store[conventions.SEED_STEP][()])
         elif self._seed_generator is not None:
-            self._seed_generator.state.assign(store[SEED_STEP][()])
+            self._seed_generator.state.assign(store[conventions.SEED_STEP][()])

@@ -8,6 +8,11 @@ Extreme scores: the loss sums up to :math:`L^2` terms linear in the score gaps, 
 clipped to :math:`\pm\sqrt{\text{dtype.max}}/4` (4.6e18 in float32; ``arrays.extremes.clip_scores``)
 before and after the scaling by :math:`\sigma`: the sum stays finite; beyond that bound
 distinct scores tie, with gradient 0. Shapes are static (XLA, ``jax.jit``, ``torch.compile``).
+
+On PyTorch the math runs under the PyTorch screening (``base.TORCH_SCREENED_MATH``): the
+generic screening's Python overhead is a tenth of a step at 64 lists of 32
+(``KERAS_BACKEND=torch python -m benchmarks.allrank_losses --cases lambda_loss lambda_ranknet
+--sizes 32 --threads 1 --clock cpu``: 1.09 / 1.01x allRank 1.4.3 with it, ``docs/speed.md``).
 """
 import math
 
@@ -53,46 +58,7 @@ def lambda_pair_weights(gains, ranks, weighting: str, mu: float):
     raise ValueError(f"Unknown LambdaLoss weighting {weighting!r}.")
 
 
-def lambda_loss_of(labels, scores, mask, weighting: str, sigma: float, mu: float, topn):
-    """:func:`lambda_loss`'s math, which its PyTorch-native body
-    (:mod:`tfr_extensions.torch_ops.lambda_framework`) runs too."""
-    xp = arrays.namespace()
-    dtype = xp.dtype_name(scores)
-    # sigma * s, clipped before and after the scaling (which may overflow only for sigma > 1)
-    scaled = clip_scores(scores, squared=True)
-    if sigma != 1.0:
-        scaled = sigma * scaled
-    if sigma > 1.0:
-        scaled = clip_scores(scaled, squared=True)
-    # the lists in predicted order (ties to the lower index, padding last): ranks = positions
-    order = xp.sorting.sort_order(xp.stop_gradient(scaled), mask)  # [B, L]
-    sorted_scores = xp.take_along_axis(scaled, order, axis=-1)
-    sorted_labels = xp.take_along_axis(labels, order, axis=-1)
-    count = xp.sum(xp.cast(mask, "int32"), axis=-1, keepdims=True)  # [B, 1]
-    positions = xp.arange(xp.shape(scores)[1], dtype="int32")[None, :]  # [1, L], 0-based
-    sorted_mask = positions < count  # the valid documents come first
-    ranks = xp.cast(positions + 1, dtype)  # [1, L]
-    # the pairs summed: both valid and ranked within topn, with y_i > y_j (all for ndcg_loss1)
-    valid = sorted_mask if topn is None else xp.logical_and(sorted_mask, ranks <= topn)
-    pairs = _pairwise(valid, xp.logical_and)
-    if weighting != "ndcg_loss1":
-        pairs = xp.logical_and(pairs, _pairwise(sorted_labels, xp.greater))
-    # -log2(sigmoid(s_i - s_j)) = softplus(s_j - s_i) / ln 2, finite for any |s_i - s_j| <= 2b
-    pair_losses = xp.softplus(_pairwise(sorted_scores, lambda s_i, s_j: s_j - s_i))
-    if weighting == "ranknet":  # no weights: only whether a list has a gain (its ideal DCG > 0)
-        relevant = xp.any(xp.logical_and(mask, xp.lists.gains(labels) > 0), axis=-1)
-    else:
-        ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
-        relevant = ideal > 0
-        gains = xp.safe_divide(xp.lists.gains(sorted_labels), ideal[:, None])
-        pair_losses = lambda_pair_weights(gains, ranks, weighting, mu) * pair_losses
-    pair_losses = xp.where(pairs, pair_losses, xp.constant(0.0, dtype))
-    losses = xp.sum(pair_losses, axis=(1, 2)) * (1.0 / math.log(2.0))
-    return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
-
-
-# (above the decorator, which imports the PyTorch-native body that takes it from here)
-@base.loss_function(torch="tfr_extensions.torch_ops.lambda_framework:lambda_loss",
+@base.loss_function(torch=base.TORCH_SCREENED_MATH,
                     presets={f"lambda_{w}": {"weighting": w} for w in WEIGHTINGS},
                     examples=[dict(weighting="ndcg_loss1", sigma=1.5, mu=5.0, topn=3),
                               dict(weighting="ndcg_loss1", sigma=1.7, mu=3.0, topn=3)])
@@ -139,7 +105,39 @@ def lambda_loss(labels, scores, *, mask=None,
     >>> float(losses[0])  # -log2(1/2)
     1.0
     """
-    return lambda_loss_of(labels, scores, mask, weighting, sigma, mu, topn)
+    xp = arrays.namespace()
+    dtype = xp.dtype_name(scores)
+    # sigma * s, clipped before and after the scaling (which may overflow only for sigma > 1)
+    scaled = clip_scores(scores, squared=True)
+    if sigma != 1.0:
+        scaled = sigma * scaled
+    if sigma > 1.0:
+        scaled = clip_scores(scaled, squared=True)
+    # the lists in predicted order (ties to the lower index, padding last): ranks = positions
+    order = xp.sorting.sort_order(xp.stop_gradient(scaled), mask)  # [B, L]
+    sorted_scores = xp.take_along_axis(scaled, order, axis=-1)
+    sorted_labels = xp.take_along_axis(labels, order, axis=-1)
+    count = xp.sum(xp.cast(mask, "int32"), axis=-1, keepdims=True)  # [B, 1]
+    positions = xp.arange(xp.shape(scores)[1], dtype="int32")[None, :]  # [1, L], 0-based
+    sorted_mask = positions < count  # the valid documents come first
+    ranks = xp.cast(positions + 1, dtype)  # [1, L]
+    # the pairs summed: both valid and ranked within topn, with y_i > y_j (all for ndcg_loss1)
+    valid = sorted_mask if topn is None else xp.logical_and(sorted_mask, ranks <= topn)
+    pairs = _pairwise(valid, xp.logical_and)
+    if weighting != "ndcg_loss1":
+        pairs = xp.logical_and(pairs, _pairwise(sorted_labels, xp.greater))
+    # -log2(sigmoid(s_i - s_j)) = softplus(s_j - s_i) / ln 2, finite for any |s_i - s_j| <= 2b
+    pair_losses = xp.softplus(_pairwise(sorted_scores, lambda s_i, s_j: s_j - s_i))
+    if weighting == "ranknet":  # no weights: only whether a list has a gain (its ideal DCG > 0)
+        relevant = xp.any(xp.logical_and(mask, xp.lists.gains(labels) > 0), axis=-1)
+    else:
+        ideal = xp.rank_metrics.ideal_dcg(labels, mask, topn)  # [B]
+        relevant = ideal > 0
+        gains = xp.safe_divide(xp.lists.gains(sorted_labels), ideal[:, None])
+        pair_losses = lambda_pair_weights(gains, ranks, weighting, mu) * pair_losses
+    pair_losses = xp.where(pairs, pair_losses, xp.constant(0.0, dtype))
+    losses = xp.sum(pair_losses, axis=(1, 2)) * (1.0 / math.log(2.0))
+    return xp.where(relevant, losses, xp.zeros_like(losses)), xp.cast(relevant, dtype)
 
 
 @register

@@ -44,8 +44,7 @@ def approx_ndcg_loss(labels, scores, *, mask=None,
     return -ndcg, xp.cast(xp.lists.has_relevant(labels, mask), xp.dtype_name(scores))
 
 
-@base.loss_function(torch="tfr_extensions.torch_ops.listwise:listnet_loss",
-                    examples=[dict(temperature=0.5), dict(temperature=0.3)])
+@base.loss_function(examples=[dict(temperature=0.5), dict(temperature=0.3)])
 def listnet_loss(labels, scores, *, mask=None,
                  temperature: validation.Positive = 1.0):
     r"""ListNet: cross entropy of the top-one probabilities, weighted by the label sum.

@@ -15,10 +15,12 @@ from typing import Optional, Sequence, Union
 
 import tensorflow as tf
 
-from tfr_extensions.ops.conventions import MAX_LABEL, PADDING_LABEL  # noqa: F401
+from tfr_extensions.ops.conventions import (  # noqa: F401
+    MAX_LABEL, PADDING_LABEL, gains, log2_discount)
 from tfr_extensions.ops.screening import (  # noqa: F401
     PADDING_PREDICTION, PADDING_WEIGHT, check_list_shapes, compute_dtype, has_relevant,
-    labels_with_mask, prepare_lists, prepare_scores, ragged_to_dense)
+    labels_with_mask, prepare_lists, prepare_scores)
+from tfr_extensions.ops.ragged import ragged_to_dense  # noqa: F401
 
 try:  # TF's own test for "this graph is being compiled by XLA"
     from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
@@ -68,16 +70,6 @@ def batch_gather(params: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
     indices = tf.cast(indices, tf.int32)
     offsets = (tf.range(shape[0]) * shape[1])[(slice(None),) + (None,) * (indices.shape.rank - 1)]
     return tf.gather(tf.reshape(params, [-1]), indices + offsets)
-
-
-def gains(labels: tf.Tensor) -> tf.Tensor:
-    """The exponential gain 2^y - 1 (labels of padded documents must be 0)."""
-    return tf.pow(tf.constant(2.0, labels.dtype), labels) - 1.0
-
-
-def log2_discount(ranks: tf.Tensor) -> tf.Tensor:
-    """1 / log2(1 + rank) for 1-based ranks (ranks >= 1, so no division by 0)."""
-    return tf.math.log(tf.constant(2.0, ranks.dtype)) / tf.math.log1p(ranks)
 
 
 def seed_tensor(seed: Seed, salt: int = 0) -> Optional[tf.Tensor]:

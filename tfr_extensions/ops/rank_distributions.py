@@ -187,14 +187,12 @@ def distributions_of(scores, valid, sigma: float, topn: Optional[int], method: s
     def normal():
         return _normal(xp, win, valid, num_ranks)
 
-    if method == "exact":
-        probs = exact()
-    elif method == "normal":
-        probs = normal()
-    elif static_size is not None:
-        probs = exact() if static_size <= AUTO_EXACT_MAX_LIST_SIZE else normal()
-    else:  # (TensorFlow only: keras.ops shapes are static)
+    if method == "auto" and static_size is None:  # (TensorFlow only: keras.ops shapes are static)
         probs = xp.cond(size <= AUTO_EXACT_MAX_LIST_SIZE, exact, normal)
+    else:
+        use_exact = method == "exact" or (
+            method == "auto" and static_size <= AUTO_EXACT_MAX_LIST_SIZE)
+        probs = exact() if use_exact else normal()
     probs = xp.where(column_valid[:, :, None], probs, xp.zeros_like(probs))
     if static_ranks is not None:
         probs = xp.ensure_shape(probs, [None, None if columns is not None else static_size,

@@ -18,7 +18,7 @@ a list without relevant documents (label > 0) scores 0 with zero gradient. Metri
 any of :mod:`tfr_extensions.ops.vocabulary` (``"map"`` for ``"ap"``).
 """
 import functools
-from typing import Callable, Optional
+from typing import Optional
 
 from tfr_extensions import arrays
 from tfr_extensions.ops import validation
@@ -246,14 +246,3 @@ def exact_metric(metric: str, labels, scores, topn: Optional[int] = None, mask=N
     positions = xp.sorting.exact_ranks(scores, valid)
     return function(labels, xp.cast(positions, scores.dtype), valid, topn, positions)
 
-
-def exact_metric_function(name: str) -> Callable:
-    """:func:`exact_metric` of one metric, ``f(labels, scores, topn=None, mask=None) -> [B]``
-    (what :class:`tfr_extensions.metrics.RankingMetric` computes); ``ValueError`` if unknown."""
-    metric = vocabulary.canonical_metric(name)
-
-    def exact(labels, scores, topn: Optional[int] = None, mask=None):
-        return exact_metric(metric, labels, scores, topn, mask)
-
-    exact.__name__ = f"exact_{metric}"
-    return exact

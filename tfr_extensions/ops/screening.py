@@ -13,7 +13,6 @@ relevant document: :func:`has_relevant`; Keras classes: :func:`loss_inputs`, :fu
 >>> [xp.convert_to_numpy(x).tolist() for x in (scores, valid, broken)]
 [[[0.0, 2.0]], [[True, False]], [True]]
 """
-import importlib
 from typing import Any, Callable, Mapping, Tuple
 
 from tfr_extensions import arrays
@@ -22,13 +21,6 @@ from tfr_extensions.ops.conventions import PADDING_LABEL
 #: TF-Ranking's paddings of ragged scores and per-document weights (labels: ``PADDING_LABEL``).
 PADDING_PREDICTION = -1e6
 PADDING_WEIGHT = 0.0
-
-
-def __getattr__(name):
-    """``ragged_to_dense`` (now :mod:`tfr_extensions.ops.ragged`), imported on first use."""
-    if name == "ragged_to_dense":
-        return importlib.import_module("tfr_extensions.ops.ragged").ragged_to_dense
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _rank(x):
@@ -163,13 +155,6 @@ def screen_lists(labels, scores, max_label: float, mask=None):
     return labels, xp.where(finite, scores, zero), valid, broken
 
 
-def no_gradient_where(broken, scores):
-    """``scores`` with exactly zero gradient in the ``broken`` lists (selected on the scores,
-    not the upstream: ``docs/notes/twin_sigmoid_speed.md``)."""
-    xp = arrays.namespace()
-    return xp.where(broken[:, None], xp.stop_gradient(scores), scores)
-
-
 def screened_loss(body: Callable, labels, scores, mask, max_label: float,
                   options: Mapping[str, Any]):
     """``body(labels, scores, mask=valid, **options)`` under the bad-input policy (ragged inputs
@@ -181,8 +166,10 @@ def screened_loss(body: Callable, labels, scores, mask, max_label: float,
     scores = _floating(xp, scores)
     labels, scores, valid, broken = screen_lists(
         xp.cast(xp.convert_to_tensor(labels), xp.dtype_name(scores)), scores, max_label, mask)
-    losses, weights, *aux = body(labels, scores=no_gradient_where(broken, scores), mask=valid,
-                                 **options)
+    # broken lists: exactly zero gradient, selected on the scores, not the upstream
+    # (``docs/notes/twin_sigmoid_speed.md``)
+    scores = xp.where(broken[:, None], xp.stop_gradient(scores), scores)
+    losses, weights, *aux = body(labels, scores=scores, mask=valid, **options)
     dtype = xp.dtype_name(losses)  # (the NaN: a constant of the backward pass)
     nan = xp.where(broken, xp.constant(float("nan"), dtype), xp.constant(0, dtype))
     return losses + xp.stop_gradient(nan), weights, (aux[0] if aux else {})

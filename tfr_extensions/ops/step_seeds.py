@@ -13,9 +13,7 @@ from tfr_extensions import backend
 from tfr_extensions.arrays import tie_keys
 from tfr_extensions.backend import keras
 from tfr_extensions.ops import lists
-
-#: the name of a seeded loss's or model's step counter (variable, Keras 3 weights entry)
-SEED_STEP = "seed_step"
+from tfr_extensions.ops.conventions import SEED_STEP
 
 
 def step_counter(layer=None):

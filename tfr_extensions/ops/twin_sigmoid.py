@@ -46,12 +46,12 @@ def twin_sigmoid_derivative(z, alpha_b: float = 1.0, gradient: str = "type1",
     e = xp.exp(-xp.abs(x))
     big, small, positive = 1.0 / (1.0 + e), e / (1.0 + e), x >= 0  # sigma(|x|), sigma(-|x|)
     sig, sig_neg = xp.where(positive, big, small), xp.where(positive, small, big)
-    grads = alpha * sig * sig_neg  # Eq. 11
     if gradient == "type1":
-        return grads
+        return alpha * sig * sig_neg  # Eq. 11
     u = xp.broadcast_to(xp.cast(label_signs, z.dtype), xp.shape(z))
     zero = xp.zeros_like(sig)
     if gradient == "type2":  # Eq. 20
+        grads = alpha * sig * sig_neg
         return xp.where(u > 0, grads, xp.where(u < 0, -grads, zero))
     return xp.where(u > 0, (2.0 * alpha) * sig_neg,  # Eq. 21
                     xp.where(u < 0, (-2.0 * alpha) * sig, zero))

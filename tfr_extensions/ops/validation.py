@@ -143,13 +143,11 @@ def validate_seed(seed, arg: str = "seed"):
 
 def _is_tensor(value) -> bool:
     """A TensorFlow tensor or variable, or a Keras 3 backend tensor (neither imported here)."""
-    tf = sys.modules.get("tensorflow")
+    tf, keras = sys.modules.get("tensorflow"), sys.modules.get("keras")
     if tf is not None and isinstance(value, (tf.Tensor, tf.Variable)):
         return True
-    keras = sys.modules.get("keras")
     is_tensor = getattr(getattr(keras, "ops", None), "is_tensor", None)
-    return bool(is_tensor is not None and not isinstance(value, np.ndarray)
-                and is_tensor(value))
+    return bool(is_tensor is not None and not isinstance(value, np.ndarray) and is_tensor(value))
 
 
 # --- checks as annotations: ``option: Annotated[type, Check(...)] = default`` --------

@@ -1,5 +1,4 @@
-r"""ApproxNDCG and ListNet in PyTorch: the PyTorch-native bodies of
-:func:`tfr_extensions.losses.approx_ndcg_loss` and :func:`tfr_extensions.losses.listnet_loss`.
+r"""ApproxNDCG in PyTorch: the PyTorch-native body of :func:`tfr_extensions.losses.approx_ndcg_loss`.
 
 ApproxNDCG (``approxndcg-revisited.txt``, Eq. 3-6) is one ``torch.autograd.Function``. With
 :math:`x = s / T`, :math:`S_{ij} = \sigma(x_j - x_i)` and :math:`m` the valid documents, the
@@ -13,17 +12,12 @@ the symmetric :math:`P = S \odot (1 - S)`:
 (the diagonal terms cancel). Both come from the forward pass over row blocks
 (:mod:`tfr_extensions.torch_ops.pairs`): one in-place ``sigmoid`` per pair and a batched
 product for the ranks, and for a gradient once more with ``P`` and :math:`[c, m]`.
-
-ListNet is O(B L) torch operations under autograd, kept by ``python -m
-benchmarks.backend_throughput --backends torch --losses listnet --with-keras-ops``: eagerly
-1.4-1.8x its ``keras.ops`` body at L = 32-128, equal at 512; under ``torch.compile`` the
-``keras.ops`` body is 1.25-2.1x faster (2-vCPU EPYC, 2026-11-29).
 """
 import math
 
 import torch
 
-from tfr_extensions.keras_ops.numerics import safe_divide
+from tfr_extensions.ops.numerics import safe_divide
 from tfr_extensions.ops import rank_metrics
 from tfr_extensions.torch_ops import screening
 from tfr_extensions.torch_ops import pairs
@@ -78,26 +72,3 @@ def approx_ndcg_loss(labels, scores, *, mask=None, temperature=0.1):
     ndcg = _ApproxNDCG.apply(scores, gains, inverse_ideal, mask, float(temperature))
     return -ndcg, screening.has_relevant(labels, mask).to(scores.dtype)
 
-
-def listnet_loss(labels, scores, *, mask=None, temperature=1.0):
-    r"""ListNet's cross entropy :math:`-\sum_i \frac{y_i}{\sum_k y_k} \log \mathrm{softmax}(s/T)_i`
-    per list over the valid documents, weight :math:`\sum_k y_k` (the ``keras.ops`` body's
-    clipping and shift by the largest valid logit).
-
-    >>> losses, weights = listnet_loss(torch.tensor([[1., 0.]]), torch.tensor([[0., 0.]]),
-    ...                                mask=torch.tensor([[True, True]]))
-    >>> round(float(losses[0]), 6), float(weights[0])  # log 2
-    (0.693147, 1.0)
-    """
-    logits = pairs.clip(pairs.clip(scores) / temperature)  # (s / T may overflow)
-    floor = -torch.finfo(scores.dtype).max / 4.0  # the lowest clipped logit
-    label_sum = labels.sum(dim=-1)  # padded labels are 0
-    if scores.shape[1] == 0:  # lists of no document: no maximum to take
-        return scores.sum(dim=-1) * 0.0, label_sum
-    top = torch.where(mask, logits, floor).amax(dim=-1, keepdim=True).detach()
-    shifted = torch.where(mask, logits - top, 0.0)  # in [-max/2, 0]
-    total = torch.where(mask, torch.exp(shifted), 0.0).sum(dim=-1, keepdim=True)
-    log_total = torch.log(torch.where(total > 0, total, 1.0))
-    targets = safe_divide(labels, label_sum[:, None])
-    terms = torch.where(mask, targets * (log_total - shifted), 0.0)
-    return terms.sum(dim=-1), label_sum

@@ -14,7 +14,9 @@ of valid documents, less the diagonal's :math:`n \log 2`, and, as
 
 One ``torch.autograd.Function`` forms the pairs once, over row blocks
 (:mod:`tfr_extensions.torch_ops.pairs`), for the value and the gradient; the masks enter
-as the vectors of batched matrix products.
+as the vectors of batched matrix products. Kept by ``python -m benchmarks.backend_throughput
+--backends torch --losses ranknet --with-keras-ops``: 2.0 / 3.5 / 4.8x its ``keras.ops`` body
+eagerly at L = 32 / 128 / 512, 1.0 / 1.7 / 1.9x compiled (2-vCPU EPYC, 2026-11-30, e12a853).
 """
 import math
 

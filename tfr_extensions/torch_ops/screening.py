@@ -1,7 +1,7 @@
 r"""The bad-input policy of :func:`tfr_extensions.ops.screening.screened_loss` around the
-PyTorch-native bodies, in PyTorch operations: a dozen torch kernels for ``keras.ops``'s
-thirty calls (the eager twin-sigmoid, 32 lists of 128 on a CPU: 3.0-4.6 ms a call against
-5.4-5.7).
+PyTorch-native bodies, in PyTorch operations (the Keras classes' input handling is
+:mod:`tfr_extensions.ops.screening`'s): a dozen torch kernels for ``keras.ops``'s thirty
+calls (the eager twin-sigmoid, 32 lists of 128 on a CPU: 3.0-4.6 ms a call against 5.4-5.7).
 
 >>> body = lambda labels, scores, mask: (-(scores * labels).sum(-1), mask.any(-1).float())
 >>> losses, weights, aux = screened_loss(
@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import torch
 from keras import ops
 
-from tfr_extensions.ops.screening import check_list_shapes
+from tfr_extensions.ops.screening import check_list_shapes, loss_inputs, name_scope  # noqa: F401
 
 
 def screen_lists(labels, scores, max_label: float, mask=None):

@@ -9,6 +9,6 @@ Each pair pass is a ``torch.autograd.Function`` with a hand-written backward: th
 ``[B, L, L]`` intermediates, no data-dependent Python branch (``torch.compile`` makes one
 graph), the values and gradients of the ``keras.ops`` bodies (tested). The bad-input policy
 is :mod:`tfr_extensions.ops.screening`'s in torch operations (``torch_ops.screening``).
-ListNet, O(B L), has none: a training step of ``R4.L`` with it ran 1.00-1.04x as fast with
-a PyTorch-native body (16 lists of 32 and 200, CPU, 2026-11-30).
+ListNet, O(B L), has none: with one (commit e12a853), ``benchmarks.native_bodies`` timed an
+``R4.L`` step at 0.89-1.19x (L = 32) and 0.95-1.11x (L = 200) over six runs: noise.
 """

@@ -11,11 +11,8 @@ rounds. A native path that does not lift this ratio above noise has not earned i
         [--sizes 32 200] [--lists 16] [--rounds 5]
 """
 import argparse
-import os
 import time
 from typing import Callable, Dict, List
-
-os.environ.setdefault("KERAS_BACKEND", "torch")
 
 FEATURES = 136
 LOSSES = ("twin_ndcg_type3", "approx_ndcg", "ranknet", "lambda_loss", "neural_ndcg")

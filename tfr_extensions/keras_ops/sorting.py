@@ -10,7 +10,7 @@ permutation is inverted by one scatter: XLA:CPU's sort costs 0.1-0.3 us per elem
 (eager kernels store every ``[B, L, L]`` intermediate) and JAX on a GPU (counting failed at
 256 lists of 512, ``CUDA_ERROR_ILLEGAL_ADDRESS``) sort (``docs/notes/keras_ops_backends.md``).
 Kept by ``python -m benchmarks.backend_throughput --backends jax``: the twin-sigmoid loss at
-7.0-10.3x Rax's ApproxNDCG (256 lists of 128, 2-vCPU EPYC, 2026-11-29).
+4.9-5.3x Rax's ApproxNDCG (256 lists of 128, 2-vCPU EPYC, 2026-11-30, commit 07709b6).
 """
 from typing import Optional
 

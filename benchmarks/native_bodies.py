@@ -53,7 +53,8 @@ def compare(loss_name: str, size: int, lists: int, rounds: int) -> Dict:
             for label, torch_path in (("native", native), ("keras_ops", None)):
                 object.__setattr__(spec, "torch", torch_path)  # (a frozen dataclass)
                 rate = steps_per_second(step)
-                rates[label] = max(rates[label], rate) if round_ else 0.0
+                if round_:
+                    rates[label] = max(rates[label], rate)
     finally:
         object.__setattr__(spec, "torch", native)
     return {"loss": loss_name, "size": size, "torch": native, **rates,

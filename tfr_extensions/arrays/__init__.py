@@ -17,7 +17,6 @@ Keras 3 on JAX and PyTorch), each imported on first use. Which one runs is
 True
 """
 import contextlib
-import sys
 from types import ModuleType
 from typing import Dict, Iterator, Optional
 
@@ -35,10 +34,13 @@ def load(which: str) -> ModuleType:
     if which not in _LOADED:
         if which not in FILLINGS:
             raise ValueError(f"Unknown implementation {which!r}; known: {sorted(FILLINGS)}.")
-        # (builtin: AutoGraph would warn that it cannot convert importlib's internals)
-        __import__(FILLINGS[which])
-        _LOADED[which] = sys.modules[FILLINGS[which]]
+        _LOADED[which] = import_module(FILLINGS[which])
     return _LOADED[which]
+
+
+def import_module(name: str) -> ModuleType:
+    """Module ``name`` by the builtin ``__import__``: AutoGraph cannot convert importlib's."""
+    return __import__(name, fromlist=["*"])  # (a non-empty fromlist: the module, not its root)
 
 
 def current() -> str:

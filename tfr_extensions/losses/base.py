@@ -48,7 +48,6 @@ ones included; binary metrics count ``label > 0`` as relevant.
 """
 import dataclasses
 import functools
-import importlib
 import inspect
 import keyword
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -75,8 +74,7 @@ TORCH_SCREENED_MATH = "math"
 
 
 #: implementation -> the module of its bad-input policy (``screened_loss``, ``loss_inputs``,
-#: ``name_scope``): ``ops.screening`` asks for the array namespace when it runs,
-#: ``torch_ops.screening`` wraps the PyTorch bodies
+#: ``name_scope``; ``torch_ops.screening`` wraps the PyTorch bodies)
 SCREENING = {TENSORFLOW: "tfr_extensions.ops.screening", KERAS_OPS: "tfr_extensions.ops.screening",
              TORCH: "tfr_extensions.torch_ops.screening"}
 #: what is imported so far: plain dicts, which ``torch.compile`` reads without a graph break
@@ -87,8 +85,8 @@ _LOADED_BODIES: Dict[str, Callable] = {}
 def screening(which: Optional[str] = None):
     """The bad-input policy's module of implementation ``which`` (default: the rule's)."""
     which = which or implementation()
-    if which not in _LOADED_SCREENING:  # (builtin: AutoGraph cannot convert importlib's code)
-        _LOADED_SCREENING[which] = __import__(SCREENING[which], fromlist=["screened_loss"])
+    if which not in _LOADED_SCREENING:  # (on a loss's first call, maybe in a traced function)
+        _LOADED_SCREENING[which] = arrays.import_module(SCREENING[which])
     return _LOADED_SCREENING[which]
 
 
@@ -101,7 +99,7 @@ def load_body(path: str) -> Callable:
     if path not in _LOADED_BODIES:
         module_name, _, name = path.partition(":")
         try:
-            _LOADED_BODIES[path] = getattr(importlib.import_module(module_name), name)
+            _LOADED_BODIES[path] = getattr(arrays.import_module(module_name), name)
         except ImportError as error:
             raise backend.UnsupportedBackendError(
                 f"The loss body {path} does not import in this process "
